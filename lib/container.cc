@@ -1,0 +1,126 @@
+#include "optstate/container.h"
+
+#include <zstd.h>
+
+#include <array>
+#include <string>
+
+namespace optstate {
+namespace {
+
+// The legacy format's first pickle is protocol 2, LONG1 of 10 bytes: the magic
+// number 0x1950a86a20f9469cfc6c (torch/serialization.py MAGIC_NUMBER).
+constexpr std::array<uint8_t, 15> kLegacyMagic = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
+                                                   0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+constexpr uint32_t kZstdMagic = 0xFD2FB528;
+
+bool StartsWith(ByteSpan data, std::span<const uint8_t> prefix) {
+  if (data.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (static_cast<uint8_t>(data[i]) != prefix[i]) return false;
+  }
+  return true;
+}
+
+std::optional<ContainerFormat> SniffFormat(ByteSpan data) {
+  if (LooksLikeZip(data)) return ContainerFormat::kZip;
+  if (StartsWith(data, kLegacyMagic)) return ContainerFormat::kLegacy;
+  if (data.size() >= 4 && LoadU32LEUnchecked(data.data()) == kZstdMagic) return ContainerFormat::kZstd;
+  return std::nullopt;
+}
+
+std::string DescribeStart(ByteSpan data) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string hex;
+  for (size_t i = 0; i < data.size() && i < 8; ++i) {
+    auto b = static_cast<uint8_t>(data[i]);
+    if (i) hex += ' ';
+    hex += kDigits[b >> 4];
+    hex += kDigits[b & 0xF];
+  }
+  return data.empty() ? "the file is empty" : "it starts with " + hex;
+}
+
+std::string TrimmedRecord(const ByteCursor& cursor, const ZipEntry& e) {
+  auto data = ZipEntryData(cursor, e);
+  if (!data.ok()) return "";
+  std::string s(AsChars(*data).substr(0, 256));
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+Status DescribeZip(const ByteCursor& cursor, const ContainerOptions& options, ContainerInfo& info) {
+  OPTSTATE_ASSIGN_OR_RETURN(info.zip, ReadZipDirectory(cursor, options.zip));
+  const ZipEntry* pkl = info.zip.Find("data.pkl");
+  if (pkl == nullptr) {
+    return CorruptError("no '" + info.zip.prefix + "/data.pkl' record: not a torch.save file");
+  }
+  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan pickle, ZipEntryData(cursor, *pkl));
+  if (pickle.size() >= 2 && static_cast<uint8_t>(pickle[0]) == 0x80) {
+    info.pickle_protocol = static_cast<uint8_t>(pickle[1]);
+  }
+  if (const ZipEntry* e = info.zip.Find("version")) info.version = TrimmedRecord(cursor, *e);
+  if (const ZipEntry* e = info.zip.Find("byteorder")) info.byteorder = TrimmedRecord(cursor, *e);
+  if (const ZipEntry* e = info.zip.Find(".data/serialization_id")) {
+    info.serialization_id = TrimmedRecord(cursor, *e);
+  }
+  std::string data_dir = info.zip.prefix + "/data/";
+  for (const ZipEntry& e : info.zip.entries) {
+    if (e.name.starts_with(data_dir)) {
+      ++info.storage_records;
+      info.storage_bytes += e.size;
+    }
+    if (options.verify_crc) OPTSTATE_RETURN_IF_ERROR(VerifyZipEntryCrc(cursor, e));
+  }
+  info.crc_checked = options.verify_crc;
+  return Status();
+}
+
+// Decompresses only as far as the first few bytes, to name the inner format.
+void PeekZstd(ByteSpan data, ContainerInfo& info) {
+  unsigned long long declared = ZSTD_getFrameContentSize(data.data(), data.size());
+  if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR) {
+    info.zstd_content_size = declared;
+  }
+  ZSTD_DStream* stream = ZSTD_createDStream();
+  if (stream == nullptr) return;
+  std::array<std::byte, 64> head{};
+  ZSTD_inBuffer in{data.data(), data.size(), 0};
+  ZSTD_outBuffer out{head.data(), head.size(), 0};
+  while (out.pos < kLegacyMagic.size() && in.pos < in.size) {
+    size_t rc = ZSTD_decompressStream(stream, &out, &in);
+    if (ZSTD_isError(rc) || rc == 0) break;
+  }
+  ZSTD_freeDStream(stream);
+  info.zstd_inner_format = SniffFormat(ByteSpan(head.data(), out.pos));
+}
+
+}  // namespace
+
+std::string_view ContainerFormatName(ContainerFormat format) {
+  switch (format) {
+    case ContainerFormat::kZip: return "zip";
+    case ContainerFormat::kLegacy: return "legacy";
+    case ContainerFormat::kZstd: return "zstd";
+  }
+  return "unknown";
+}
+
+StatusOr<ContainerInfo> InspectContainer(const ByteCursor& cursor, const ContainerOptions& options) {
+  ContainerInfo info;
+  info.file_size = cursor.size();
+  std::optional<ContainerFormat> format = SniffFormat(cursor.data());
+  if (!format) {
+    return UnsupportedError("not a PyTorch checkpoint (zip, legacy or zstd): " +
+                            DescribeStart(cursor.data()));
+  }
+  info.format = *format;
+  switch (info.format) {
+    case ContainerFormat::kZip: OPTSTATE_RETURN_IF_ERROR(DescribeZip(cursor, options, info)); break;
+    case ContainerFormat::kZstd: PeekZstd(cursor.data(), info); break;
+    case ContainerFormat::kLegacy: break;  // its structure is in the pickles: reader layer
+  }
+  return info;
+}
+
+}  // namespace optstate

@@ -1,0 +1,175 @@
+#include "optstate/file_io.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace optstate {
+namespace {
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+Status ErrnoStatus(const std::string& path, const char* action, int err) {
+  std::string msg = path + ": " + action + ": " + ErrnoText(err);
+  if (err == ENOENT) return NotFoundError(std::move(msg));
+  return IoError(std::move(msg));
+}
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string BaseName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(path, "cannot open", errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoStatus(path, "cannot stat", err);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgumentError(path + ": is a directory, expected a file");
+  }
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  void* addr = nullptr;
+  if (size > 0) {
+    addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (addr == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      return ErrnoStatus(path, "cannot map", err);
+    }
+  }
+  ::close(fd);  // the mapping keeps the file open
+  return MappedFile(path, addr, size);
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : path_(std::move(other.path_)), addr_(other.addr_), size_(other.size_) {
+  other.addr_ = nullptr;
+  other.size_ = 0;
+}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    Release();
+    path_ = std::move(other.path_);
+    addr_ = other.addr_;
+    size_ = other.size_;
+    other.addr_ = nullptr;
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() { Release(); }
+
+void MappedFile::Release() {
+  if (addr_ != nullptr) ::munmap(addr_, size_);
+  addr_ = nullptr;
+  size_ = 0;
+}
+
+StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(
+    const std::string& final_path) {
+  if (final_path.empty() || final_path.back() == '/') {
+    return InvalidArgumentError("'" + final_path + "': output path names no file");
+  }
+  std::string pattern = DirName(final_path) + "/." + BaseName(final_path) + ".tmp-XXXXXX";
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  int fd = ::mkostemp(buf.data(), O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(final_path, "cannot create a temporary file beside it", errno);
+  // mkostemp makes 0600 files; outputs get the usual 0644 (less the umask).
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
+  auto* writer = new (std::nothrow) AtomicFileWriter(final_path, std::string(buf.data()), fd);
+  if (writer == nullptr) {
+    ::close(fd);
+    ::unlink(buf.data());
+    return LimitExceededError(final_path + ": out of memory");
+  }
+  return std::unique_ptr<AtomicFileWriter>(writer);
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (!committed_) Abandon();
+}
+
+void AtomicFileWriter::Abandon() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
+  temp_path_.clear();
+}
+
+Status AtomicFileWriter::Write(ByteSpan data) {
+  if (fd_ < 0) return InternalError(final_path_ + ": write after commit or failure");
+  const std::byte* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      Abandon();
+      return ErrnoStatus(final_path_, "write failed", err);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+    written_ += static_cast<uint64_t>(n);
+  }
+  return Status();
+}
+
+Status AtomicFileWriter::Commit() {
+  if (fd_ < 0) return InternalError(final_path_ + ": commit after commit or failure");
+  if (::fsync(fd_) != 0) {
+    int err = errno;
+    Abandon();
+    return ErrnoStatus(final_path_, "fsync failed", err);
+  }
+  if (::close(fd_) != 0) {
+    int err = errno;
+    fd_ = -1;
+    Abandon();
+    return ErrnoStatus(final_path_, "close failed", err);
+  }
+  fd_ = -1;
+  if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+    int err = errno;
+    Abandon();
+    return ErrnoStatus(final_path_, "rename failed", err);
+  }
+  committed_ = true;
+  // Make the rename itself durable; failure here leaves a complete file, so it
+  // is not reported.
+  int dir = ::open(DirName(final_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+  return Status();
+}
+
+}  // namespace optstate

@@ -1,0 +1,80 @@
+// Files in and out, with the two guarantees users rely on:
+//   - inputs are opened read-only and never modified;
+//   - an output appears at its final path complete, or not at all.
+//
+// MappedFile maps an input read-only so that tensor bytes are paged in only when
+// read (a 40 GB checkpoint costs nothing until its data is touched).
+// AtomicFileWriter writes to a temporary file in the target's own directory (so
+// the final rename never crosses a filesystem), fsyncs it, and renames it over
+// the target on Commit(). Destroying an uncommitted writer removes the temporary.
+#ifndef OPTSTATE_FILE_IO_H_
+#define OPTSTATE_FILE_IO_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "optstate/byte_cursor.h"
+#include "optstate/status.h"
+
+namespace optstate {
+
+class MappedFile {
+ public:
+  // Maps `path` read-only. Errors: kNotFound, kIoError (with errno text), and
+  // kInvalidArgument for a directory.
+  static StatusOr<MappedFile> Open(const std::string& path);
+
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  ByteSpan bytes() const { return {static_cast<const std::byte*>(addr_), size_}; }
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  MappedFile(std::string path, void* addr, uint64_t size)
+      : path_(std::move(path)), addr_(addr), size_(size) {}
+  void Release();
+
+  std::string path_;
+  void* addr_ = nullptr;  // nullptr for an empty file
+  uint64_t size_ = 0;
+};
+
+class AtomicFileWriter {
+ public:
+  // Creates the temporary "<dir>/.<name>.tmp-XXXXXX" next to `final_path`.
+  static StatusOr<std::unique_ptr<AtomicFileWriter>> Create(const std::string& final_path);
+  ~AtomicFileWriter();  // removes the temporary unless committed
+
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  Status Write(ByteSpan data);
+  uint64_t bytes_written() const { return written_; }
+  // fsync, close, rename over final_path, fsync the directory. After an error the
+  // temporary is removed and final_path is untouched.
+  Status Commit();
+
+  const std::string& final_path() const { return final_path_; }
+  const std::string& temp_path() const { return temp_path_; }
+
+ private:
+  AtomicFileWriter(std::string final_path, std::string temp_path, int fd)
+      : final_path_(std::move(final_path)), temp_path_(std::move(temp_path)), fd_(fd) {}
+  void Abandon();
+
+  std::string final_path_;
+  std::string temp_path_;
+  int fd_ = -1;
+  uint64_t written_ = 0;
+  bool committed_ = false;
+};
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_FILE_IO_H_

@@ -1,0 +1,64 @@
+// The zip container of torch.save files (and of every DCP item).
+//
+// torch.save writes an ordinary zip: one top directory ("archive/" or the file's
+// base name), every record stored uncompressed at a 64-byte aligned offset, the
+// real sizes and CRCs in the central directory, zip64 end records always present.
+// We read the central directory, resolve each record's data range through its
+// local header, and check every offset and size against the bytes present. No
+// record data is read here; a record is a range of the caller's buffer.
+//
+// Offsets are relative to the buffer given, which may be a slice of a larger
+// file (a DCP item); errors report absolute offsets via ByteCursor's base.
+#ifndef OPTSTATE_ZIP_ARCHIVE_H_
+#define OPTSTATE_ZIP_ARCHIVE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "optstate/byte_cursor.h"
+#include "optstate/status.h"
+
+namespace optstate {
+
+struct ZipEntry {
+  std::string name;
+  uint16_t method = 0;          // 0 stored; anything else we cannot read in place
+  uint64_t compressed_size = 0;
+  uint64_t size = 0;            // uncompressed
+  uint32_t crc32 = 0;           // from the central directory
+  uint64_t local_header_offset = 0;
+  uint64_t data_offset = 0;     // first byte of the record's data
+};
+
+struct ZipArchive {
+  std::vector<ZipEntry> entries;  // central directory order
+  std::string prefix;             // text before the first '/' of the first entry
+  bool zip64 = false;             // zip64 end-of-central-directory present
+
+  // The entry named "<prefix>/<record>", or nullptr.
+  const ZipEntry* Find(std::string_view record) const;
+};
+
+struct ZipLimits {
+  uint64_t max_entries = 1'000'000;
+};
+
+// Parses the directory of the zip in `cursor` (from its start to its end).
+// Errors: kCorrupt (no end record, bad signatures, entries outside the data,
+// entries outside the prefix directory), kTruncated, kLimitExceeded.
+StatusOr<ZipArchive> ReadZipDirectory(const ByteCursor& cursor, const ZipLimits& limits = {});
+
+// The stored bytes of `entry`. kUnsupported for a compressed record.
+StatusOr<ByteSpan> ZipEntryData(const ByteCursor& cursor, const ZipEntry& entry);
+
+// Recomputes the CRC-32 of a stored record; kCorrupt naming the record and both
+// values when it differs from the central directory's.
+Status VerifyZipEntryCrc(const ByteCursor& cursor, const ZipEntry& entry);
+
+// True when `data` starts with a local file header ("PK\3\4").
+bool LooksLikeZip(ByteSpan data);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_ZIP_ARCHIVE_H_

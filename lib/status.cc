@@ -1,0 +1,94 @@
+#include "optstate/status.h"
+
+#include <string>
+
+namespace optstate {
+
+std::string_view StatusCodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "OK";
+    case StatusCode::kTruncated: return "truncated input";
+    case StatusCode::kCorrupt: return "corrupt data";
+    case StatusCode::kUnsupported: return "unsupported";
+    case StatusCode::kLimitExceeded: return "limit exceeded";
+    case StatusCode::kIoError: return "I/O error";
+    case StatusCode::kInvalidArgument: return "invalid argument";
+    case StatusCode::kNotFound: return "not found";
+    case StatusCode::kInternal: return "internal error";
+  }
+  return "unknown status code";
+}
+
+Status::Status(StatusCode code, std::string message, std::source_location origin) {
+  // A caller passing kOk with a message has a bug; keep the message visible
+  // instead of silently producing OK.
+  if (code == StatusCode::kOk) code = StatusCode::kInternal;
+  rep_ = std::make_unique<Rep>(Rep{code, std::move(message), origin});
+}
+
+Status::Status(const Status& other)
+    : rep_(other.rep_ ? std::make_unique<Rep>(*other.rep_) : nullptr) {}
+
+Status& Status::operator=(const Status& other) {
+  if (this != &other) rep_ = other.rep_ ? std::make_unique<Rep>(*other.rep_) : nullptr;
+  return *this;
+}
+
+std::string_view Status::message() const { return rep_ ? std::string_view(rep_->message) : ""; }
+
+Status Status::WithContext(std::string_view context) && {
+  if (rep_ && !context.empty()) {
+    std::string joined;
+    joined.reserve(context.size() + 2 + rep_->message.size());
+    joined.append(context).append(": ").append(rep_->message);
+    rep_->message = std::move(joined);
+  }
+  return std::move(*this);
+}
+
+Status Status::WithContext(std::string_view context) const& {
+  return Status(*this).WithContext(context);
+}
+
+std::string Status::ToString() const {
+  if (!rep_) return "OK";
+  std::string out(StatusCodeName(rep_->code));
+  out.append(": ").append(rep_->message);
+  return out;
+}
+
+std::string Status::ToStringWithOrigin() const {
+  std::string out = ToString();
+  if (rep_) {
+    out.append(" [").append(rep_->origin.file_name()).append(":");
+    out.append(std::to_string(rep_->origin.line())).append("]");
+  }
+  return out;
+}
+
+Status TruncatedError(std::string m, std::source_location o) {
+  return Status(StatusCode::kTruncated, std::move(m), o);
+}
+Status CorruptError(std::string m, std::source_location o) {
+  return Status(StatusCode::kCorrupt, std::move(m), o);
+}
+Status UnsupportedError(std::string m, std::source_location o) {
+  return Status(StatusCode::kUnsupported, std::move(m), o);
+}
+Status LimitExceededError(std::string m, std::source_location o) {
+  return Status(StatusCode::kLimitExceeded, std::move(m), o);
+}
+Status IoError(std::string m, std::source_location o) {
+  return Status(StatusCode::kIoError, std::move(m), o);
+}
+Status InvalidArgumentError(std::string m, std::source_location o) {
+  return Status(StatusCode::kInvalidArgument, std::move(m), o);
+}
+Status NotFoundError(std::string m, std::source_location o) {
+  return Status(StatusCode::kNotFound, std::move(m), o);
+}
+Status InternalError(std::string m, std::source_location o) {
+  return Status(StatusCode::kInternal, std::move(m), o);
+}
+
+}  // namespace optstate

@@ -1,0 +1,266 @@
+"""Write the single-file checkpoint fixtures with the running torch (1.13 or 2.6).
+
+Usage: python3 testdata/gen/gen_fixtures.py OUTDIR
+Every fixture NAME gets NAME.expected.json (see describe.py); fixtures keyed by
+pointers also get NAME.manifest.json (schemas/param-manifest.schema.json): the
+parameters in optimizer order with the data_ptr each had when the state was keyed,
+which is what a user can produce from the live model and optimizer.
+Seeds are fixed, so values are reproducible; pointer values are not (they are
+whatever the allocator gave this process).
+"""
+import json
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import describe  # noqa: E402
+
+TORCH2 = not torch.__version__.startswith("1.")
+
+
+class Net(nn.Module):
+    """fc1/fc2 weights share a shape, and so do all the (8,) vectors: the cases where
+    (data_ptr, shape) keys collide once every pointer is 0."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(16, 8)
+        self.fc1 = nn.Linear(8, 8)
+        self.fc2 = nn.Linear(8, 8)
+        self.norm = nn.LayerNorm(8)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, idx):
+        h = self.emb(idx)
+        h = torch.relu(self.fc1(h))
+        h = self.norm(torch.relu(self.fc2(h)))
+        return self.head(h)
+
+
+class TiedNet(nn.Module):
+    """Language-model style: the output projection is the embedding (tied), and a
+    BatchNorm contributes buffers (running stats, num_batches_tracked)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(12, 6)
+        self.bn = nn.BatchNorm1d(6)
+        self.out = nn.Linear(6, 12, bias=False)
+        self.out.weight = self.emb.weight
+
+    def forward(self, idx):
+        return self.out(self.bn(self.emb(idx)))
+
+
+def make_net(dtype=torch.float32):
+    torch.manual_seed(0)
+    return Net().to(dtype)
+
+
+def batches(steps, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        yield torch.randint(0, 16, (4, 5), generator=g), torch.randn(4, 5, 4, generator=g)
+
+
+def train(model, opt, steps=3):
+    dtype = next(model.parameters()).dtype
+    for idx, tgt in batches(steps):
+        loss = ((model(idx) - tgt.to(dtype)) ** 2).float().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+class PtrKeyedAdam(torch.optim.Optimizer):
+    """A small Adam whose state is keyed the way HeavyBall 0.12-0.24 keyed it.
+
+    key="ptr_shape": (view.data_ptr(), tuple(view.shape))   HeavyBall 0.12.3-0.24.4
+    key="ptr":       view.data_ptr()                        HeavyBall 0.12.0-0.12.2
+    fsdp=True:       every pointer reads as 0, as under FSDP, so parameters of one
+                     shape share one entry and their moments mix (HeavyBall #11)
+    split_rows=N:    parameters with more than N rows are split on dim 0 into views of
+                     N rows (the last may be shorter); each view has its own state at
+                     its own, offset, pointer, as HeavyBall's split=True did.
+    state_dtype:     dtype the moments are stored in (HeavyBall's storage_dtype); the
+                     arithmetic is float32 either way.
+    The step counter lives in the group ("k"), as in HeavyBall's Foreach* optimizers.
+    """
+
+    def __init__(self, params, lr=1e-2, betas=(0.9, 0.99), eps=1e-8, key="ptr_shape",
+                 fsdp=False, split_rows=None, state_dtype=torch.float32):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, k=0))
+        self.key, self.fsdp, self.split_rows = key, fsdp, split_rows
+        self.state_dtype = state_dtype
+
+    def views(self, p):
+        if self.split_rows and p.dim() >= 1 and p.shape[0] > self.split_rows:
+            return list(p.data.split(self.split_rows, dim=0))
+        return [p.data]
+
+    def state_key(self, view):
+        ptr = 0 if self.fsdp else view.data_ptr()
+        return ptr if self.key == "ptr" else (ptr, tuple(view.shape))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            group["k"] += 1
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                for view, grad in zip(self.views(p), self.views_of_grad(p)):
+                    st = self.state[self.state_key(view)]
+                    if not st:
+                        st["exp_avg"] = torch.zeros_like(view, dtype=self.state_dtype)
+                        st["exp_avg_sq"] = torch.zeros_like(view, dtype=self.state_dtype)
+                    m = st["exp_avg"].float().mul_(b1).add_(grad, alpha=1 - b1)
+                    v = st["exp_avg_sq"].float().mul_(b2).addcmul_(grad, grad, value=1 - b2)
+                    st["exp_avg"].copy_(m)
+                    st["exp_avg_sq"].copy_(v)
+                    denom = (v / (1 - b2 ** group["k"])).sqrt_().add_(group["eps"])
+                    view.addcdiv_(m, denom, value=-group["lr"] / (1 - b1 ** group["k"]))
+
+    def views_of_grad(self, p):
+        if self.split_rows and p.dim() >= 1 and p.shape[0] > self.split_rows:
+            return list(p.grad.split(self.split_rows, dim=0))
+        return [p.grad]
+
+
+def manifest(model, opt):
+    names = {id(p): n for n, p in model.named_parameters()}
+    params = []
+    for group in opt.param_groups:
+        for p in group["params"]:
+            params.append({"name": names[id(p)], "shape": list(p.shape),
+                           "dtype": str(p.dtype).replace("torch.", ""),
+                           "data_ptr": p.data_ptr(), "nbytes": p.numel() * p.element_size()})
+    return {"format": "optstate-param-manifest", "version": 1, "params": params}
+
+
+def fqn_keyed(model, opt):
+    """get_optimizer_state_dict's layout: state and params keyed by FQN. torch 2.x
+    builds it with torch.distributed.checkpoint.state_dict itself; 1.13 has no such
+    module, so there the same layout is built from named_parameters."""
+    if TORCH2:
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+        return get_optimizer_state_dict(model, opt)
+    sd = opt.state_dict()
+    names = [n for n, _ in model.named_parameters()]
+    return {"state": {names[i]: v for i, v in sd["state"].items()},
+            "param_groups": [dict(g, params=[names[i] for i in g["params"]])
+                             for g in sd["param_groups"]]}
+
+
+def flat_shared(opt_sd):
+    """Moments of all parameters as views into one flat buffer per kind, as flat-
+    buffer optimizers (apex, FSDP1) hold them: many tensors, one storage each."""
+    out = {"state": {}, "param_groups": opt_sd["param_groups"]}
+    for name in ("exp_avg", "exp_avg_sq"):
+        parts = [st[name] for st in opt_sd["state"].values()]
+        flat = torch.cat([t.reshape(-1) for t in parts])
+        offset = 0
+        for idx, t in zip(opt_sd["state"].keys(), parts):
+            view = flat[offset:offset + t.numel()].view(t.shape)
+            out["state"].setdefault(idx, {"step": opt_sd["state"][idx]["step"]})[name] = view
+            offset += t.numel()
+    return out
+
+
+def build_all():
+    """Yield (name, object to save, covers, save kwargs, manifest or None)."""
+    m = make_net()
+    o = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01)
+    train(m, o)
+    adamw_sd = o.state_dict()
+    yield "adamw_index.pt", adamw_sd, "torch.optim.AdamW state, canonical int keys", {}, None
+    yield ("adamw_legacy.pt", adamw_sd, "adamw_index in the legacy non-zip format",
+           {"_use_new_zipfile_serialization": False}, None)
+    yield ("string_index.pt",
+           {"state": {str(k): v for k, v in adamw_sd["state"].items()},
+            "param_groups": adamw_sd["param_groups"]},
+           "AdamW state keyed '0','1',... as a DCP round trip returns it", {}, None)
+    yield "fqn_state.pt", fqn_keyed(m, o), "AdamW state keyed by FQN (DSD layout)", {}, None
+    yield ("shared_storage.pt", flat_shared(adamw_sd),
+           "moments as views of one flat buffer per kind (storage sharing)", {}, None)
+
+    m = make_net()
+    o = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    train(m, o)
+    yield "sgd_momentum_index.pt", o.state_dict(), "SGD momentum_buffer state", {}, None
+
+    m = make_net()
+    o = torch.optim.Adagrad(m.parameters(), lr=0.1)
+    train(m, o)
+    yield "adagrad_index.pt", o.state_dict(), "Adagrad step/sum state", {}, None
+
+    m = make_net(torch.bfloat16)
+    o = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    train(m, o)
+    yield "adamw_bf16.pt", o.state_dict(), "AdamW on bfloat16 params: bf16 moments", {}, None
+
+    # torch 1.13 cannot run float16 layers on CPU, so float16 state comes the way
+    # HeavyBall made it: float32 params, moments stored as float16.
+    m = make_net()
+    o = PtrKeyedAdam(m.parameters(), key="ptr_shape", state_dtype=torch.float16)
+    train(m, o)
+    yield ("ptr_shape_fp16.pt", o.state_dict(), "(data_ptr, shape) keys with float16 moments",
+           {}, manifest(m, o))
+
+    m = make_net()
+    o = PtrKeyedAdam(m.parameters(), key="ptr_shape", split_rows=6)
+    train(m, o)
+    yield ("heavyball_ptr_shape.pt", o.state_dict(),
+           "HeavyBall 0.12.3-0.24 (data_ptr, shape) keys; params over 6 rows split into 6-row views (emb 6+6+4)",
+           {}, manifest(m, o))
+
+    m = make_net()
+    o = PtrKeyedAdam(m.parameters(), key="ptr")
+    train(m, o)
+    yield ("heavyball_bare_ptr.pt", o.state_dict(), "HeavyBall 0.12.0-0.12.2 bare data_ptr keys",
+           {}, manifest(m, o))
+
+    m = make_net()
+    o = PtrKeyedAdam(m.parameters(), key="ptr_shape", fsdp=True)
+    train(m, o)
+    yield ("heavyball_fsdp_collision.pt", o.state_dict(),
+           "FSDP: every pointer 0, same-shape params share one mixed entry",
+           {}, manifest(m, o))
+
+    m = make_net()
+    decay = [p for n, p in m.named_parameters() if n.endswith("weight") and "norm" not in n]
+    no_decay = [p for n, p in m.named_parameters() if not (n.endswith("weight") and "norm" not in n)]
+    o = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                           {"params": no_decay, "weight_decay": 0.0}], lr=1e-3)
+    train(m, o)
+    yield ("combined.pt",
+           {"model": m.state_dict(), "optimizer": o.state_dict(), "epoch": 3, "global_step": 120,
+            "config": {"lr": 1e-3, "betas": (0.9, 0.999), "name": "net"}},
+           "{model, optimizer, ...} in one file; two param groups", {}, None)
+
+    torch.manual_seed(0)
+    t = TiedNet()
+    t(torch.randint(0, 12, (8,)))  # one forward in train mode: buffers move
+    yield "model_tied.pt", t.state_dict(), "model state_dict: tied weights, buffers", {}, None
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    for name, obj, covers, kwargs, man in build_all():
+        path = os.path.join(out, name)
+        torch.save(obj, path, **kwargs)
+        describe.write_expected(path, covers)
+        if man is not None:
+            with open(os.path.join(out, name.replace(".pt", ".manifest.json")), "w") as f:
+                json.dump(man, f, indent=1)
+                f.write("\n")
+        print(f"{path}: {os.path.getsize(path)} bytes", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+#!/bin/bash
+# Regenerate every fixture under testdata/good/ from real PyTorch.
+#
+# Usage: testdata/gen/regenerate.sh [OUTDIR]
+#   OUTDIR defaults to testdata/good (replaced only once everything succeeded).
+#   torch 1.13 comes from Debian bookworm (/usr/bin/python3, apt python3-torch);
+#   torch 2.6 from the trixie chroot that torch26-chroot.sh builds (root needed).
+# Takes about 30 s once the chroot exists.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+final=${1:-testdata/good}
+case "$final" in /*) ;; *) final="$repo/$final" ;; esac
+stage="$final.new"
+rm -rf "$stage"
+mkdir -p "$stage"
+
+echo "== torch 1.13 (Debian bookworm)"
+/usr/bin/python3 testdata/gen/gen_fixtures.py "$stage/torch113"
+zstd -19 -q -f "$stage/torch113/adamw_index.pt" -o "$stage/torch113/adamw_index.pt.zst"
+/usr/bin/python3 -c 'import sys; sys.path.insert(0, "testdata/gen"); import describe
+describe.write_expected(sys.argv[1], "adamw_index.pt compressed with zstd -19")' \
+  "$stage/torch113/adamw_index.pt.zst"
+
+echo "== torch 2.6 (Debian trixie chroot)"
+testdata/gen/torch26-chroot.sh
+# Inside the chroot the repository is /work, so paths must be relative to it.
+rel=${stage#"$repo"/}
+case "$rel" in /*) echo "OUTDIR must be inside the repository" >&2; exit 2 ;; esac
+testdata/gen/torch26-python.sh testdata/gen/gen_fixtures.py "$rel/torch26"
+testdata/gen/torch26-python.sh testdata/gen/gen_dcp_fsdp2.py "$rel/torch26"
+
+rm -rf "$final"
+mv "$stage" "$final"
+echo "fixtures in $final: $(du -sh "$final" | cut -f1)"

@@ -1,0 +1,73 @@
+#!/bin/bash
+# Make sure a Debian trixie chroot with python3-torch 2.6 exists, for interop tests
+# and the torch 2.6 fixtures. Bookworm's torch is 1.13, and behaviours we must match
+# (weights_only=True by default, byteorder records, FSDP2 + DCP) only exist in 2.x.
+#
+# Usage: testdata/gen/torch26-chroot.sh            build if missing, else check it
+#        testdata/gen/torch26-chroot.sh --rebuild  build from scratch
+# Env:   OPTSTATE_TORCH26_ROOT  where the chroot lives (default /var/cache/optstate-torch26)
+#        OPTSTATE_DEBIAN_MIRROR mirror URL (default: the first Debian URI in the host's apt sources)
+# Needs root and the Debian mirror; about 40 s and 1.2 GB. The tree is assembled at
+# ROOT.partial and renamed only once torch imports inside it, so an interrupted build
+# never leaves something that looks usable.
+set -euo pipefail
+
+root=${OPTSTATE_TORCH26_ROOT:-/var/cache/optstate-torch26}
+rebuild=0
+case "${1:-}" in
+  --rebuild) rebuild=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--rebuild]" >&2; exit 2 ;;
+esac
+say() { echo "torch26-chroot: $*" >&2; }
+[ "$(id -u)" = 0 ] || { say "needs root (mmdebstrap, chroot)"; exit 1; }
+
+torch_works() {
+  [ -x "$1/usr/bin/python3" ] || return 1
+  unshare --mount --propagation private sh -c '
+    mount -t proc proc "$1/proc" || exit 1
+    exec chroot "$1" /usr/bin/env -i PATH=/usr/bin:/bin LANG=C.UTF-8 \
+      python3 -c "import torch; print(\"torch\", torch.__version__)"' sh "$1"
+}
+
+if [ -d "$root" ] && [ "$rebuild" = 0 ]; then
+  if torch_works "$root" >&2; then exit 0; fi
+  say "$root exists but torch does not import there; rebuilding"
+fi
+
+mirror=${OPTSTATE_DEBIAN_MIRROR:-}
+if [ -z "$mirror" ]; then
+  mirror=$( { sed -n 's/^URIs:[[:space:]]*//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | tr ' ' '\n'
+              awk '$1 == "deb" { print $2 }' /etc/apt/sources.list 2>/dev/null; } |
+            grep -E '/debian/?$' | head -n 1 || true)
+fi
+[ -n "$mirror" ] || { say "no Debian mirror in the apt sources; set OPTSTATE_DEBIAN_MIRROR"; exit 1; }
+
+if ! command -v mmdebstrap >/dev/null; then
+  say "installing mmdebstrap"
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq mmdebstrap >&2
+fi
+
+partial="$root.partial"
+# Never rm -rf through a leftover bind mount into the host.
+if findmnt -rn -o TARGET | grep -q "^$partial"; then
+  say "something is still mounted below $partial; unmount it first"; exit 1
+fi
+rm -rf --one-file-system "$partial"
+mkdir -p "$(dirname "$root")"
+t0=$(date +%s)
+say "mmdebstrap trixie from $mirror into $partial"
+mmdebstrap --mode=root --variant=minbase --quiet \
+  --include=python3-torch,python3-numpy \
+  --aptopt='APT::Install-Recommends "false"' \
+  trixie "$partial" "deb $mirror trixie main" >&2
+rm -f "$partial"/var/cache/apt/archives/*.deb
+mkdir -p "$partial/work" "$partial/dev/shm"
+torch_works "$partial" >&2 || { say "torch does not import in the new chroot"; exit 1; }
+if findmnt -rn -o TARGET | grep -q "^$root"; then
+  say "something is still mounted below $root; unmount it first"; exit 1
+fi
+rm -rf --one-file-system "$root"
+mv "$partial" "$root"
+say "ready in $(( $(date +%s) - t0 )) s: $root ($(du -sh --one-file-system "$root" | cut -f1))"

@@ -1,0 +1,113 @@
+#include "optstate/file_io.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "fixtures.h"
+
+namespace optstate {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "optstate-test-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  size_t Count() const {
+    return static_cast<size_t>(std::distance(fs::directory_iterator(path_), fs::directory_iterator()));
+  }
+
+ private:
+  std::string path_;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(MappedFileTest, MapsWholeFileReadOnly) {
+  std::string path = testing::RepoPath("testdata/good/torch113/adamw_index.pt");
+  StatusOr<MappedFile> f = MappedFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->size(), fs::file_size(path));
+  EXPECT_EQ(AsChars(f->bytes()).substr(0, 4), "PK\x03\x04");
+  MappedFile moved = std::move(*f);
+  EXPECT_EQ(moved.size(), fs::file_size(path));
+}
+
+TEST(MappedFileTest, MissingFileIsNotFoundWithPath) {
+  StatusOr<MappedFile> f = MappedFile::Open("/nonexistent/x.pt");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(f.status().message(), "/nonexistent/x.pt: cannot open: No such file or directory");
+}
+
+TEST(MappedFileTest, DirectoryIsInvalidArgument) {
+  TempDir dir;
+  StatusOr<MappedFile> f = MappedFile::Open(dir / "");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(MappedFileTest, EmptyFileMapsToEmptySpan) {
+  TempDir dir;
+  std::ofstream(dir / "empty").close();
+  StatusOr<MappedFile> f = MappedFile::Open(dir / "empty");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->size(), 0u);
+  EXPECT_TRUE(f->bytes().empty());
+}
+
+TEST(AtomicFileWriterTest, CommitRenamesCompleteFile) {
+  TempDir dir;
+  auto w = AtomicFileWriter::Create(dir / "out.pt");
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_TRUE((*w)->Write(AsBytes("hello ")).ok());
+  ASSERT_TRUE((*w)->Write(AsBytes("world")).ok());
+  EXPECT_FALSE(fs::exists(dir / "out.pt"));  // nothing at the final path before Commit
+  EXPECT_EQ(dir.Count(), 1u);
+  ASSERT_TRUE((*w)->Commit().ok());
+  EXPECT_EQ(Slurp(dir / "out.pt"), "hello world");
+  EXPECT_EQ(dir.Count(), 1u);
+  EXPECT_EQ((*w)->bytes_written(), 11u);
+  struct stat st {};
+  ASSERT_EQ(::stat((dir / "out.pt").c_str(), &st), 0);
+  EXPECT_NE(st.st_mode & 0044, 0u);  // readable by others, unlike mkstemp's 0600
+}
+
+TEST(AtomicFileWriterTest, AbandonedWriterLeavesNothingAndKeepsOldFile) {
+  TempDir dir;
+  std::ofstream(dir / "out.pt") << "previous";
+  {
+    auto w = AtomicFileWriter::Create(dir / "out.pt");
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Write(AsBytes("partial")).ok());
+  }
+  EXPECT_EQ(Slurp(dir / "out.pt"), "previous");
+  EXPECT_EQ(dir.Count(), 1u);
+}
+
+TEST(AtomicFileWriterTest, MissingDirectoryIsNotFound) {
+  auto w = AtomicFileWriter::Create("/nonexistent-dir/out.pt");
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(w.status().message(),
+            "/nonexistent-dir/out.pt: cannot create a temporary file beside it: No such file or "
+            "directory");
+}
+
+}  // namespace
+}  // namespace optstate

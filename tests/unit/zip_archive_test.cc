@@ -1,0 +1,201 @@
+#include "optstate/zip_archive.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fixtures.h"
+#include "optstate/container.h"
+
+namespace optstate {
+namespace {
+
+const char* kAdamW = "testdata/good/torch113/adamw_index.pt";
+
+// Our directory reading equals Python zipfile's, record for record, on every
+// zip fixture from torch 1.13 and 2.6 (DCP items included via consolidated files).
+TEST(ZipArchiveTest, MatchesPythonZipfileOnEveryFixture) {
+  int zips = 0;
+  for (const std::string& fixture : testing::AllFixtures()) {
+    nlohmann::json expected = testing::ExpectedJson(fixture);
+    if (expected["container"]["format"].get<std::string>() != "zip") continue;
+    ++zips;
+    std::string bytes = testing::ReadFileOrFail(fixture);
+    StatusOr<ZipArchive> zip = ReadZipDirectory(ByteCursor(AsBytes(bytes)));
+    ASSERT_TRUE(zip.ok()) << fixture << ": " << zip.status().ToString();
+    EXPECT_TRUE(zip->zip64) << fixture;
+    EXPECT_EQ(zip->prefix, expected["container"]["prefix"].get<std::string>()) << fixture;
+    const auto& records = expected["container"]["records"];
+    ASSERT_EQ(zip->entries.size(), records.size()) << fixture;
+    for (size_t i = 0; i < records.size(); ++i) {
+      const ZipEntry& e = zip->entries[i];
+      EXPECT_EQ(e.name, records[i]["name"].get<std::string>()) << fixture;
+      EXPECT_EQ(e.size, records[i]["size"].get<uint64_t>()) << e.name;
+      EXPECT_EQ(e.crc32, records[i]["crc32"].get<uint32_t>()) << e.name;
+      EXPECT_EQ(e.data_offset, records[i]["data_offset"].get<uint64_t>()) << e.name;
+      EXPECT_EQ(e.method, 0) << e.name;
+      EXPECT_EQ(e.data_offset % 64, 0u) << e.name << ": torch aligns record data to 64 bytes";
+      EXPECT_TRUE(VerifyZipEntryCrc(ByteCursor(AsBytes(bytes)), e).ok()) << e.name;
+    }
+  }
+  EXPECT_GE(zips, 25);
+}
+
+TEST(ZipArchiveTest, FindUsesThePrefix) {
+  std::string bytes = testing::ReadFileOrFail(kAdamW);
+  StatusOr<ZipArchive> zip = ReadZipDirectory(ByteCursor(AsBytes(bytes)));
+  ASSERT_TRUE(zip.ok());
+  ASSERT_NE(zip->Find("data.pkl"), nullptr);
+  EXPECT_EQ(zip->Find("data.pkl")->name, "adamw_index/data.pkl");
+  EXPECT_EQ(zip->Find("byteorder"), nullptr);  // torch 1.13 writes none
+  EXPECT_EQ(zip->Find("ata.pkl"), nullptr);
+}
+
+// Corruption tests edit the bytes of a real fixture.
+class ZipCorruptionTest : public ::testing::Test {
+ protected:
+  void SetUp() override { bytes_ = testing::ReadFileOrFail(kAdamW); }
+  Status Read() { return ReadZipDirectory(ByteCursor(AsBytes(bytes_))).status(); }
+  size_t Find(const std::string& needle) { return bytes_.rfind(needle); }
+  std::string bytes_;
+};
+
+TEST_F(ZipCorruptionTest, TruncatedFileHasNoEndRecord) {
+  bytes_.resize(bytes_.size() / 2);
+  Status s = Read();
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message(), "no zip end-of-central-directory record in the last 4868 bytes");
+}
+
+TEST_F(ZipCorruptionTest, TinyFile) {
+  bytes_ = "PK\x03\x04";
+  EXPECT_EQ(Read().ToString(),
+            "truncated input: 4 bytes are too few for a zip end-of-central-directory record");
+}
+
+TEST_F(ZipCorruptionTest, BadCentralHeaderSignatureNamesOffset) {
+  size_t cd = bytes_.find(std::string("PK\x01\x02", 4));  // first central header
+  ASSERT_NE(cd, std::string::npos);
+  bytes_[cd + 2] = 'X';
+  Status s = Read();
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message(), "offset " + std::to_string(cd) +
+                             ": expected central directory header, found 0x02584b50");
+}
+
+TEST_F(ZipCorruptionTest, LocalHeaderOffsetPastEnd) {
+  size_t cd = bytes_.find(std::string("PK\x01\x02", 4));
+  ASSERT_NE(cd, std::string::npos);
+  // Relative offset of local header (central header offset 42): point it far away.
+  bytes_[cd + 42] = '\x00';
+  bytes_[cd + 43] = '\x00';
+  bytes_[cd + 44] = '\x00';
+  bytes_[cd + 45] = '\x7f';
+  Status s = Read();
+  EXPECT_EQ(s.code(), StatusCode::kTruncated);
+  EXPECT_EQ(s.message(), "record 'adamw_index/data.pkl': offset 2130706432: local header lies "
+                         "past the end of the data (" + std::to_string(bytes_.size()) + ")");
+}
+
+TEST_F(ZipCorruptionTest, RecordSizeBeyondFile) {
+  size_t cd = bytes_.find(std::string("PK\x01\x02", 4));
+  // Compressed size at central header offset 20: 0x40000000 bytes.
+  bytes_[cd + 20] = '\x00';
+  bytes_[cd + 21] = '\x00';
+  bytes_[cd + 22] = '\x00';
+  bytes_[cd + 23] = '\x40';
+  Status s = Read();
+  EXPECT_EQ(s.code(), StatusCode::kTruncated);
+  EXPECT_EQ(s.message(), "record 'adamw_index/data.pkl': offset 64: record data of 1073741824 "
+                         "bytes ends past the end of the data (" + std::to_string(bytes_.size()) + ")");
+}
+
+TEST_F(ZipCorruptionTest, CrcMismatchIsReportedWithBothValues) {
+  StatusOr<ZipArchive> zip = ReadZipDirectory(ByteCursor(AsBytes(bytes_)));
+  ASSERT_TRUE(zip.ok());
+  const ZipEntry* pkl = zip->Find("data.pkl");
+  ASSERT_NE(pkl, nullptr);
+  bytes_[pkl->data_offset + 5] ^= 0x01;
+  Status s = VerifyZipEntryCrc(ByteCursor(AsBytes(bytes_)), *pkl);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_TRUE(s.message().starts_with("record 'adamw_index/data.pkl': CRC-32 is 0x")) << s.message();
+  EXPECT_NE(s.message().find(", the directory says 0x"), std::string::npos);
+}
+
+// The zip64 end record's entry count (offset 32 from its signature) is what we trust.
+void SetZip64EntryCount(std::string& bytes, uint32_t count) {
+  size_t z64 = bytes.rfind(std::string("PK\x06\x06", 4));
+  ASSERT_NE(z64, std::string::npos);
+  for (int i = 0; i < 4; ++i) bytes[z64 + 32 + i] = static_cast<char>(count >> (8 * i));
+}
+
+TEST_F(ZipCorruptionTest, EntryCountLargerThanDirectoryIsCorrupt) {
+  SetZip64EntryCount(bytes_, 1000);
+  Status s = Read();
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_TRUE(s.message().starts_with("zip declares 1000 records in a ")) << s.message();
+}
+
+TEST_F(ZipCorruptionTest, EntryCountOverLimitIsRefusedBeforeAllocating) {
+  SetZip64EntryCount(bytes_, 0x10000000);
+  Status s = Read();
+  EXPECT_EQ(s.code(), StatusCode::kLimitExceeded);
+  EXPECT_EQ(s.message(), "zip declares 268435456 records; the limit is 1000000");
+  StatusOr<ZipArchive> small = ReadZipDirectory(ByteCursor(AsBytes(testing::ReadFileOrFail(kAdamW))),
+                                                ZipLimits{.max_entries = 5});
+  size_t records = testing::ExpectedJson(kAdamW)["container"]["records"].size();
+  EXPECT_EQ(small.status().message(),
+            "zip declares " + std::to_string(records) + " records; the limit is 5");
+}
+
+TEST(ContainerTest, IdentifiesEachFormat) {
+  struct Case {
+    const char* path;
+    ContainerFormat format;
+  } cases[] = {{kAdamW, ContainerFormat::kZip},
+               {"testdata/good/torch113/adamw_legacy.pt", ContainerFormat::kLegacy},
+               {"testdata/good/torch113/adamw_index.pt.zst", ContainerFormat::kZstd}};
+  for (const Case& c : cases) {
+    std::string bytes = testing::ReadFileOrFail(c.path);
+    StatusOr<ContainerInfo> info = InspectContainer(ByteCursor(AsBytes(bytes)), {});
+    ASSERT_TRUE(info.ok()) << c.path << ": " << info.status().ToString();
+    EXPECT_EQ(info->format, c.format) << c.path;
+  }
+}
+
+TEST(ContainerTest, ZipFactsFromTorch26) {
+  const std::string path = "testdata/good/torch26/adamw_index.pt";
+  std::string bytes = testing::ReadFileOrFail(path);
+  StatusOr<ContainerInfo> info = InspectContainer(ByteCursor(AsBytes(bytes)), {.verify_crc = true, .zip = {}});
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->pickle_protocol, 2);
+  EXPECT_EQ(info->version, "3");
+  EXPECT_EQ(info->byteorder, "little");
+  ASSERT_TRUE(info->serialization_id.has_value());
+  EXPECT_EQ(info->serialization_id->size(), 40u);
+  EXPECT_TRUE(info->crc_checked);
+  nlohmann::json expected = testing::ExpectedJson(path);
+  EXPECT_EQ(info->file_size, expected["file_size"].get<uint64_t>());
+  EXPECT_EQ(info->storage_records, expected["storages"].size());
+}
+
+TEST(ContainerTest, ZstdPeeksInnerFormatAndSize) {
+  std::string bytes = testing::ReadFileOrFail("testdata/good/torch113/adamw_index.pt.zst");
+  StatusOr<ContainerInfo> info = InspectContainer(ByteCursor(AsBytes(bytes)), {});
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->zstd_inner_format, ContainerFormat::kZip);
+  std::string plain = testing::ReadFileOrFail(kAdamW);
+  EXPECT_EQ(info->zstd_content_size, plain.size());
+}
+
+TEST(ContainerTest, UnknownBytesAreUnsupportedWithTheirStart) {
+  std::string text = "{\"state\": {}}";
+  StatusOr<ContainerInfo> info = InspectContainer(ByteCursor(AsBytes(text)), {});
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().ToString(),
+            "unsupported: not a PyTorch checkpoint (zip, legacy or zstd): it starts with "
+            "7b 22 73 74 61 74 65 22");
+}
+
+}  // namespace
+}  // namespace optstate

@@ -1,0 +1,16 @@
+// The command tree of `optstate`, separate from main() so that tests can run the
+// whole CLI (parsing included) in-process with captured output.
+#ifndef OPTSTATE_TOOLS_CLI_APP_H_
+#define OPTSTATE_TOOLS_CLI_APP_H_
+
+#include "command.h"
+
+namespace optstate::tools {
+
+// Parses argv, runs the chosen subcommand, returns the process exit code. Usage
+// errors print CLI11's message and a hint to --help on err, and return kExitError.
+int RunCli(int argc, const char* const* argv, CommandOutput& output);
+
+}  // namespace optstate::tools
+
+#endif  // OPTSTATE_TOOLS_CLI_APP_H_

@@ -1,0 +1,38 @@
+#include "command.h"
+
+#include <string>
+
+namespace optstate::tools {
+
+std::string_view StatusCodeId(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "ok";
+    case StatusCode::kTruncated: return "truncated";
+    case StatusCode::kCorrupt: return "corrupt";
+    case StatusCode::kUnsupported: return "unsupported";
+    case StatusCode::kLimitExceeded: return "limit_exceeded";
+    case StatusCode::kIoError: return "io_error";
+    case StatusCode::kInvalidArgument: return "invalid_argument";
+    case StatusCode::kNotFound: return "not_found";
+    case StatusCode::kInternal: return "internal";
+  }
+  return "internal";
+}
+
+void WriteJson(CommandOutput& output, const nlohmann::ordered_json& doc) {
+  output.out << doc.dump(2) << "\n";
+}
+
+int ReportError(CommandOutput& output, std::string_view command, const Status& status,
+                bool json) {
+  if (json) {
+    nlohmann::ordered_json doc;
+    doc["error"]["code"] = StatusCodeId(status.code());
+    doc["error"]["message"] = std::string(status.message());
+    WriteJson(output, doc);
+  }
+  output.err << "optstate " << command << ": error: " << status.ToString() << "\n";
+  return kExitError;
+}
+
+}  // namespace optstate::tools

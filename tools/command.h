@@ -1,0 +1,52 @@
+// What every subcommand shares: where it writes, and what its exit code means.
+//
+// A subcommand is one small file pair tools/<name>_command.{h,cc} with
+//   struct <Name>Options { ... };                       // parsed flags
+//   int Run<Name>(const <Name>Options&, CommandOutput&); // callable from tests
+//   CommandRunner Add<Name>Command(CLI::App& parent);    // flags, help, examples
+// Run* turns library results (structs and Status) into text or JSON; it never
+// touches std::cout/std::cerr directly, so tests capture both streams in-process.
+#ifndef OPTSTATE_TOOLS_COMMAND_H_
+#define OPTSTATE_TOOLS_COMMAND_H_
+
+#include <functional>
+#include <ostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "optstate/status.h"
+
+namespace CLI {
+class App;
+}
+
+namespace optstate::tools {
+
+// Exit codes shared by every subcommand.
+inline constexpr int kExitOk = 0;        // done, nothing to report
+inline constexpr int kExitFindings = 1;  // done, and found problems (validate, verify)
+inline constexpr int kExitError = 2;     // could not do the job: bad input, bad usage, I/O
+
+struct CommandOutput {
+  std::ostream& out;
+  std::ostream& err;
+};
+
+using CommandRunner = std::function<int(CommandOutput&)>;
+
+// Reports a failed Status: "optstate <cmd>: error: <code>: <message>" on err, or,
+// with json, {"error": {"code": ..., "message": ...}} on out (schemas/error.schema.json).
+// Returns kExitError.
+int ReportError(CommandOutput& output, std::string_view command, const Status& status,
+                bool json);
+
+// Writes `doc` as indented JSON plus a newline.
+void WriteJson(CommandOutput& output, const nlohmann::ordered_json& doc);
+
+// Machine-readable code names used in JSON: "truncated", "corrupt", ...
+std::string_view StatusCodeId(StatusCode code);
+
+}  // namespace optstate::tools
+
+#endif  // OPTSTATE_TOOLS_COMMAND_H_
