@@ -174,9 +174,12 @@ def main():
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
     out = sys.argv[1]
-    dcp_dir = os.path.join(out, "fsdp2_dcp")
-    shutil.rmtree(dcp_dir, ignore_errors=True)
     os.makedirs(out, exist_ok=True)
+    # .metadata records the checkpoint path as given: a fixed relative one keeps
+    # the file identical wherever it is regenerated.
+    os.chdir(out)
+    dcp_dir = "fsdp2_dcp"
+    shutil.rmtree(dcp_dir, ignore_errors=True)
     mp.spawn(worker, args=(free_port(), dcp_dir), nprocs=WORLD, join=True)
     consolidated = dcp_dir + ".consolidated.pt"
     dcp_to_torch_save(dcp_dir, consolidated)

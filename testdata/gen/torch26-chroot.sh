@@ -27,12 +27,12 @@ torch_works() {
   unshare --mount --propagation private sh -c '
     mount -t proc proc "$1/proc" || exit 1
     exec chroot "$1" /usr/bin/env -i PATH=/usr/bin:/bin LANG=C.UTF-8 \
-      python3 -c "import torch; print(\"torch\", torch.__version__)"' sh "$1"
+      sh -c "command -v zstd >/dev/null && python3 -c \"import torch; print(\\\"torch\\\", torch.__version__)\""' sh "$1"
 }
 
 if [ -d "$root" ] && [ "$rebuild" = 0 ]; then
   if torch_works "$root" >&2; then exit 0; fi
-  say "$root exists but torch does not import there; rebuilding"
+  say "$root exists but torch or zstd is missing there; rebuilding"
 fi
 
 mirror=${OPTSTATE_DEBIAN_MIRROR:-}
@@ -59,7 +59,7 @@ mkdir -p "$(dirname "$root")"
 t0=$(date +%s)
 say "mmdebstrap trixie from $mirror into $partial"
 mmdebstrap --mode=root --variant=minbase --quiet \
-  --include=python3-torch,python3-numpy \
+  --include=python3-torch,python3-numpy,zstd \
   --aptopt='APT::Install-Recommends "false"' \
   trixie "$partial" "deb $mirror trixie main" >&2
 rm -f "$partial"/var/cache/apt/archives/*.deb

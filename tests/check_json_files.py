@@ -1,0 +1,50 @@
+"""Every JSON file the project reads from testdata/ validates against its schema
+in schemas/, and every schema is itself a valid JSON Schema (draft 2020-12).
+Ends with 'N passed, N failed'."""
+import glob
+import json
+import os
+import sys
+
+import jsonschema
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def main():
+    schemas = {os.path.basename(p): load(p) for p in glob.glob(os.path.join(REPO, "schemas", "*.json"))}
+    passed = failed = 0
+    for name, schema in sorted(schemas.items()):
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+            passed += 1
+        except jsonschema.SchemaError as e:
+            failed += 1
+            print(f"FAIL schemas/{name}: {e.message}")
+    rules = [("*.manifest.json", "param-manifest.schema.json"),
+             ("fsdp2_dcp.expected.json", "dcp-fixture-expected.schema.json"),
+             ("*.expected.json", "fixture-expected.schema.json")]
+    seen = set()
+    for pattern, schema_name in rules:
+        for path in sorted(glob.glob(os.path.join(REPO, "testdata", "good", "*", pattern))):
+            if path in seen:
+                continue
+            seen.add(path)
+            rel = os.path.relpath(path, REPO)
+            try:
+                jsonschema.Draft202012Validator(schemas[schema_name]).validate(load(path))
+                passed += 1
+            except jsonschema.ValidationError as e:
+                failed += 1
+                print(f"FAIL {rel} against {schema_name}: {e.message[:300]} at {list(e.absolute_path)}")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed or passed < 10 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Real PyTorch must see every committed fixture exactly as its .expected.json says.
+
+Run with any torch (1.13 via /usr/bin/python3, 2.6 via with_torch26.sh). For each
+fixture under testdata/good/ it loads the file with torch.load and describes it
+again (testdata/gen/describe.py):
+  - fixtures written by the same torch line must match field for field (torch 2.x
+    also records whether weights_only=True loading accepts the file);
+  - fixtures written by the other line must give the same container, values and
+    storages: torch 1.13 and 2.6 read each other's files identically.
+Under torch 2.x the DCP fixture's .metadata is read with torch's own reader and
+compared too. Prints one line per fixture and 'N passed, N failed'.
+"""
+import json
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "testdata", "gen"))
+import describe  # noqa: E402
+import torch  # noqa: E402
+
+TORCH2 = not torch.__version__.startswith("1.")
+MINE = "torch26" if TORCH2 else "torch113"
+CROSS_FIELDS = ("fixture", "covers", "file_size", "container", "root", "storages")
+
+
+def first_difference(a, b, path="$"):
+    if type(a) is not type(b):
+        return f"{path}: {json.dumps(a)[:120]} != {json.dumps(b)[:120]}"
+    if isinstance(a, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                return f"{path}.{k}: present on one side only"
+            d = first_difference(a[k], b[k], f"{path}.{k}")
+            if d:
+                return d
+        return None
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return f"{path}: {len(a)} items != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = first_difference(x, y, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    return None if a == b else f"{path}: {json.dumps(a)[:120]} != {json.dumps(b)[:120]}"
+
+
+def fixtures():
+    good = os.path.join(REPO, "testdata", "good")
+    for line in sorted(os.listdir(good)):
+        for name in sorted(os.listdir(os.path.join(good, line))):
+            path = os.path.join(good, line, name)
+            if name.endswith(".expected.json") or name.endswith(".manifest.json"):
+                continue
+            if os.path.isfile(path):
+                yield line, path
+
+
+def check_file(line, path):
+    with open(path + ".expected.json") as f:
+        expected = json.load(f)
+    actual = describe.describe(path, expected.get("covers", ""))
+    if line == MINE:
+        return first_difference(expected, actual)
+    return first_difference({k: expected[k] for k in CROSS_FIELDS},
+                            {k: actual[k] for k in CROSS_FIELDS})
+
+
+def check_dcp(path):
+    import gen_dcp_fsdp2
+    with open(path + ".expected.json") as f:
+        expected = json.load(f)
+    actual = gen_dcp_fsdp2.dcp_description(path)
+    return first_difference(expected, actual)
+
+
+def main():
+    passed = failed = 0
+    print(f"torch {torch.__version__}: checking fixtures against their .expected.json")
+    cases = [(line, p, check_file) for line, p in fixtures()]
+    if TORCH2:
+        dcp = os.path.join(REPO, "testdata", "good", "torch26", "fsdp2_dcp")
+        cases.append(("torch26", dcp, lambda _line, p: check_dcp(p)))
+    for line, path, check in cases:
+        rel = os.path.relpath(path, REPO)
+        try:
+            diff = check(line, path)
+        except Exception as e:  # noqa: BLE001 - a fixture torch cannot load is a failure
+            diff = f"{type(e).__name__}: {e}"
+        kind = "same" if line == MINE else "cross"
+        if diff:
+            failed += 1
+            print(f"FAIL {rel} ({kind}): {diff}")
+        else:
+            passed += 1
+            print(f"ok   {rel} ({kind})")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
