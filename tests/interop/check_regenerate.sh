@@ -3,7 +3,8 @@
 # in testdata/gen/ (torch 1.13 and 2.6) into a scratch directory and compare the
 # descriptions with the committed ones. Values are seeded, so they must match
 # exactly; only what depends on allocator addresses is masked (pointer-valued
-# state keys, and the file sizes, offsets and CRCs of files that contain them).
+# state keys, the file sizes, offsets and CRCs of files that contain them, and the
+# size of legacy-format files, which name storages by address).
 # Skips (exit 77) like with_torch26.sh when torch 2.6 cannot be had outside CI.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
