@@ -65,7 +65,8 @@ StatusOr<ByteSpan> ByteCursor::ReadBytes(uint64_t n, std::string_view what) {
 }
 
 StatusOr<std::string_view> ByteCursor::ReadLine(std::string_view what) {
-  const void* nl = std::memchr(data_.data() + pos_, '\n', remaining());
+  // An empty span may have a null data(), which memchr must not be given.
+  const void* nl = remaining() == 0 ? nullptr : std::memchr(data_.data() + pos_, '\n', remaining());
   if (nl == nullptr) {
     return TruncatedError("offset " + std::to_string(offset()) + ": no end of line for " +
                           std::string(what) + " in the " + std::to_string(remaining()) +
