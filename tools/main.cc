@@ -1,10 +1,6 @@
 // The optstate binary: builds the command tree and runs the chosen subcommand.
 // Everything else lives in the subcommand files and in lib/.
 #include <iostream>
-#include <string>
-#include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "cli_app.h"
 #include "command.h"
