@@ -1,0 +1,87 @@
+// The object graph a pickle describes, built without importing or running anything.
+//
+// Every value the pickle creates is one Node in an arena, referred to by NodeId.
+// Memo sharing is preserved: an object reached twice (BINGET of a memoized list,
+// a tensor whose storage is shared) is one node, and mutating opcodes (APPEND,
+// SETITEMS, BUILD) change that node, as in Python. Calls the pickle asks for
+// (REDUCE, NEWOBJ, INST, OBJ) are never performed: they become kObject nodes that
+// record what would have been called with which arguments. The torch layer
+// (torch_semantics.h) later recognises the calls it knows (tensor rebuilds,
+// OrderedDict, torch.Size, ...) and rewrites those nodes in place.
+#ifndef OPTSTATE_PICKLE_GRAPH_H_
+#define OPTSTATE_PICKLE_GRAPH_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace optstate {
+
+using NodeId = uint32_t;
+inline constexpr NodeId kNoNode = UINT32_MAX;
+
+enum class NodeKind : uint8_t {
+  kNone,
+  kBool,
+  kInt,      // fits int64: `int_value`
+  kBigInt,   // does not: `text` holds the exact decimal digits (with '-')
+  kFloat,
+  kStr,      // UTF-8 in `text`
+  kBytes,    // raw bytes in `text`
+  kTuple,    // `items`; `class_name` "torch.Size" once recognised
+  kList,     // `items`
+  kDict,     // `entries`, insertion order; `class_name` e.g. "collections.OrderedDict"
+  kSet,      // `items`
+  kFrozenSet,
+  kGlobal,   // a reference to module.name (`module`, `name`); never imported
+  kObject,   // an unperformed call: `callable`, `args`, `kwargs`, plus BUILD `state`
+             // and any APPEND/SETITEMS applied to the result (`items`, `entries`)
+  kPersistentId,  // persistent_load(`args`): torch's storage references
+  kTensor,   // recognised by the torch layer: `tensor` indexes Checkpoint::tensors
+  kStorage,  // recognised persistent id: `storage` indexes Checkpoint::storages
+};
+
+// How a kObject was asked for, kept for reports ("REDUCE", "NEWOBJ", ...).
+enum class CallOpcode : uint8_t { kReduce, kNewObj, kNewObjEx, kInst, kObj, kExtension };
+
+struct Node {
+  NodeKind kind = NodeKind::kNone;
+  bool bool_value = false;
+  int64_t int_value = 0;
+  double float_value = 0;
+  std::string text;                 // str / bytes / big int digits
+  std::string module, name;         // kGlobal
+  std::string class_name;           // refined container class after the torch layer
+  std::vector<NodeId> items;        // tuple / list / set / object APPENDs
+  std::vector<std::pair<NodeId, NodeId>> entries;  // dict / object SETITEMs
+  NodeId callable = kNoNode;        // kObject
+  NodeId args = kNoNode;            // kObject, kPersistentId
+  NodeId kwargs = kNoNode;          // kObject (NEWOBJ_EX)
+  NodeId state = kNoNode;           // kObject: argument of BUILD
+  CallOpcode call = CallOpcode::kReduce;
+  uint32_t tensor = 0;              // kTensor
+  uint32_t storage = 0;             // kStorage
+  uint32_t depth = 1;               // nesting depth below and including this node
+  uint64_t offset = 0;              // absolute byte offset of the creating opcode
+};
+
+struct ObjectGraph {
+  std::vector<Node> nodes;
+  NodeId root = kNoNode;
+
+  const Node& at(NodeId id) const { return nodes[id]; }
+  Node& at(NodeId id) { return nodes[id]; }
+};
+
+// "module.name" of a kGlobal node, "" otherwise.
+std::string GlobalName(const Node& node);
+
+// Python-like type name for reports: "int", "str", "tuple", "dict",
+// "collections.OrderedDict", "tensor", "torch.nn.Module" (for an object, its
+// callable's name), ...
+std::string TypeName(const ObjectGraph& graph, NodeId id);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_PICKLE_GRAPH_H_

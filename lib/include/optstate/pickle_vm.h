@@ -1,0 +1,53 @@
+// A pickle reader for protocols 0-5 that builds an ObjectGraph and never imports
+// or executes anything.
+//
+// Every opcode of the pickle specification is understood. Calls become kObject
+// nodes; globals become kGlobal nodes and are also listed as GlobalRefs so that a
+// security report can judge them; out-of-band buffers (protocol 5 NEXT_BUFFER /
+// READONLY_BUFFER) are refused as unsupported, since a file cannot carry them.
+//
+// Untrusted sizes are checked against the bytes present (ByteCursor) and against
+// PickleLimits before anything is allocated. Errors carry the opcode's absolute
+// offset: "offset 1203: BINGET of memo index 7, which was never stored".
+#ifndef OPTSTATE_PICKLE_VM_H_
+#define OPTSTATE_PICKLE_VM_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "optstate/byte_cursor.h"
+#include "optstate/pickle_graph.h"
+#include "optstate/status.h"
+
+namespace optstate {
+
+struct PickleLimits {
+  uint32_t max_depth = 1000;              // nesting of containers and calls
+  uint64_t max_memo = 1u << 24;           // memo entries
+  uint64_t max_nodes = 1u << 26;          // objects in the graph
+  uint64_t max_stack = 1u << 24;          // stack items, i.e. items in one container
+  uint64_t max_string_bytes = 1ull << 30;  // one str or bytes value
+};
+
+struct GlobalRef {
+  std::string module;
+  std::string name;
+  uint64_t offset;  // of the GLOBAL / STACK_GLOBAL / INST opcode
+  std::string opcode;
+};
+
+struct PickleResult {
+  ObjectGraph graph;
+  int protocol = 0;               // from PROTO; 0 when absent
+  std::vector<GlobalRef> globals;  // in order of appearance, repeats included
+  uint64_t end_offset = 0;        // absolute offset just past STOP
+};
+
+// Reads one pickle starting at the cursor's position and leaves the cursor just
+// past its STOP opcode (the legacy format has several pickles back to back).
+StatusOr<PickleResult> ReadPickle(ByteCursor& cursor, const PickleLimits& limits = {});
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_PICKLE_VM_H_

@@ -1,0 +1,80 @@
+// What torch.save's pickle means: storages, tensors and the few Python types
+// torch relies on, recognised in an ObjectGraph without running anything.
+//
+// ResolveTorchObjects rewrites recognised nodes in place (memo sharing is kept,
+// since every reference points at the same node):
+//   persistent id ('storage', torch.XStorage, key, location, numel[, view])
+//                                            -> kStorage   (one per key)
+//   torch._utils._rebuild_tensor[_v2|_v3], _rebuild_meta_tensor_no_storage,
+//   _rebuild_parameter[_with_state], torch._tensor._rebuild_from_type_v2
+//                                            -> kTensor
+//   collections.OrderedDict(...) + SETITEMS  -> kDict "collections.OrderedDict"
+//   torch.Size((...))                        -> kTuple "torch.Size"
+//   _codecs.encode(str, 'latin1')            -> kBytes (protocol-2 bytes)
+//   builtins.set([...]) / frozenset([...])   -> kSet / kFrozenSet
+// Anything else stays a kObject that can still be printed and walked. Tensor
+// bytes are located (storage record and offset) but never read here.
+#ifndef OPTSTATE_TORCH_OBJECTS_H_
+#define OPTSTATE_TORCH_OBJECTS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "optstate/dtype.h"
+#include "optstate/pickle_graph.h"
+#include "optstate/status.h"
+
+namespace optstate {
+
+struct StorageRef {
+  std::string key;       // persistent id key: "0", "1", ... (zip) or an address (legacy)
+  DType dtype = DType::kUInt8;
+  bool untyped = false;  // torch.storage.UntypedStorage: numel counts bytes
+  std::string location;  // "cpu", "cuda:0", ...
+  uint64_t numel = 0;    // elements as declared by the pickle
+  uint64_t nbytes = 0;   // numel * element size
+  // Where the bytes are: filled by the container layer.
+  std::string record;    // zip record name, or "" for the legacy format
+  uint64_t data_offset = 0;  // offset of the first byte in the checkpoint buffer
+  bool located = false;
+};
+
+struct TensorRef {
+  int64_t storage = -1;  // index into storages; -1 for meta tensors
+  DType dtype = DType::kFloat32;
+  uint64_t storage_offset = 0;  // in elements
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  bool requires_grad = false;
+  bool is_parameter = false;
+  uint64_t numel() const;
+  uint64_t nbytes() const;
+};
+
+// Called once per storage key when first met; fills record/data_offset/located
+// from the container, or fails (missing record, record shorter than nbytes).
+using StorageLocator = std::function<Status(StorageRef&)>;
+
+struct TorchObjects {
+  std::vector<StorageRef> storages;
+  std::vector<TensorRef> tensors;
+};
+
+// Resolves the graph in place. Errors name the node's byte offset: a tensor
+// whose view reaches past its storage, a malformed storage id, an unknown dtype.
+StatusOr<TorchObjects> ResolveTorchObjects(ObjectGraph& graph, const StorageLocator& locate,
+                                           uint32_t max_depth);
+
+// Is module.name on torch 2.6's default weights_only allowlist? (Python 2 names
+// such as __builtin__.set are mapped first, as torch does.)
+bool IsWeightsOnlyAllowed(std::string_view module, std::string_view name);
+
+// Globals that execute code or reach the system when called: os.*, subprocess.*,
+// builtins.eval/exec/..., runpy, importlib, ... Reported as errors.
+bool IsDangerousGlobal(std::string_view module, std::string_view name);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_TORCH_OBJECTS_H_

@@ -1,0 +1,42 @@
+#include "optstate/pickle_graph.h"
+
+namespace optstate {
+
+std::string GlobalName(const Node& node) {
+  if (node.kind != NodeKind::kGlobal) return "";
+  return node.module + "." + node.name;
+}
+
+std::string TypeName(const ObjectGraph& graph, NodeId id) {
+  if (id == kNoNode || id >= graph.nodes.size()) return "nothing";
+  const Node& n = graph.at(id);
+  if (!n.class_name.empty()) return n.class_name;
+  switch (n.kind) {
+    case NodeKind::kNone: return "None";
+    case NodeKind::kBool: return "bool";
+    case NodeKind::kInt:
+    case NodeKind::kBigInt: return "int";
+    case NodeKind::kFloat: return "float";
+    case NodeKind::kStr: return "str";
+    case NodeKind::kBytes: return "bytes";
+    case NodeKind::kTuple: return "tuple";
+    case NodeKind::kList: return "list";
+    case NodeKind::kDict: return "dict";
+    case NodeKind::kSet: return "set";
+    case NodeKind::kFrozenSet: return "frozenset";
+    case NodeKind::kGlobal: return "global " + GlobalName(n);
+    case NodeKind::kObject: {
+      if (n.callable != kNoNode && n.callable < graph.nodes.size() &&
+          graph.at(n.callable).kind == NodeKind::kGlobal) {
+        return GlobalName(graph.at(n.callable));
+      }
+      return "object";
+    }
+    case NodeKind::kPersistentId: return "persistent id";
+    case NodeKind::kTensor: return "tensor";
+    case NodeKind::kStorage: return "storage";
+  }
+  return "object";
+}
+
+}  // namespace optstate

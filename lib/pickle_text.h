@@ -1,0 +1,39 @@
+// Decoding helpers for pickle's text-mode arguments and big integers. Internal
+// to lib/: used by the pickle machine only.
+#ifndef OPTSTATE_LIB_PICKLE_TEXT_H_
+#define OPTSTATE_LIB_PICKLE_TEXT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "optstate/byte_cursor.h"
+#include "optstate/status.h"
+
+namespace optstate {
+
+struct DecimalInt {
+  bool fits = false;   // value holds it; otherwise only digits does
+  int64_t value = 0;
+  std::string digits;  // canonical decimal, '-' for negatives
+};
+
+// "123", "-7", "+5": kCorrupt for anything else (pickle INT / LONG arguments).
+StatusOr<DecimalInt> ParseDecimalInt(std::string_view text);
+
+// Exact decimal form of a little-endian two's complement integer (LONG1/LONG4).
+std::string LittleEndianToDecimal(ByteSpan bytes);
+
+// A Python 2 str repr as protocol 0 writes it: 'abc' or "abc" with backslash
+// escapes (\\ \' \" \n \r \t \xHH and octal). Returns the raw bytes.
+StatusOr<std::string> DecodeStringRepr(std::string_view quoted);
+
+// raw-unicode-escape (UNICODE opcode): \uXXXX and \UXXXXXXXX escapes, every other
+// byte latin-1. Returns UTF-8.
+StatusOr<std::string> DecodeRawUnicodeEscape(std::string_view text);
+
+std::string Latin1ToUtf8(std::string_view latin1);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_LIB_PICKLE_TEXT_H_

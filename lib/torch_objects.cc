@@ -1,0 +1,345 @@
+// Recognises torch's rebuild calls. Argument layouts: torch/_utils.py and
+// torch/_tensor.py (_reduce_ex_internal), identical in torch 1.13 and 2.6 for the
+// forms handled here.
+#include "optstate/torch_objects.h"
+
+#include <array>
+#include <limits>
+#include <string>
+#include <unordered_map>
+
+namespace optstate {
+namespace {
+
+std::string At(const Node& n) { return "offset " + std::to_string(n.offset) + ": "; }
+
+// Python 2 module names in pickles, mapped as pickle's compat tables do.
+std::string_view NormalModule(std::string_view module) {
+  if (module == "__builtin__") return "builtins";
+  if (module == "copy_reg") return "copyreg";
+  return module;
+}
+
+class Resolver {
+ public:
+  Resolver(ObjectGraph& g, const StorageLocator& locate, uint32_t max_depth)
+      : g_(g), locate_(locate), max_depth_(max_depth), state_(g.nodes.size(), kUnseen) {}
+
+  StatusOr<TorchObjects> Run() {
+    if (g_.root != kNoNode) OPTSTATE_RETURN_IF_ERROR(Resolve(g_.root, 0));
+    return std::move(out_);
+  }
+
+ private:
+  enum : uint8_t { kUnseen, kActive, kDone };
+
+  Status Resolve(NodeId id, uint32_t depth) {
+    if (id == kNoNode) return Status();
+    if (state_[id] != kUnseen) return Status();  // done, or a cycle back to an ancestor
+    if (depth > max_depth_) {
+      return LimitExceededError(At(g_.at(id)) + "objects nested deeper than " +
+                                std::to_string(max_depth_) + " levels (limit max_depth)");
+    }
+    state_[id] = kActive;
+    // Children first: a tensor's storage must be resolved before the tensor.
+    // Copies of the id lists are taken because resolving may rewrite this node.
+    Node& n = g_.at(id);
+    std::array<NodeId, 4> refs = {n.callable, n.args, n.kwargs, n.state};
+    std::vector<NodeId> items = n.items;
+    std::vector<std::pair<NodeId, NodeId>> entries = n.entries;
+    for (NodeId c : refs) OPTSTATE_RETURN_IF_ERROR(Resolve(c, depth + 1));
+    for (NodeId c : items) OPTSTATE_RETURN_IF_ERROR(Resolve(c, depth + 1));
+    for (auto [k, v] : entries) {
+      OPTSTATE_RETURN_IF_ERROR(Resolve(k, depth + 1));
+      OPTSTATE_RETURN_IF_ERROR(Resolve(v, depth + 1));
+    }
+    if (g_.at(id).kind == NodeKind::kPersistentId) OPTSTATE_RETURN_IF_ERROR(ResolveStorage(id));
+    if (g_.at(id).kind == NodeKind::kObject) OPTSTATE_RETURN_IF_ERROR(ResolveCall(id));
+    state_[id] = kDone;
+    return Status();
+  }
+
+  // --- small accessors over argument tuples ---
+  const Node& N(NodeId id) const { return g_.at(id); }
+  bool IsTuple(NodeId id) const { return id != kNoNode && N(id).kind == NodeKind::kTuple; }
+  const std::vector<NodeId>& Args(const Node& call) const {
+    static const std::vector<NodeId> kEmpty;
+    return IsTuple(call.args) ? N(call.args).items : kEmpty;
+  }
+
+  StatusOr<int64_t> IntArg(const Node& call, NodeId id, const char* what) const {
+    if (id == kNoNode || N(id).kind != NodeKind::kInt) {
+      return CorruptError(At(call) + what + " must be an int, found " + TypeName(g_, id));
+    }
+    return N(id).int_value;
+  }
+
+  StatusOr<std::vector<int64_t>> IntTuple(const Node& call, NodeId id, const char* what) const {
+    if (id == kNoNode || (N(id).kind != NodeKind::kTuple && N(id).kind != NodeKind::kList)) {
+      return CorruptError(At(call) + what + " must be a tuple of ints, found " + TypeName(g_, id));
+    }
+    std::vector<int64_t> out;
+    for (NodeId item : N(id).items) {
+      OPTSTATE_ASSIGN_OR_RETURN(int64_t v, IntArg(call, item, what));
+      out.push_back(v);
+    }
+    return out;
+  }
+
+  bool BoolArg(NodeId id) const { return id != kNoNode && N(id).kind == NodeKind::kBool && N(id).bool_value; }
+
+  std::string CallName(const Node& call) const {
+    if (call.callable == kNoNode || N(call.callable).kind != NodeKind::kGlobal) return "";
+    const Node& gl = N(call.callable);
+    return std::string(NormalModule(gl.module)) + "." + gl.name;
+  }
+
+  // --- storages ---
+  Status ResolveStorage(NodeId id) {
+    Node& n = g_.at(id);
+    const Node* pid = n.args == kNoNode ? nullptr : &N(n.args);
+    if (pid == nullptr || pid->kind != NodeKind::kTuple || pid->items.size() < 5 ||
+        N(pid->items[0]).kind != NodeKind::kStr || N(pid->items[0]).text != "storage") {
+      return UnsupportedError(At(n) + "persistent id of type " + TypeName(g_, n.args) +
+                              " is not a torch storage reference");
+    }
+    const auto& it = pid->items;
+    const Node& type = N(it[1]);
+    if (type.kind != NodeKind::kGlobal || N(it[2]).kind != NodeKind::kStr ||
+        N(it[3]).kind != NodeKind::kStr) {
+      return CorruptError(At(n) + "storage reference must be ('storage', class, key, location, numel)");
+    }
+    OPTSTATE_ASSIGN_OR_RETURN(int64_t numel, IntArg(n, it[4], "storage numel"));
+    if (numel < 0) return CorruptError(At(n) + "negative storage size " + std::to_string(numel));
+    const std::string& key = N(it[2]).text;
+    auto known = by_key_.find(key);
+    if (known == by_key_.end()) {
+      StorageRef s;
+      s.key = key;
+      s.location = N(it[3]).text;
+      s.numel = static_cast<uint64_t>(numel);
+      if (type.module == "torch" && type.name.ends_with("Storage")) {
+        std::optional<DType> dt = DTypeFromStorageClass(type.name);
+        if (!dt) return UnsupportedError(At(n) + "storage class torch." + type.name);
+        s.dtype = *dt;
+      } else if (type.module == "torch.storage" && type.name == "UntypedStorage") {
+        s.untyped = true;  // numel counts bytes; the dtype comes with _rebuild_tensor_v3
+      } else {
+        return UnsupportedError(At(n) + "storage class " + GlobalName(type));
+      }
+      uint64_t elem = GetDTypeInfo(s.dtype).element_size;
+      if (s.numel > std::numeric_limits<uint64_t>::max() / elem) {
+        return CorruptError(At(n) + "storage of " + std::to_string(s.numel) + " elements overflows");
+      }
+      s.nbytes = s.numel * elem;
+      OPTSTATE_RETURN_IF_ERROR_CTX(locate_(s), "storage '" + key + "'");
+      out_.storages.push_back(std::move(s));
+      known = by_key_.emplace(key, out_.storages.size() - 1).first;
+    }
+    n.kind = NodeKind::kStorage;
+    n.storage = static_cast<uint32_t>(known->second);
+    return Status();
+  }
+
+  // --- calls ---
+  Status ResolveCall(NodeId id) {
+    std::string name = CallName(N(id));
+    if (name.empty()) return Status();
+    // A copy: resolving _rebuild_from_type_v2 appends to the node arena, which
+    // would invalidate references into it.
+    const std::vector<NodeId> a = Args(N(id));
+    if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor" ||
+        name == "torch._utils._rebuild_tensor_v3") {
+      return RebuildTensor(id, name);
+    }
+    if (name == "torch._utils._rebuild_meta_tensor_no_storage") return RebuildMeta(id);
+    if (name == "torch._utils._rebuild_parameter" ||
+        name == "torch._utils._rebuild_parameter_with_state") {
+      if (a.empty() || N(a[0]).kind != NodeKind::kTensor) {
+        return CorruptError(At(N(id)) + name + " needs a tensor as first argument");
+      }
+      TensorRef t = out_.tensors[N(a[0]).tensor];
+      t.is_parameter = true;
+      t.requires_grad = a.size() > 1 && BoolArg(a[1]);
+      return BecomeTensor(id, std::move(t));
+    }
+    if (name == "torch._tensor._rebuild_from_type_v2") {
+      // (func, type, args, state): the tensor is func(*args); type says what class.
+      if (a.size() < 3 || !IsTuple(a[2])) return Status();
+      Node inner;
+      inner.kind = NodeKind::kObject;
+      inner.callable = a[0];
+      inner.args = a[2];
+      inner.offset = N(id).offset;
+      g_.nodes.push_back(inner);
+      state_.push_back(kActive);
+      NodeId inner_id = static_cast<NodeId>(g_.nodes.size() - 1);
+      OPTSTATE_RETURN_IF_ERROR(ResolveCall(inner_id));
+      state_[inner_id] = kDone;
+      if (N(inner_id).kind != NodeKind::kTensor) return Status();
+      TensorRef t = out_.tensors[N(inner_id).tensor];
+      const Node& type = N(a[1]);
+      t.is_parameter = type.kind == NodeKind::kGlobal && type.module == "torch.nn.parameter" &&
+                       type.name == "Parameter";
+      return BecomeTensor(id, std::move(t));
+    }
+    Node& m = g_.at(id);
+    if (name == "collections.OrderedDict" || name == "collections.defaultdict" ||
+        name == "collections.Counter") {
+      // Items arrive through SETITEMS on the call's result; an argument list of
+      // pairs (OrderedDict([(k, v)])) is also possible.
+      if (name == "collections.OrderedDict" && !a.empty() &&
+          (N(a[0]).kind == NodeKind::kList || N(a[0]).kind == NodeKind::kTuple)) {
+        std::vector<std::pair<NodeId, NodeId>> pairs;
+        for (NodeId p : N(a[0]).items) {
+          if (!IsTuple(p) || N(p).items.size() != 2) return Status();
+          pairs.emplace_back(N(p).items[0], N(p).items[1]);
+        }
+        m.entries.insert(m.entries.begin(), pairs.begin(), pairs.end());
+      }
+      m.kind = NodeKind::kDict;
+      m.class_name = name;
+      return Status();
+    }
+    if (name == "torch.Size" && a.size() == 1 && IsTuple(a[0])) {
+      m.items = N(a[0]).items;
+      m.kind = NodeKind::kTuple;
+      m.class_name = "torch.Size";
+      return Status();
+    }
+    if (name == "_codecs.encode" && a.size() == 2 && N(a[0]).kind == NodeKind::kStr) {
+      // Protocol 2 writes bytes as encode(latin1-decoded str, 'latin1').
+      std::string raw;
+      if (!Utf8ToLatin1(N(a[0]).text, raw)) return Status();
+      m.kind = NodeKind::kBytes;
+      m.text = std::move(raw);
+      return Status();
+    }
+    if ((name == "builtins.set" || name == "builtins.frozenset") && a.size() <= 1) {
+      std::vector<NodeId> items = a.empty() ? std::vector<NodeId>{} : N(a[0]).items;
+      m.kind = name == "builtins.set" ? NodeKind::kSet : NodeKind::kFrozenSet;
+      m.items = std::move(items);
+      return Status();
+    }
+    return Status();
+  }
+
+  static bool Utf8ToLatin1(const std::string& utf8, std::string& out) {
+    for (size_t i = 0; i < utf8.size(); ++i) {
+      auto c = static_cast<uint8_t>(utf8[i]);
+      if (c < 0x80) {
+        out += static_cast<char>(c);
+      } else if ((c & 0xE0) == 0xC0 && i + 1 < utf8.size() && c <= 0xC3) {
+        out += static_cast<char>(((c & 0x03) << 6) | (static_cast<uint8_t>(utf8[++i]) & 0x3F));
+      } else {
+        return false;  // beyond latin-1: not what _codecs.encode(..., 'latin1') can hold
+      }
+    }
+    return true;
+  }
+
+  Status RebuildTensor(NodeId id, const std::string& name) {
+    const Node& n = N(id);
+    const auto& a = Args(n);
+    size_t need = name.ends_with("_v3") ? 7 : name.ends_with("_v2") ? 6 : 4;
+    if (a.size() < need) {
+      return CorruptError(At(n) + name + " needs " + std::to_string(need) + " arguments, found " +
+                          std::to_string(a.size()));
+    }
+    if (N(a[0]).kind != NodeKind::kStorage) {
+      return CorruptError(At(n) + name + ": first argument is " + TypeName(g_, a[0]) +
+                          ", not a storage");
+    }
+    TensorRef t;
+    t.storage = N(a[0]).storage;
+    StorageRef& s = out_.storages[static_cast<size_t>(t.storage)];
+    t.dtype = s.dtype;
+    if (need == 7) {
+      const Node& dt = N(a[6]);
+      std::optional<DType> d = dt.kind == NodeKind::kGlobal && dt.module == "torch"
+                                   ? DTypeFromName(dt.name) : std::nullopt;
+      if (!d) return UnsupportedError(At(n) + "tensor dtype " + TypeName(g_, a[6]));
+      t.dtype = *d;
+    }
+    OPTSTATE_ASSIGN_OR_RETURN(int64_t offset, IntArg(n, a[1], "storage offset"));
+    OPTSTATE_ASSIGN_OR_RETURN(t.sizes, IntTuple(n, a[2], "size"));
+    OPTSTATE_ASSIGN_OR_RETURN(t.strides, IntTuple(n, a[3], "stride"));
+    t.requires_grad = need >= 6 && BoolArg(a[4]);
+    if (offset < 0) return CorruptError(At(n) + "negative storage offset");
+    t.storage_offset = static_cast<uint64_t>(offset);
+    OPTSTATE_RETURN_IF_ERROR(CheckExtent(n, t, s));
+    return BecomeTensor(id, std::move(t));
+  }
+
+  Status RebuildMeta(NodeId id) {
+    const Node& n = N(id);
+    const auto& a = Args(n);
+    if (a.size() < 4) return CorruptError(At(n) + "meta tensor needs 4 arguments");
+    TensorRef t;
+    const Node& dt = N(a[0]);
+    std::optional<DType> d = dt.kind == NodeKind::kGlobal ? DTypeFromName(dt.name) : std::nullopt;
+    if (!d) return UnsupportedError(At(n) + "meta tensor dtype " + TypeName(g_, a[0]));
+    t.dtype = *d;
+    OPTSTATE_ASSIGN_OR_RETURN(t.sizes, IntTuple(n, a[1], "size"));
+    OPTSTATE_ASSIGN_OR_RETURN(t.strides, IntTuple(n, a[2], "stride"));
+    t.requires_grad = BoolArg(a[3]);
+    return BecomeTensor(id, std::move(t));
+  }
+
+  // The view's last element must lie inside the storage.
+  Status CheckExtent(const Node& n, const TensorRef& t, const StorageRef& s) const {
+    if (t.sizes.size() != t.strides.size()) {
+      return CorruptError(At(n) + "tensor has " + std::to_string(t.sizes.size()) + " sizes and " +
+                          std::to_string(t.strides.size()) + " strides");
+    }
+    unsigned __int128 last = t.storage_offset;
+    for (size_t i = 0; i < t.sizes.size(); ++i) {
+      if (t.sizes[i] < 0 || t.strides[i] < 0) {
+        return UnsupportedError(At(n) + "negative size or stride in a tensor view");
+      }
+      if (t.sizes[i] == 0) return Status();  // empty: touches nothing
+      last += static_cast<unsigned __int128>(t.sizes[i] - 1) * static_cast<uint64_t>(t.strides[i]);
+    }
+    uint64_t elem = GetDTypeInfo(t.dtype).element_size;
+    unsigned __int128 end_byte = (last + 1) * elem;
+    if (end_byte > s.nbytes) {
+      return CorruptError(At(n) + "tensor view ends at byte " +
+                          std::to_string(static_cast<uint64_t>(end_byte)) + " of storage '" + s.key +
+                          "', which has " + std::to_string(s.nbytes) + " bytes");
+    }
+    return Status();
+  }
+
+  Status BecomeTensor(NodeId id, TensorRef t) {
+    out_.tensors.push_back(std::move(t));
+    Node& n = g_.at(id);
+    n.kind = NodeKind::kTensor;
+    n.tensor = static_cast<uint32_t>(out_.tensors.size() - 1);
+    return Status();
+  }
+
+  ObjectGraph& g_;
+  const StorageLocator& locate_;
+  uint32_t max_depth_;
+  std::vector<uint8_t> state_;
+  std::unordered_map<std::string, size_t> by_key_;
+  TorchObjects out_;
+};
+
+}  // namespace
+
+uint64_t TensorRef::numel() const {
+  uint64_t n = 1;
+  for (int64_t s : sizes) n *= static_cast<uint64_t>(s);
+  return n;
+}
+
+uint64_t TensorRef::nbytes() const { return numel() * GetDTypeInfo(dtype).element_size; }
+
+StatusOr<TorchObjects> ResolveTorchObjects(ObjectGraph& graph, const StorageLocator& locate,
+                                           uint32_t max_depth) {
+  Resolver r(graph, locate, max_depth);
+  return r.Run();
+}
+
+}  // namespace optstate
