@@ -1,0 +1,184 @@
+#include "optstate/checkpoint.h"
+
+#include <zstd.h>
+
+#include <new>
+
+#include "legacy_format.h"
+
+namespace optstate {
+namespace {
+
+Status ParseZipCheckpoint(const ByteCursor& whole, const ReadOptions& options, Checkpoint& out) {
+  const ZipArchive& zip = out.container.zip;
+  const ZipEntry* pkl = zip.Find("data.pkl");  // InspectContainer checked it exists
+  out.pickle_record = pkl->name;
+  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan pickle, ZipEntryData(whole, *pkl));
+  ByteCursor c(pickle, whole.base_offset() + pkl->data_offset);
+  StatusOr<PickleResult> parsed = ReadPickle(c, options.pickle);
+  if (!parsed.ok()) return std::move(parsed).status().WithContext("record '" + pkl->name + "'");
+  out.pickle_protocol = parsed->protocol;
+  out.pickle_bytes = pickle.size();
+  out.graph = std::move(parsed->graph);
+  out.globals = std::move(parsed->globals);
+
+  auto locate = [&](StorageRef& s) -> Status {
+    if (s.nbytes > options.max_storage_bytes) {
+      return LimitExceededError(std::to_string(s.nbytes) + " bytes (limit max_storage_bytes)");
+    }
+    const ZipEntry* e = zip.Find("data/" + s.key);
+    if (e == nullptr) return CorruptError("no record '" + zip.prefix + "/data/" + s.key + "'");
+    s.record = e->name;
+    if (e->method != 0) {
+      return UnsupportedError("record '" + e->name + "' is compressed; torch.save stores records");
+    }
+    // torch writes exactly numel * element size bytes and never checks on load,
+    // so a short record would be read past its end by torch itself.
+    if (e->size < s.nbytes) {
+      return CorruptError("record '" + e->name + "' holds " + std::to_string(e->size) +
+                          " bytes, but the storage declares " + std::to_string(s.numel) +
+                          " elements of " + std::to_string(s.nbytes / std::max<uint64_t>(s.numel, 1)) +
+                          " bytes (" + std::to_string(s.nbytes) + ")");
+    }
+    s.data_offset = e->data_offset;
+    s.located = true;
+    return Status();
+  };
+  StatusOr<TorchObjects> objects = ResolveTorchObjects(out.graph, locate, options.pickle.max_depth);
+  if (!objects.ok()) return std::move(objects).status().WithContext("record '" + pkl->name + "'");
+  out.storages = std::move(objects->storages);
+  out.tensors = std::move(objects->tensors);
+  return Status();
+}
+
+StatusOr<std::vector<std::byte>> Decompress(ByteSpan in, uint64_t cap) {
+  std::vector<std::byte> out;
+  ZSTD_DStream* stream = ZSTD_createDStream();
+  if (stream == nullptr) return LimitExceededError("out of memory for zstd");
+  ZSTD_inBuffer src{in.data(), in.size(), 0};
+  size_t rc = 1;
+  try {
+    while (true) {
+      size_t chunk = ZSTD_DStreamOutSize();
+      if (out.size() + chunk > cap + chunk) break;
+      size_t old = out.size();
+      out.resize(old + chunk);
+      ZSTD_outBuffer dst{out.data() + old, chunk, 0};
+      rc = ZSTD_decompressStream(stream, &dst, &src);
+      out.resize(old + dst.pos);
+      if (ZSTD_isError(rc)) break;
+      if (out.size() > cap) break;
+      if (rc == 0 && src.pos == src.size) break;                 // frame(s) complete
+      if (src.pos == src.size && dst.pos < chunk) break;         // input ran out mid-frame
+    }
+  } catch (const std::bad_alloc&) {
+    ZSTD_freeDStream(stream);
+    return LimitExceededError("out of memory decompressing zstd after " + std::to_string(out.size()) +
+                              " bytes");
+  }
+  ZSTD_freeDStream(stream);
+  if (ZSTD_isError(rc)) {
+    return CorruptError("zstd: " + std::string(ZSTD_getErrorName(rc)) + " at input offset " +
+                        std::to_string(src.pos));
+  }
+  if (out.size() > cap) {
+    return LimitExceededError("zstd content exceeds " + std::to_string(cap) +
+                              " bytes (limit max_decompressed_bytes)");
+  }
+  if (rc != 0) return TruncatedError("zstd stream ends inside a frame");
+  return out;
+}
+
+}  // namespace
+
+StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions& options) {
+  Checkpoint out;
+  ContainerOptions copts;
+  copts.verify_crc = options.verify_crc;
+  copts.zip = options.zip;
+  OPTSTATE_ASSIGN_OR_RETURN(out.container, InspectContainer(cursor, copts));
+  switch (out.container.format) {
+    case ContainerFormat::kZip: OPTSTATE_RETURN_IF_ERROR(ParseZipCheckpoint(cursor, options, out)); break;
+    case ContainerFormat::kLegacy: OPTSTATE_RETURN_IF_ERROR(ParseLegacyCheckpoint(cursor, options, out)); break;
+    case ContainerFormat::kZstd:
+      return InvalidArgumentError("zstd content must be decompressed first (OpenCheckpoint does)");
+  }
+  std::string where = out.container.format == ContainerFormat::kZip ? out.pickle_record : "main pickle";
+  ScanGlobals(out.globals, where, out.findings);
+  ScanNestedPickles(out.graph, options.pickle, options.max_nested_pickle_depth, out.findings);
+  return out;
+}
+
+ByteSpan CheckpointFile::bytes() const {
+  if (!buffer_.empty() || !mapped_) return {buffer_.data(), buffer_.size()};
+  return mapped_->bytes();
+}
+
+StatusOr<std::unique_ptr<CheckpointFile>> OpenCheckpoint(const std::string& path,
+                                                         const ReadOptions& options) {
+  auto file = std::unique_ptr<CheckpointFile>(new (std::nothrow) CheckpointFile());
+  if (!file) return LimitExceededError(path + ": out of memory");
+  file->path_ = path;
+  StatusOr<MappedFile> mapped = MappedFile::Open(path);
+  if (!mapped.ok()) return mapped.status();
+  file->mapped_ = std::make_unique<MappedFile>(std::move(*mapped));
+  ContainerInfo outer;
+  {
+    StatusOr<ContainerInfo> sniff = InspectContainer(ByteCursor(file->mapped_->bytes()), {});
+    if (!sniff.ok() || sniff->format != ContainerFormat::kZstd) {
+      StatusOr<Checkpoint> parsed = ParseCheckpoint(ByteCursor(file->mapped_->bytes()), options);
+      if (!parsed.ok()) return std::move(parsed).status().WithContext(path);
+      file->checkpoint_ = std::move(*parsed);
+      return file;
+    }
+    outer = std::move(*sniff);
+  }
+  StatusOr<std::vector<std::byte>> plain = Decompress(file->mapped_->bytes(), options.max_decompressed_bytes);
+  if (!plain.ok()) return std::move(plain).status().WithContext(path);
+  file->buffer_ = std::move(*plain);
+  file->mapped_.reset();
+  StatusOr<Checkpoint> parsed = ParseCheckpoint(ByteCursor(file->bytes()), options);
+  if (!parsed.ok()) return std::move(parsed).status().WithContext(path + " (decompressed)");
+  file->checkpoint_ = std::move(*parsed);
+  file->checkpoint_.container.zstd_content_size = file->buffer_.size();
+  file->checkpoint_.container.zstd_inner_format = file->checkpoint_.container.format;
+  file->checkpoint_.container.file_size = outer.file_size;
+  file->checkpoint_.container.format = ContainerFormat::kZstd;
+  return file;
+}
+
+StatusOr<std::vector<std::byte>> ReadTensorBytes(ByteSpan bytes, const Checkpoint& checkpoint,
+                                                 const TensorRef& t) {
+  if (t.storage < 0) return std::vector<std::byte>{};
+  const StorageRef& s = checkpoint.storages[static_cast<size_t>(t.storage)];
+  if (!s.located || s.data_offset > bytes.size() || s.nbytes > bytes.size() - s.data_offset) {
+    return CorruptError("storage '" + s.key + "' lies outside the checkpoint bytes");
+  }
+  const std::byte* base = bytes.data() + s.data_offset;
+  const size_t elem = GetDTypeInfo(t.dtype).element_size;
+  std::vector<std::byte> out;
+  try {
+    out.resize(t.nbytes());
+  } catch (const std::bad_alloc&) {
+    return LimitExceededError("out of memory for a tensor of " + std::to_string(t.nbytes()) + " bytes");
+  }
+  if (out.empty()) return out;
+  // Odometer over the index space in C order; the extent was checked against the
+  // storage when the tensor was resolved, so every element read is in bounds.
+  std::vector<int64_t> index(t.sizes.size(), 0);
+  uint64_t offset = t.storage_offset;
+  for (size_t i = 0, n = t.numel(); i < n; ++i) {
+    std::copy_n(base + offset * elem, elem, out.data() + i * elem);
+    for (size_t d = t.sizes.size(); d-- > 0;) {
+      if (++index[d] < t.sizes[d]) {
+        offset += static_cast<uint64_t>(t.strides[d]);
+        break;
+      }
+      offset -= static_cast<uint64_t>(t.strides[d]) * static_cast<uint64_t>(t.sizes[d] - 1);
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace optstate

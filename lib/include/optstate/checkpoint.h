@@ -1,0 +1,85 @@
+// A torch.save checkpoint, read without loading tensor data.
+//
+// OpenCheckpoint maps a file (or decompresses a .zst, up to a cap) and parses it:
+// the container (zip or legacy), the pickle into an object graph, torch's objects
+// (storages located in the file, tensors as views of them), and a security scan.
+// ParseCheckpoint does the same for bytes already in memory, e.g. one item of a
+// DCP .distcp file, whose offsets are then reported relative to that file.
+//
+// Tensor bytes are never read during parsing; ReadTensorBytes reads one tensor
+// on request.
+#ifndef OPTSTATE_CHECKPOINT_H_
+#define OPTSTATE_CHECKPOINT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optstate/byte_cursor.h"
+#include "optstate/container.h"
+#include "optstate/file_io.h"
+#include "optstate/pickle_vm.h"
+#include "optstate/security.h"
+#include "optstate/status.h"
+#include "optstate/torch_objects.h"
+
+namespace optstate {
+
+struct ReadOptions {
+  PickleLimits pickle;
+  ZipLimits zip;
+  bool verify_crc = false;                          // recompute every zip record's CRC
+  uint64_t max_storage_bytes = 1ull << 40;          // one storage (1 TiB)
+  uint64_t max_decompressed_bytes = 16ull << 30;    // a .zst's content (16 GiB)
+  uint32_t max_nested_pickle_depth = 3;             // pickles inside bytes inside pickles
+};
+
+struct Checkpoint {
+  ContainerInfo container;
+  std::string pickle_record;    // "archive/data.pkl", or "main pickle" (legacy)
+  int pickle_protocol = 0;
+  uint64_t pickle_bytes = 0;
+  ObjectGraph graph;
+  std::vector<GlobalRef> globals;
+  std::vector<StorageRef> storages;
+  std::vector<TensorRef> tensors;
+  std::vector<Finding> findings;
+  // legacy format only: its header pickles
+  int64_t legacy_protocol_version = 0;  // 1001
+  bool legacy_little_endian = true;
+};
+
+// Owns the bytes a Checkpoint's offsets refer to.
+class CheckpointFile {
+ public:
+  const Checkpoint& checkpoint() const { return checkpoint_; }
+  Checkpoint& checkpoint() { return checkpoint_; }
+  ByteSpan bytes() const;
+  const std::string& path() const { return path_; }
+  bool decompressed() const { return !buffer_.empty() || !mapped_; }
+
+ private:
+  friend StatusOr<std::unique_ptr<CheckpointFile>> OpenCheckpoint(const std::string&,
+                                                                   const ReadOptions&);
+  std::string path_;
+  std::unique_ptr<MappedFile> mapped_;
+  std::vector<std::byte> buffer_;  // decompressed .zst content
+  Checkpoint checkpoint_;
+};
+
+// Errors carry the path and, below it, the record and byte offset.
+StatusOr<std::unique_ptr<CheckpointFile>> OpenCheckpoint(const std::string& path,
+                                                         const ReadOptions& options = {});
+
+// Parses the zip or legacy checkpoint that fills `cursor`.
+StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions& options = {});
+
+// The tensor's elements in C order (what `tensor.contiguous()` holds), read from
+// `bytes` (the buffer the checkpoint was parsed from). Meta tensors have none.
+StatusOr<std::vector<std::byte>> ReadTensorBytes(ByteSpan bytes, const Checkpoint& checkpoint,
+                                                 const TensorRef& tensor);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_CHECKPOINT_H_

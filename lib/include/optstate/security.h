@@ -1,0 +1,39 @@
+// What a checkpoint would make Python do on an ordinary torch.load, judged
+// without doing it: every global outside torch 2.6's weights_only allowlist, the
+// ones that reach the system or run code, and pickles hidden inside bytes values
+// (HeavyBall stores pickled objects in its state dict and unpickles them itself).
+#ifndef OPTSTATE_SECURITY_H_
+#define OPTSTATE_SECURITY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "optstate/pickle_graph.h"
+#include "optstate/pickle_vm.h"
+
+namespace optstate {
+
+enum class Severity { kInfo, kWarning, kError };
+std::string_view SeverityName(Severity s);  // "info", "warning", "error"
+
+struct Finding {
+  Severity severity = Severity::kWarning;
+  std::string code;     // stable id: "dangerous_global", "global_not_allowlisted", ...
+  std::string where;    // "data.pkl offset 1203", or a path in the object tree
+  std::string message;  // what it means for the user
+};
+
+// Findings for the globals one pickle references. `where` prefixes each
+// location (e.g. the record name).
+void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where,
+                 std::vector<Finding>& findings);
+
+// Parses (never runs) every bytes value in the graph that looks like a pickle
+// and reports its globals, recursing up to `max_depth` levels of nesting.
+void ScanNestedPickles(const ObjectGraph& graph, const PickleLimits& limits, uint32_t max_depth,
+                       std::vector<Finding>& findings);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_SECURITY_H_

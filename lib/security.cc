@@ -1,0 +1,74 @@
+#include "optstate/security.h"
+
+#include "optstate/graph_walk.h"
+#include "optstate/torch_objects.h"
+
+namespace optstate {
+namespace {
+
+// A protocol 2-5 pickle starts with PROTO n and ends with STOP.
+bool LooksLikePickle(const std::string& b) {
+  return b.size() >= 3 && static_cast<uint8_t>(b[0]) == 0x80 &&
+         static_cast<uint8_t>(b[1]) >= 2 && static_cast<uint8_t>(b[1]) <= 5 && b.back() == '.';
+}
+
+void ScanGraphBytes(const ObjectGraph& graph, const std::string& prefix, const PickleLimits& limits,
+                    uint32_t levels_left, std::vector<Finding>& findings) {
+  WalkTree(graph, graph.root, limits.max_depth, [&](const WalkStep& step) {
+    const Node& n = graph.at(step.id);
+    if (step.repeat || n.kind != NodeKind::kBytes || !LooksLikePickle(n.text)) return true;
+    std::string where = prefix + (step.path.empty() ? "(root)" : step.path);
+    ByteCursor cursor(AsBytes(n.text));
+    StatusOr<PickleResult> inner = ReadPickle(cursor, limits);
+    if (!inner.ok()) {
+      findings.push_back({Severity::kWarning, "nested_pickle_unreadable", where,
+                          "bytes value looks like a pickle but does not parse: " +
+                              inner.status().ToString()});
+      return true;
+    }
+    findings.push_back({Severity::kWarning, "nested_pickle", where,
+                        "bytes value holds a pickle (" + std::to_string(n.text.size()) +
+                            " bytes); code that unpickles it runs whatever it references"});
+    ScanGlobals(inner->globals, where + " (nested pickle)", findings);
+    if (levels_left > 1) {
+      ScanGraphBytes(inner->graph, where + " > ", limits, levels_left - 1, findings);
+    }
+    return true;
+  });
+}
+
+}  // namespace
+
+std::string_view SeverityName(Severity s) {
+  switch (s) {
+    case Severity::kInfo: return "info";
+    case Severity::kWarning: return "warning";
+    case Severity::kError: return "error";
+  }
+  return "error";
+}
+
+void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where,
+                 std::vector<Finding>& findings) {
+  for (const GlobalRef& g : globals) {
+    std::string loc = where + " offset " + std::to_string(g.offset);
+    std::string name = g.module + "." + g.name;
+    if (IsDangerousGlobal(g.module, g.name)) {
+      findings.push_back({Severity::kError, "dangerous_global", loc,
+                          name + " can run code or reach the system; torch.load(weights_only=False) "
+                                 "would call it. Do not load this file with pickle."});
+    } else if (!IsWeightsOnlyAllowed(g.module, g.name)) {
+      findings.push_back({Severity::kWarning, "global_not_allowlisted", loc,
+                          name + " is not on torch 2.6's weights_only allowlist: "
+                                 "torch.load with the default weights_only=True refuses this file"});
+    }
+  }
+}
+
+void ScanNestedPickles(const ObjectGraph& graph, const PickleLimits& limits, uint32_t max_depth,
+                       std::vector<Finding>& findings) {
+  if (max_depth == 0) return;
+  ScanGraphBytes(graph, "", limits, max_depth, findings);
+}
+
+}  // namespace optstate
