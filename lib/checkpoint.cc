@@ -104,7 +104,7 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
       return InvalidArgumentError("zstd content must be decompressed first (OpenCheckpoint does)");
   }
   std::string where = out.container.format == ContainerFormat::kZip ? out.pickle_record : "main pickle";
-  ScanGlobals(out.globals, where, out.findings);
+  ScanGlobals(out.globals, where, /*nested=*/false, out.findings);
   ScanNestedPickles(out.graph, options.pickle, options.max_nested_pickle_depth, out.findings);
   return out;
 }

@@ -144,11 +144,12 @@ void WalkTree(const ObjectGraph& graph, NodeId root, uint32_t max_depth,
   // Explicit stack: depth is bounded by max_depth, but hostile graphs should not
   // cost C++ stack either.
   std::vector<WalkStep> stack;
-  stack.push_back(WalkStep{"", root, kNoNode, 0, false, ""});
+  stack.push_back(WalkStep{"", root, kNoNode, 0, false, "", 0, 1, 0});
   while (!stack.empty()) {
     WalkStep step = std::move(stack.back());
     stack.pop_back();
     std::vector<Child> kids = Children(graph, step.id);
+    step.children = kids.size();
     if (!kids.empty()) {
       auto [it, first] = seen.emplace(step.id, step.path);
       if (!first) {
@@ -161,7 +162,7 @@ void WalkTree(const ObjectGraph& graph, NodeId root, uint32_t max_depth,
     if (!visit(step) || step.depth >= max_depth) continue;
     for (size_t i = kids.size(); i-- > 0;) {
       stack.push_back(WalkStep{Join(step.path, kids[i].component), kids[i].id, kids[i].key,
-                               step.depth + 1, false, ""});
+                               step.depth + 1, false, "", i, kids.size(), 0});
     }
   }
 }

@@ -29,7 +29,7 @@ void ScanGraphBytes(const ObjectGraph& graph, const std::string& prefix, const P
     findings.push_back({Severity::kWarning, "nested_pickle", where,
                         "bytes value holds a pickle (" + std::to_string(n.text.size()) +
                             " bytes); code that unpickles it runs whatever it references"});
-    ScanGlobals(inner->globals, where + " (nested pickle)", findings);
+    ScanGlobals(inner->globals, where + " (nested pickle)", /*nested=*/true, findings);
     if (levels_left > 1) {
       ScanGraphBytes(inner->graph, where + " > ", limits, levels_left - 1, findings);
     }
@@ -48,15 +48,20 @@ std::string_view SeverityName(Severity s) {
   return "error";
 }
 
-void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where,
+void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where, bool nested,
                  std::vector<Finding>& findings) {
+  const std::string caller = nested ? "code that unpickles this value (HeavyBall does on load_state_dict)"
+                                    : "torch.load(weights_only=False)";
   for (const GlobalRef& g : globals) {
     std::string loc = where + " offset " + std::to_string(g.offset);
     std::string name = g.module + "." + g.name;
     if (IsDangerousGlobal(g.module, g.name)) {
       findings.push_back({Severity::kError, "dangerous_global", loc,
-                          name + " can run code or reach the system; torch.load(weights_only=False) "
-                                 "would call it. Do not load this file with pickle."});
+                          name + " can run code or reach the system; " + caller +
+                              " would call it. Do not load this with pickle."});
+    } else if (nested) {
+      findings.push_back({Severity::kWarning, "nested_global", loc,
+                          name + " is imported by " + caller});
     } else if (!IsWeightsOnlyAllowed(g.module, g.name)) {
       findings.push_back({Severity::kWarning, "global_not_allowlisted", loc,
                           name + " is not on torch 2.6's weights_only allowlist: "

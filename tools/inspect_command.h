@@ -5,18 +5,27 @@
 #include <string>
 
 #include "command.h"
+#include "optstate/checkpoint.h"
+#include "optstate/inspect_report.h"
 
 namespace optstate::tools {
 
 struct InspectOptions {
   std::string path;
   bool json = false;
-  bool records = false;     // list every zip record
-  bool verify_crc = false;  // recompute record CRCs (reads every byte)
+  bool records = false;  // list every zip record
+  ReadOptions read;      // limits and --verify-crc
+  InspectReportOptions report;
 };
 
 int RunInspect(const InspectOptions& options, CommandOutput& output);
 CommandRunner AddInspectCommand(CLI::App& parent);
+
+// Rendering (inspect_render.cc).
+void WriteInspectText(const InspectOptions& options, const Checkpoint& checkpoint,
+                      const InspectReport& report, std::ostream& out);
+nlohmann::ordered_json InspectJson(const InspectOptions& options, const Checkpoint& checkpoint,
+                                   const InspectReport& report);
 
 }  // namespace optstate::tools
 

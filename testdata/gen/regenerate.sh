@@ -22,6 +22,8 @@ zstd -19 -q -f "$stage/torch113/adamw_index.pt" -o "$stage/torch113/adamw_index.
 describe.write_expected(sys.argv[1], "adamw_index.pt compressed with zstd -19")' \
   "$stage/torch113/adamw_index.pt.zst"
 
+/usr/bin/python3 testdata/gen/gen_hostile.py "$stage/../hostile.new" > /dev/null
+
 echo "== torch 2.6 (Debian trixie chroot)"
 testdata/gen/torch26-chroot.sh
 # Inside the chroot the repository is /work, so paths must be relative to it.
@@ -32,4 +34,11 @@ testdata/gen/torch26-python.sh testdata/gen/gen_dcp_fsdp2.py "$rel/torch26"
 
 rm -rf "$final"
 mv "$stage" "$final"
+# Hostile pickles (testdata/hostile) are regenerated only with the default OUTDIR.
+if [ "$final" = "$repo/testdata/good" ]; then
+  rm -rf "$repo/testdata/hostile"
+  mv "$stage/../hostile.new" "$repo/testdata/hostile"
+else
+  rm -rf "$stage/../hostile.new"
+fi
 echo "fixtures in $final: $(du -sh "$final" | cut -f1)"

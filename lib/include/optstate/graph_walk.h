@@ -26,6 +26,9 @@ struct WalkStep {
   uint32_t depth = 0;          // 0 for the root
   bool repeat = false;         // already expanded at first_path
   std::string first_path;
+  size_t index = 0;            // position among its parent's children
+  size_t siblings = 1;         // how many children its parent has
+  size_t children = 0;         // how many children it has
 };
 
 // Calls visit for every node reachable from `root` in order (dict entries in

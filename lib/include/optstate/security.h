@@ -25,8 +25,9 @@ struct Finding {
 };
 
 // Findings for the globals one pickle references. `where` prefixes each
-// location (e.g. the record name).
-void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where,
+// location (e.g. the record name). `nested`: the pickle sits inside a bytes
+// value, so torch.load never sees it; whoever unpickles that value does.
+void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where, bool nested,
                  std::vector<Finding>& findings);
 
 // Parses (never runs) every bytes value in the graph that looks like a pickle
