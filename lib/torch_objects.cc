@@ -215,6 +215,17 @@ class Resolver {
       m.text = std::move(raw);
       return Status();
     }
+    if (name == "copyreg._reconstructor" && !a.empty() && N(a[0]).kind == NodeKind::kGlobal) {
+      // Protocol 0/1 instances: _reconstructor(cls, base, state); name the class.
+      m.class_name = GlobalName(N(a[0]));
+      return Status();
+    }
+    if (name == "builtins.bytearray" && a.size() == 1 && N(a[0]).kind == NodeKind::kBytes) {
+      m.kind = NodeKind::kBytes;
+      m.text = N(a[0]).text;
+      m.class_name = "builtins.bytearray";
+      return Status();
+    }
     if ((name == "builtins.set" || name == "builtins.frozenset") && a.size() <= 1) {
       std::vector<NodeId> items = a.empty() ? std::vector<NodeId>{} : N(a[0]).items;
       m.kind = name == "builtins.set" ? NodeKind::kSet : NodeKind::kFrozenSet;

@@ -6,7 +6,7 @@ C++ side never needs Python. The format is schemas/fixture-expected.schema.json:
   value   {"type": "none"} | {"type": "bool", "value": b} | {"type": "int", "value": n}
           | {"type": "float", "value": x}  (x a number, or "nan"/"inf"/"-inf")
           | {"type": "str", "value": s} | {"type": "bytes", "len": n, "crc32": c}
-          | {"type": "tuple"|"list"|"torch.Size", "items": [value...]}
+          | {"type": "tuple"|"list"|"torch.Size"|"set"|"frozenset", "items": [value...]}
           | {"type": "dict", "class": "dict"|"collections.OrderedDict",
              "items": [{"key": value, "value": value}...]}     (insertion order)
           | {"type": "tensor", "class": "torch.Tensor"|"torch.nn.parameter.Parameter",
@@ -110,6 +110,8 @@ class Describer:
             return {"type": "tuple", "items": [self.value(x) for x in v]}
         if isinstance(v, list) and type(v) is list:
             return {"type": "list", "items": [self.value(x) for x in v]}
+        if type(v) in (set, frozenset):  # iteration order, which pickle also writes in
+            return {"type": type(v).__name__, "items": [self.value(x) for x in v]}
         if isinstance(v, dict):
             cls = "dict" if type(v) is dict else f"{type(v).__module__}.{type(v).__qualname__}"
             return {"type": "dict", "class": cls,

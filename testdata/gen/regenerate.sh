@@ -23,6 +23,7 @@ describe.write_expected(sys.argv[1], "adamw_index.pt compressed with zstd -19")'
   "$stage/torch113/adamw_index.pt.zst"
 
 /usr/bin/python3 testdata/gen/gen_hostile.py "$stage/../hostile.new" > /dev/null
+/usr/bin/python3 testdata/gen/gen_pickles.py "$stage/../pickles.new" > /dev/null
 
 echo "== torch 2.6 (Debian trixie chroot)"
 testdata/gen/torch26-chroot.sh
@@ -34,11 +35,13 @@ testdata/gen/torch26-python.sh testdata/gen/gen_dcp_fsdp2.py "$rel/torch26"
 
 rm -rf "$final"
 mv "$stage" "$final"
-# Hostile pickles (testdata/hostile) are regenerated only with the default OUTDIR.
+# testdata/hostile and testdata/pickles are replaced only with the default OUTDIR.
 if [ "$final" = "$repo/testdata/good" ]; then
-  rm -rf "$repo/testdata/hostile"
-  mv "$stage/../hostile.new" "$repo/testdata/hostile"
+  for d in hostile pickles; do
+    rm -rf "$repo/testdata/$d"
+    mv "$stage/../$d.new" "$repo/testdata/$d"
+  done
 else
-  rm -rf "$stage/../hostile.new"
+  rm -rf "$stage/../hostile.new" "$stage/../pickles.new"
 fi
 echo "fixtures in $final: $(du -sh "$final" | cut -f1)"

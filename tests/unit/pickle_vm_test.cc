@@ -1,0 +1,210 @@
+// The pickle machine on real pickles of every protocol (made by Python's pickler,
+// testdata/pickles), on DCP's protocol-4 .metadata, and on byte surgery of those
+// files for the opcodes Python 3 never writes (Python 2 strings, INST/OBJ, DUP,
+// POP, PERSID) and for corruption.
+#include "optstate/pickle_vm.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fixtures.h"
+#include "graph_compare.h"
+#include "optstate/graph_walk.h"
+#include "optstate/torch_objects.h"
+
+namespace optstate {
+namespace {
+
+using testing::ReadFileOrFail;
+
+StatusOr<PickleResult> Parse(const std::string& bytes, const PickleLimits& limits = {}) {
+  ByteCursor c(AsBytes(bytes));
+  OPTSTATE_ASSIGN_OR_RETURN(PickleResult r, ReadPickle(c, limits));
+  auto no_storage = [](StorageRef&) { return CorruptError("plain pickles have no storages"); };
+  OPTSTATE_RETURN_IF_ERROR(ResolveTorchObjects(r.graph, no_storage, limits.max_depth).status());
+  return r;
+}
+
+std::string Replace(std::string s, const std::string& from, const std::string& to) {
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << "pattern not in fixture";
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
+std::string Describe(const PickleResult& r, const nlohmann::json& want) {
+  testing::GraphComparer cmp(r.graph, nullptr);
+  return cmp.Compare(r.graph.root, want, "$");
+}
+
+TEST(PickleVmTest, EveryProtocolReadsAsPythonSawIt) {
+  for (int p = 0; p <= 5; ++p) {
+    std::string path = "testdata/pickles/p" + std::to_string(p) + ".pkl";
+    SCOPED_TRACE(path);
+    StatusOr<PickleResult> r = Parse(ReadFileOrFail(path));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->protocol, p >= 2 ? p : 0);
+    EXPECT_EQ(Describe(*r, testing::ExpectedJson(path)["root"]), "");
+  }
+}
+
+TEST(PickleVmTest, SharedObjectsStayShared) {
+  StatusOr<PickleResult> r = Parse(ReadFileOrFail("testdata/pickles/p2.pkl"));
+  ASSERT_TRUE(r.ok());
+  std::optional<NodeId> a = FindPath(r->graph, r->graph.root, "shared[0]");
+  std::optional<NodeId> b = FindPath(r->graph, r->graph.root, "shared[1]");
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(*a, *b);  // one node, reached twice through the memo
+}
+
+TEST(PickleVmTest, ExtensionCodesAreReportedAsGlobals) {
+  StatusOr<PickleResult> r = Parse(ReadFileOrFail("testdata/pickles/ext.pkl"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->globals.size(), 3u);
+  EXPECT_EQ(r->globals[0].module + "." + r->globals[0].name, "copyreg._extension_registry.1");
+  EXPECT_EQ(r->globals[0].opcode, "0x82");
+  EXPECT_EQ(r->globals[1].name, "300");
+  EXPECT_EQ(r->globals[1].opcode, "0x83");
+  EXPECT_EQ(r->globals[2].name, "70000");
+  EXPECT_EQ(r->globals[2].opcode, "0x84");
+}
+
+// DCP's .metadata: a protocol-4 pickle of dataclasses, as torch 2.6 wrote it.
+TEST(PickleVmTest, DcpMetadataGlobalsInOrder) {
+  StatusOr<PickleResult> r = Parse(ReadFileOrFail("testdata/good/torch26/fsdp2_dcp/.metadata"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->protocol, 4);
+  std::vector<std::string> unique;
+  for (const GlobalRef& g : r->globals) {
+    std::string n = g.module + "." + g.name;
+    if (std::find(unique.begin(), unique.end(), n) == unique.end()) unique.push_back(n);
+  }
+  std::vector<std::string> want = {
+      "torch.distributed.checkpoint.metadata.Metadata",
+      "torch.distributed.checkpoint.metadata.TensorStorageMetadata",
+      "torch.distributed.checkpoint.metadata.TensorProperties",
+      "torch.float32",
+      "torch.serialization._get_layout",
+      "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
+      "torch.Size",
+      "torch.distributed.checkpoint.metadata.ChunkStorageMetadata",
+      "torch.distributed.checkpoint.metadata.BytesStorageMetadata",
+      "torch.distributed.checkpoint.metadata.MetadataIndex",
+      "torch.distributed.checkpoint.filesystem._StorageInfo",
+      "torch.distributed.checkpoint.metadata.StorageMeta",
+      "pathlib._local.PosixPath",
+  };
+  EXPECT_EQ(unique, want);
+}
+
+// Opcodes Python 3 never writes, spliced into a real protocol-0 pickle in place
+// of `Vplain\n` (the str 'plain'): the result must read as the original.
+TEST(PickleVmTest, Python2StringOpcodesAndStackOpsReadTheSame) {
+  const std::string original = ReadFileOrFail("testdata/pickles/p0.pkl");
+  const nlohmann::json want = testing::ExpectedJson("testdata/pickles/p0.pkl")["root"];
+  const std::string plain = "Vplain\n";
+  struct Case {
+    const char* name;
+    std::string replacement;
+  } cases[] = {
+      {"STRING", "S'plain'\n"},
+      {"STRING with escapes", "S'pl\\x61in'\n"},
+      {"SHORT_BINSTRING", std::string("U\x05plain", 7)},
+      {"BINSTRING", std::string("T\x05\x00\x00\x00plain", 10)},
+      {"BINUNICODE8", std::string("\x8d\x05\x00\x00\x00\x00\x00\x00\x00plain", 14)},
+      {"DUP then POP", "Vplain\n20"},
+      {"MARK ... POP_MARK", "(NN1Vplain\n"},
+      {"POP of an empty mark", "(0Vplain\n"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    StatusOr<PickleResult> r = Parse(Replace(original, plain, c.replacement));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(Describe(*r, want), "");
+  }
+}
+
+TEST(PickleVmTest, InstObjAndPersidBuildNodesWithoutCalling) {
+  const std::string original = ReadFileOrFail("testdata/pickles/p0.pkl");
+  StatusOr<PickleResult> inst = Parse(Replace(original, "Vplain\n", "(Vx\nicollections\nOrderedDict\n"));
+  ASSERT_TRUE(inst.ok()) << inst.status().ToString();
+  std::optional<NodeId> id = FindPath(inst->graph, inst->graph.root, "text[1]");
+  ASSERT_TRUE(id);
+  EXPECT_EQ(TypeName(inst->graph, *id), "collections.OrderedDict");
+  EXPECT_TRUE(std::any_of(inst->globals.begin(), inst->globals.end(), [](const GlobalRef& g) {
+    return g.opcode == "0x69 'i'" && g.module == "collections" && g.name == "OrderedDict";
+  }));
+
+  StatusOr<PickleResult> obj = Parse(Replace(original, "Vplain\n", "(cos\nsystem\nVecho hi\no"));
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  id = FindPath(obj->graph, obj->graph.root, "text[1]");
+  ASSERT_TRUE(id);
+  EXPECT_EQ(obj->graph.at(*id).kind, NodeKind::kObject);
+  EXPECT_EQ(obj->graph.at(*id).call, CallOpcode::kObj);
+  EXPECT_EQ(TypeName(obj->graph, *id), "os.system");
+
+  const std::string with_persid = Replace(original, "Vplain\n", "Pkey\n");
+  ByteCursor c(AsBytes(with_persid));
+  StatusOr<PickleResult> persid = ReadPickle(c);
+  ASSERT_TRUE(persid.ok()) << persid.status().ToString();
+  id = FindPath(persid->graph, persid->graph.root, "text[1]");
+  ASSERT_TRUE(id);
+  EXPECT_EQ(persid->graph.at(*id).kind, NodeKind::kPersistentId);
+}
+
+TEST(PickleVmTest, OutOfBandBuffersAreUnsupported) {
+  std::string bytes = Replace(ReadFileOrFail("testdata/pickles/p0.pkl"), "Vplain\n", "\x97");
+  StatusOr<PickleResult> r = Parse(bytes);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().ToString(),
+            "unsupported: offset 376: 0x97: out-of-band pickle buffers cannot come from a file");
+}
+
+TEST(PickleVmTest, UnknownOpcodeNamesOffset) {
+  std::string bytes = ReadFileOrFail("testdata/pickles/p2.pkl");
+  bytes[420] = '\xff';  // a BINGET
+  StatusOr<PickleResult> r = Parse(bytes);
+  EXPECT_EQ(r.status().ToString(), "corrupt data: offset 420: 0xff: unknown opcode");
+}
+
+TEST(PickleVmTest, MemoIndexNeverStored) {
+  std::string bytes = ReadFileOrFail("testdata/pickles/p2.pkl");
+  bytes[421] = '\xfa';  // BINGET 250
+  StatusOr<PickleResult> r = Parse(bytes);
+  EXPECT_EQ(r.status().ToString(), "corrupt data: offset 420: 0x68 'h': memo index 250 was never stored");
+}
+
+TEST(PickleVmTest, TruncationAtEveryOffsetFailsCleanly) {
+  for (int p : {0, 2, 4}) {
+    std::string bytes = ReadFileOrFail("testdata/pickles/p" + std::to_string(p) + ".pkl");
+    for (size_t cut = 0; cut < bytes.size(); ++cut) {
+      StatusOr<PickleResult> r = Parse(bytes.substr(0, cut));
+      ASSERT_FALSE(r.ok()) << "protocol " << p << " cut at " << cut;
+      ASSERT_TRUE(r.status().code() == StatusCode::kTruncated || r.status().code() == StatusCode::kCorrupt)
+          << r.status().ToString();
+      ASSERT_TRUE(r.status().message().starts_with("offset ")) << r.status().ToString();
+    }
+  }
+}
+
+TEST(PickleVmTest, LimitsAreEnforced) {
+  std::string bytes = ReadFileOrFail("testdata/pickles/p2.pkl");
+  PickleLimits small;
+  small.max_depth = 3;
+  EXPECT_EQ(Parse(bytes, small).status().code(), StatusCode::kLimitExceeded);
+  small = {};
+  small.max_string_bytes = 4;
+  StatusOr<PickleResult> r = Parse(bytes, small);
+  EXPECT_EQ(r.status().code(), StatusCode::kLimitExceeded);
+  EXPECT_NE(r.status().message().find("(limit max_string_bytes)"), std::string::npos) << r.status().ToString();
+  small = {};
+  small.max_memo = 5;
+  EXPECT_EQ(Parse(bytes, small).status().code(), StatusCode::kLimitExceeded);
+  small = {};
+  small.max_nodes = 50;
+  EXPECT_EQ(Parse(bytes, small).status().code(), StatusCode::kLimitExceeded);
+}
+
+}  // namespace
+}  // namespace optstate

@@ -1,0 +1,96 @@
+// Damaged checkpoints, made by editing bytes of real fixtures: each gives its
+// exact error with the record and byte offset, and none crashes (the Asan build
+// runs these too).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fixtures.h"
+#include "optstate/checkpoint.h"
+
+namespace optstate {
+namespace {
+
+const char* kAdamW = "testdata/good/torch113/adamw_index.pt";
+
+// In adamw_index.pt (torch 1.13) data.pkl starts at byte 64; its first tensor is
+// state[0]["step"]: _rebuild_tensor_v2(('storage', FloatStorage, '0', 'cpu', 1), 0, ...)
+// with the key '0' at byte 181, numel 1 at byte 195 and storage offset 0 at 201.
+Status ParseEdited(size_t offset, char value) {
+  std::string bytes = testing::ReadFileOrFail(kAdamW);
+  bytes[offset] = value;
+  return ParseCheckpoint(ByteCursor(AsBytes(bytes))).status();
+}
+
+TEST(ReaderCorruptionTest, StorageRecordShorterThanDeclared) {
+  Status s = ParseEdited(195, '\x02');
+  EXPECT_EQ(s.ToString(),
+            "corrupt data: record 'adamw_index/data.pkl': storage '0': record 'adamw_index/data/0' "
+            "holds 4 bytes, but the storage declares 2 elements of 4 bytes (8)");
+}
+
+TEST(ReaderCorruptionTest, MissingStorageRecord) {
+  Status s = ParseEdited(181, 'Z');
+  EXPECT_EQ(s.ToString(),
+            "corrupt data: record 'adamw_index/data.pkl': storage 'Z': no record 'adamw_index/data/Z'");
+}
+
+TEST(ReaderCorruptionTest, TensorViewPastItsStorage) {
+  Status s = ParseEdited(201, '\x01');
+  // 239 is the REDUCE that would call _rebuild_tensor_v2.
+  EXPECT_EQ(s.ToString(),
+            "corrupt data: record 'adamw_index/data.pkl': offset 239: tensor view ends at byte 8 of "
+            "storage '0', which has 4 bytes");
+}
+
+TEST(ReaderCorruptionTest, BadOpcodeInDataPkl) {
+  Status s = ParseEdited(70, '\xff');
+  EXPECT_EQ(s.ToString(), "corrupt data: record 'adamw_index/data.pkl': offset 70: 0xff: unknown opcode");
+}
+
+TEST(ReaderCorruptionTest, OpenCheckpointNamesTheFile) {
+  StatusOr<std::unique_ptr<CheckpointFile>> f = OpenCheckpoint(testing::RepoPath("testdata/pickles/p2.pkl"));
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kUnsupported);
+  EXPECT_TRUE(f.status().message().starts_with(testing::RepoPath("testdata/pickles/p2.pkl") +
+                                               ": not a PyTorch checkpoint"))
+      << f.status().ToString();
+}
+
+// Every prefix of a real file must fail cleanly: zip (directory at the end),
+// legacy (pickles then raw storages), and zstd.
+TEST(ReaderCorruptionTest, TruncationAtEveryOffset) {
+  for (const char* fixture : {"testdata/good/torch113/model_tied.pt", "testdata/good/torch113/adamw_legacy.pt",
+                              "testdata/good/torch26/model_tied.pt"}) {
+    std::string bytes = testing::ReadFileOrFail(fixture);
+    ASSERT_TRUE(ParseCheckpoint(ByteCursor(AsBytes(bytes))).ok()) << fixture;
+    for (size_t cut = 0; cut < bytes.size(); ++cut) {
+      std::string prefix = bytes.substr(0, cut);
+      Status s = ParseCheckpoint(ByteCursor(AsBytes(prefix))).status();
+      ASSERT_FALSE(s.ok()) << fixture << " cut at " << cut;
+      ASSERT_NE(s.code(), StatusCode::kInternal) << s.ToString();
+    }
+  }
+}
+
+TEST(ReaderCorruptionTest, LegacyTruncatedInsideStorageData) {
+  std::string bytes = testing::ReadFileOrFail("testdata/good/torch113/adamw_legacy.pt");
+  bytes.resize(bytes.size() - 3);
+  Status s = ParseCheckpoint(ByteCursor(AsBytes(bytes))).status();
+  EXPECT_EQ(s.code(), StatusCode::kTruncated);
+  EXPECT_NE(s.message().find(": need "), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(" bytes for storage data, "), std::string::npos) << s.ToString();
+}
+
+TEST(ReaderCorruptionTest, ZstdTruncatedAndOverCap) {
+  std::string path = testing::RepoPath("testdata/good/torch113/adamw_index.pt.zst");
+  ReadOptions small;
+  small.max_decompressed_bytes = 1000;
+  StatusOr<std::unique_ptr<CheckpointFile>> f = OpenCheckpoint(path, small);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().ToString(),
+            "limit exceeded: " + path + ": zstd content exceeds 1000 bytes (limit max_decompressed_bytes)");
+}
+
+}  // namespace
+}  // namespace optstate
