@@ -123,7 +123,8 @@ class Builder {
         if (t.sizes.empty() && st.located) s += " = " + ScalarValue(t);
         return s;
       }
-      case NodeKind::kObject: return "object, not reconstructed";
+      case NodeKind::kObject:
+        return "never called; arguments " + (n.args == kNoNode ? std::string("none") : ValueText(g_, n.args, 50));
       default: return ValueText(g_, id, 60);
     }
   }

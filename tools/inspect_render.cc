@@ -70,10 +70,11 @@ void WriteOptimizer(const OptimizerSummary& o, std::ostream& out) {
   out << "\noptimizer state at " << (o.path.empty() ? "(root)" : o.path) << ":\n";
   std::string keys;
   for (auto& [type, n] : o.key_types) keys += (keys.empty() ? "" : ", ") + type + " ×" + std::to_string(n);
-  out << "  state         " << o.state_entries << " entries" << (keys.empty() ? "" : ", keys " + keys)
+  out << "  state         " << o.state_entries << (o.state_entries == 1 ? " entry" : " entries")
+      << (keys.empty() ? "" : ", keys " + keys)
       << (o.nested_views ? ", per-view layout {index: {view: {...}}}" : "") << "\n";
   out << "  param_groups  " << o.groups.size() << (o.groups.size() == 1 ? " group, " : " groups, ")
-      << o.group_params << " params\n";
+      << o.group_params << (o.group_params == 1 ? " param\n" : " params\n");
   size_t width = 4;
   for (const StateField& f : o.fields) width = std::max(width, f.name.size());
   bool first = true;
@@ -95,7 +96,8 @@ void WriteOptimizer(const OptimizerSummary& o, std::ostream& out) {
     std::vector<std::string> words;
     for (auto& [k, v] : o.groups[i].hyperparameters) words.push_back(k + "=" + v);
     std::ostringstream head;
-    head << "  group " << std::left << std::setw(7) << i << o.groups[i].params << " params:";
+    head << "  group " << std::left << std::setw(7) << i << o.groups[i].params
+         << (o.groups[i].params == 1 ? " param:" : " params:");
     WriteWrapped(out, head.str(), words);
   }
 }

@@ -25,6 +25,12 @@ class Call:
         return self.fn, self.args
 
 
+# If any reader ever executed these pickles, this file would appear; the tests
+# check that it never does.
+MARKER = "/tmp/optstate-hostile-pickle-ran"
+RUN = f"touch {MARKER}"
+
+
 def state_with(extra):
     return {"state": {0: {"step": torch.tensor(1.0), "exp_avg": torch.zeros(2)}},
             "param_groups": [{"lr": 0.1, "params": [0]}], "extra": extra}
@@ -35,12 +41,12 @@ def main():
     os.makedirs(out, exist_ok=True)
     cases = {
         # GLOBAL (protocol 2): posix.system on Linux.
-        "os_system_global.pt": (state_with(Call(os.system, "echo optstate-must-not-run")), 2),
+        "os_system_global.pt": (state_with(Call(os.system, RUN)), 2),
         # STACK_GLOBAL (protocol 4).
-        "os_system_stack_global.pt": (state_with(Call(os.system, "echo optstate-must-not-run")), 4),
-        "builtins_eval.pt": (state_with(Call(eval, "print('optstate-must-not-run')")), 2),
+        "os_system_stack_global.pt": (state_with(Call(os.system, RUN)), 4),
+        "builtins_eval.pt": (state_with(Call(eval, f"__import__('os').system('{RUN}')")), 2),
         # A pickle inside a bytes value, as HeavyBall stores precond_schedule.
-        "nested_pickle_bytes.pt": (state_with(pickle.dumps(Call(os.system, "echo nested"), protocol=4)), 2),
+        "nested_pickle_bytes.pt": (state_with(pickle.dumps(Call(os.system, RUN), protocol=4)), 2),
         # Benign but not weights_only-loadable: HeavyBall 2.x's precond_rng.
         "heavyball_rng_bytes.pt": (state_with(pickle.dumps(random.Random(0), protocol=4)), 2),
     }
