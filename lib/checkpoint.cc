@@ -14,7 +14,8 @@ Status ParseZipCheckpoint(const ByteCursor& whole, const ReadOptions& options, C
   const ZipEntry* pkl = zip.Find("data.pkl");  // InspectContainer checked it exists
   out.pickle_record = pkl->name;
   OPTSTATE_ASSIGN_OR_RETURN(ByteSpan pickle, ZipEntryData(whole, *pkl));
-  ByteCursor c(pickle, whole.base_offset() + pkl->data_offset);
+  OPTSTATE_ASSIGN_OR_RETURN(uint64_t pickle_offset, ZipEntryDataOffset(whole, *pkl));
+  ByteCursor c(pickle, whole.base_offset() + pickle_offset);
   StatusOr<PickleResult> parsed = ReadPickle(c, options.pickle);
   if (!parsed.ok()) return std::move(parsed).status().WithContext("record '" + pkl->name + "'");
   out.pickle_protocol = parsed->protocol;
@@ -40,7 +41,7 @@ Status ParseZipCheckpoint(const ByteCursor& whole, const ReadOptions& options, C
                           " elements of " + std::to_string(s.nbytes / std::max<uint64_t>(s.numel, 1)) +
                           " bytes (" + std::to_string(s.nbytes) + ")");
     }
-    s.data_offset = e->data_offset;
+    s.zip_entry = e - zip.entries.data();
     s.located = true;
     return Status();
   };
@@ -95,6 +96,7 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
   Checkpoint out;
   ContainerOptions copts;
   copts.verify_crc = options.verify_crc;
+  copts.resolve_offsets = options.resolve_offsets;
   copts.zip = options.zip;
   OPTSTATE_ASSIGN_OR_RETURN(out.container, InspectContainer(cursor, copts));
   switch (out.container.format) {
@@ -147,14 +149,25 @@ StatusOr<std::unique_ptr<CheckpointFile>> OpenCheckpoint(const std::string& path
   return file;
 }
 
+StatusOr<ByteSpan> StorageBytes(ByteSpan bytes, const Checkpoint& checkpoint, const StorageRef& s) {
+  if (!s.located) return CorruptError("storage '" + s.key + "' has no data");
+  uint64_t offset = s.data_offset;
+  if (s.zip_entry >= 0) {
+    const ZipEntry& e = checkpoint.container.zip.entries[static_cast<size_t>(s.zip_entry)];
+    OPTSTATE_ASSIGN_OR_RETURN(offset, ZipEntryDataOffset(ByteCursor(bytes), e));
+  }
+  if (offset > bytes.size() || s.nbytes > bytes.size() - offset) {
+    return CorruptError("storage '" + s.key + "' lies outside the checkpoint bytes");
+  }
+  return bytes.subspan(static_cast<size_t>(offset), static_cast<size_t>(s.nbytes));
+}
+
 StatusOr<std::vector<std::byte>> ReadTensorBytes(ByteSpan bytes, const Checkpoint& checkpoint,
                                                  const TensorRef& t) {
   if (t.storage < 0) return std::vector<std::byte>{};
   const StorageRef& s = checkpoint.storages[static_cast<size_t>(t.storage)];
-  if (!s.located || s.data_offset > bytes.size() || s.nbytes > bytes.size() - s.data_offset) {
-    return CorruptError("storage '" + s.key + "' lies outside the checkpoint bytes");
-  }
-  const std::byte* base = bytes.data() + s.data_offset;
+  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan storage, StorageBytes(bytes, checkpoint, s));
+  const std::byte* base = storage.data();
   const size_t elem = GetDTypeInfo(t.dtype).element_size;
   std::vector<std::byte> out;
   try {

@@ -64,6 +64,10 @@ Status DescribeZip(const ByteCursor& cursor, const ContainerOptions& options, Co
   if (const ZipEntry* e = info.zip.Find(".data/serialization_id")) {
     info.serialization_id = TrimmedRecord(cursor, *e);
   }
+  if (options.resolve_offsets || options.verify_crc) {
+    OPTSTATE_RETURN_IF_ERROR(ResolveZipDataOffsets(cursor, info.zip));
+    info.offsets_resolved = true;
+  }
   std::string data_dir = info.zip.prefix + "/data/";
   for (const ZipEntry& e : info.zip.entries) {
     if (e.name.starts_with(data_dir)) {

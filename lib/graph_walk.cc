@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <algorithm>
 #include <unordered_map>
 #include <vector>
 
@@ -31,22 +33,34 @@ std::string Join(const std::string& path, const std::string& component) {
   return path + component;
 }
 
+// Python's repr of a float: the shortest digits that read back exactly, in
+// fixed notation for exponents -5 < e < 16 (with ".0" if integral), else
+// scientific with a two-digit exponent ("1e-05", "1e+16").
 std::string FloatText(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  // Shortest form that reads back identically, as Python's repr does.
-  for (int prec = 1; prec <= 17; ++prec) {
-    char shortbuf[32];
-    std::snprintf(shortbuf, sizeof shortbuf, "%.*g", prec, v);
-    if (std::strtod(shortbuf, nullptr) == v) {
-      std::string s = shortbuf;
-      if (s.find_first_of(".e") == std::string::npos) s += ".0";
-      return s;
+  char buf[64];
+  int digits = 17;
+  for (int p = 1; p <= 17; ++p) {
+    std::snprintf(buf, sizeof buf, "%.*e", p - 1, v);
+    if (std::strtod(buf, nullptr) == v) {
+      digits = p;
+      break;
     }
   }
-  return buf;
+  std::snprintf(buf, sizeof buf, "%.*e", digits - 1, v);
+  std::string sci = buf;
+  size_t e = sci.find('e');
+  int exp = std::atoi(sci.c_str() + e + 1);
+  if (exp > -5 && exp < 16) {
+    std::snprintf(buf, sizeof buf, "%.*f", std::max(0, digits - 1 - exp), v);
+    std::string fixed = buf;
+    if (fixed.find('.') == std::string::npos) fixed += ".0";
+    return fixed;
+  }
+  std::string mantissa = sci.substr(0, e);
+  std::snprintf(buf, sizeof buf, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
+  return mantissa + buf;
 }
 
 void AppendValue(const ObjectGraph& g, NodeId id, std::string& out, size_t budget, int depth) {

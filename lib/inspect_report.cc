@@ -222,7 +222,13 @@ class Builder {
           f.bytes += t.nbytes();
           if (t.sizes.empty()) {
             ++f.scalars;
-            if (name == "step" && steps.size() < 8) steps.insert(ScalarValue(t));
+            if (name == "step") {
+              ++o.steps_total;
+              if (o.steps_read < opt_.max_step_reads && steps.size() < 8) {
+                ++o.steps_read;
+                steps.insert(ScalarValue(t));
+              }
+            }
           }
         } else {
           dtype = TypeName(g_, v);

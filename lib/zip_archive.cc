@@ -145,8 +145,24 @@ StatusOr<ZipEntry> ReadCentralEntry(ByteCursor& cd) {
   return e;
 }
 
+// Checks what the central directory alone can: the local header and at least
+// the compressed data fit in the file.
+Status CheckEntryBounds(const ByteCursor& whole, const ZipEntry& e) {
+  std::string ctx = "record '" + e.name + "'";
+  if (e.local_header_offset > whole.size() || 30 + e.compressed_size > whole.size() - e.local_header_offset) {
+    return TruncatedError(ctx + ": offset " + std::to_string(whole.base_offset() + e.local_header_offset) +
+                          ": local header and " + std::to_string(e.compressed_size) +
+                          " bytes of data end past the end of the data (" +
+                          std::to_string(whole.base_offset() + whole.size()) + ")");
+  }
+  return Status();
+}
+
+}  // namespace
+
 // Follows the local header to the first data byte and checks the range.
-Status ResolveData(const ByteCursor& whole, ZipEntry& e) {
+StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& whole, const ZipEntry& e) {
+  if (e.data_offset_known) return e.data_offset;
   ByteCursor local = whole;
   std::string ctx = "record '" + e.name + "'";
   OPTSTATE_RETURN_IF_ERROR_CTX(local.Seek(e.local_header_offset, "local header"), ctx);
@@ -158,13 +174,18 @@ Status ResolveData(const ByteCursor& whole, ZipEntry& e) {
   }
   uint16_t name_len = LoadU16LEUnchecked(fixed.data() + 26);
   uint16_t extra_len = LoadU16LEUnchecked(fixed.data() + 28);
-  e.data_offset = e.local_header_offset + 30 + name_len + extra_len;
-  OPTSTATE_RETURN_IF_ERROR_CTX(whole.Slice(e.data_offset, e.compressed_size, "record data").status(),
-                               ctx);
-  return Status();
+  uint64_t data_offset = e.local_header_offset + 30 + name_len + extra_len;
+  OPTSTATE_RETURN_IF_ERROR_CTX(whole.Slice(data_offset, e.compressed_size, "record data").status(), ctx);
+  return data_offset;
 }
 
-}  // namespace
+Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive) {
+  for (ZipEntry& e : archive.entries) {
+    OPTSTATE_ASSIGN_OR_RETURN(e.data_offset, ZipEntryDataOffset(cursor, e));
+    e.data_offset_known = true;
+  }
+  return Status();
+}
 
 const ZipEntry* ZipArchive::Find(std::string_view record) const {
   for (const ZipEntry& e : entries) {
@@ -199,7 +220,7 @@ StatusOr<ZipArchive> ReadZipDirectory(const ByteCursor& cursor, const ZipLimits&
   archive.entries.reserve(static_cast<size_t>(loc.entries));
   for (uint64_t i = 0; i < loc.entries; ++i) {
     OPTSTATE_ASSIGN_OR_RETURN(ZipEntry e, ReadCentralEntry(cd));
-    OPTSTATE_RETURN_IF_ERROR(ResolveData(cursor, e));
+    OPTSTATE_RETURN_IF_ERROR(CheckEntryBounds(cursor, e));
     archive.entries.push_back(std::move(e));
   }
   if (archive.entries.empty()) return CorruptError("zip archive has no records");
@@ -223,8 +244,8 @@ StatusOr<ByteSpan> ZipEntryData(const ByteCursor& cursor, const ZipEntry& entry)
     return UnsupportedError("record '" + entry.name + "' is compressed (method " +
                             std::to_string(entry.method) + "); torch.save stores records");
   }
-  OPTSTATE_ASSIGN_OR_RETURN(ByteCursor data,
-                            cursor.Slice(entry.data_offset, entry.size, "record data"));
+  OPTSTATE_ASSIGN_OR_RETURN(uint64_t offset, ZipEntryDataOffset(cursor, entry));
+  OPTSTATE_ASSIGN_OR_RETURN(ByteCursor data, cursor.Slice(offset, entry.size, "record data"));
   return data.data();
 }
 

@@ -12,7 +12,9 @@ constexpr const char* kName = "inspect";
 }  // namespace
 
 int RunInspect(const InspectOptions& options, CommandOutput& output) {
-  StatusOr<std::unique_ptr<CheckpointFile>> file = OpenCheckpoint(options.path, options.read);
+  ReadOptions read = options.read;
+  read.resolve_offsets = options.records;  // the listing shows data offsets
+  StatusOr<std::unique_ptr<CheckpointFile>> file = OpenCheckpoint(options.path, read);
   if (!file.ok()) return ReportError(output, kName, file.status(), options.json);
   StatusOr<InspectReport> report = BuildInspectReport(**file, options.report);
   if (!report.ok()) {
@@ -38,7 +40,8 @@ CommandRunner AddInspectCommand(CLI::App& parent) {
       ->capture_default_str();
   cmd->add_option("--path", o->report.path, "Start the tree at this object, e.g. state.3 or optimizer.param_groups[0]");
   cmd->add_option("--max-items", o->report.max_items, "Children shown per container")->capture_default_str();
-  cmd->add_flag("--records", o->records, "List every zip record with size, offset and CRC-32");
+  cmd->add_flag("--records", o->records,
+                "List every zip record with size, data offset and CRC-32 (reads every local header)");
   cmd->add_flag("--verify-crc", o->read.verify_crc, "Recompute every record's CRC-32 (torch.load never does)");
   auto* limits = cmd->add_option_group("Limits", "Refuse inputs beyond these sizes (safe defaults)");
   limits->add_option("--max-depth", o->read.pickle.max_depth, "Nesting depth of objects")->capture_default_str();

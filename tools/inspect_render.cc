@@ -88,6 +88,9 @@ void WriteOptimizer(const OptimizerSummary& o, std::ostream& out) {
       std::string v;
       for (const std::string& s : o.step_values) v += (v.empty() ? "" : ", ") + s;
       out << "  values " << v;
+      if (o.steps_read < o.steps_total) {
+        out << " (in the first " << o.steps_read << " of " << o.steps_total << ")";
+      }
     }
     out << "\n";
     first = false;
@@ -155,7 +158,8 @@ nlohmann::ordered_json InspectJson(const InspectOptions& options, const Checkpoi
     z["crc_checked"] = c.crc_checked;
     z["records"] = J::array();
     for (const ZipEntry& e : c.zip.entries) {
-      z["records"].push_back({{"name", e.name}, {"size", e.size}, {"data_offset", e.data_offset},
+      z["records"].push_back({{"name", e.name}, {"size", e.size},
+                              {"data_offset", e.data_offset_known ? J(e.data_offset) : J(nullptr)},
                               {"crc32", e.crc32}, {"method", e.method}});
     }
   }
@@ -192,6 +196,8 @@ nlohmann::ordered_json InspectJson(const InspectOptions& options, const Checkpoi
                              {"scalars", f.scalars}});
     }
     j["step_values"] = o.step_values;
+    j["steps_read"] = o.steps_read;
+    j["steps_total"] = o.steps_total;
     j["param_groups"] = J::array();
     for (const GroupSummary& g : o.groups) {
       J h = J::object();

@@ -105,7 +105,9 @@ class GraphComparer {
       const json& w = want[i];
       if (s.nbytes != w["nbytes"].get<uint64_t>()) return "storage " + std::to_string(i) + ": nbytes differ";
       if (GetDTypeInfo(s.dtype).name != w["dtype"].get<std::string>()) return "storage " + std::to_string(i) + ": dtype differs";
-      uint32_t crc = Crc32(file_->bytes().subspan(s.data_offset, s.nbytes));
+      StatusOr<ByteSpan> data = StorageBytes(file_->bytes(), cp, s);
+      if (!data.ok()) return "storage " + std::to_string(i) + ": " + data.status().ToString();
+      uint32_t crc = Crc32(*data);
       if (crc != w["crc32"].get<uint32_t>()) return "storage " + std::to_string(i) + ": CRC differs";
     }
     return "";

@@ -208,3 +208,25 @@ TEST(PickleVmTest, LimitsAreEnforced) {
 
 }  // namespace
 }  // namespace optstate
+
+namespace optstate {
+namespace {
+
+// ValueText renders floats as Python's repr does, so reports read like Python.
+TEST(ValueTextTest, FloatsLikePythonRepr) {
+  std::vector<std::pair<double, std::string>> cases = {
+      {1000.0, "1000.0"}, {0.001, "0.001"}, {1e-08, "1e-08"}, {0.0001, "0.0001"}, {1e-05, "1e-05"},
+      {3.141592653589793, "3.141592653589793"}, {1e16, "1e+16"}, {1e15, "1000000000000000.0"},
+      {-0.5, "-0.5"}, {0.1, "0.1"}, {2.5e-07, "2.5e-07"}, {123456789.0, "123456789.0"}, {0.0, "0.0"}};
+  for (auto& [v, want] : cases) {
+    ObjectGraph g;
+    Node n;
+    n.kind = NodeKind::kFloat;
+    n.float_value = v;
+    g.nodes.push_back(n);
+    EXPECT_EQ(ValueText(g, 0), want) << v;
+  }
+}
+
+}  // namespace
+}  // namespace optstate

@@ -30,6 +30,7 @@ struct ReadOptions {
   PickleLimits pickle;
   ZipLimits zip;
   bool verify_crc = false;                          // recompute every zip record's CRC
+  bool resolve_offsets = false;                     // read every zip local header (listings)
   uint64_t max_storage_bytes = 1ull << 40;          // one storage (1 TiB)
   uint64_t max_decompressed_bytes = 16ull << 30;    // a .zst's content (16 GiB)
   uint32_t max_nested_pickle_depth = 3;             // pickles inside bytes inside pickles
@@ -74,6 +75,10 @@ StatusOr<std::unique_ptr<CheckpointFile>> OpenCheckpoint(const std::string& path
 
 // Parses the zip or legacy checkpoint that fills `cursor`.
 StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions& options = {});
+
+// The bytes of one storage within `bytes` (the buffer the checkpoint was parsed
+// from), checked against its bounds.
+StatusOr<ByteSpan> StorageBytes(ByteSpan bytes, const Checkpoint& checkpoint, const StorageRef& storage);
 
 // The tensor's elements in C order (what `tensor.contiguous()` holds), read from
 // `bytes` (the buffer the checkpoint was parsed from). Meta tensors have none.

@@ -35,6 +35,7 @@ struct ContainerInfo {
   uint64_t storage_records = 0;          // records under data/
   uint64_t storage_bytes = 0;            // their total size
   bool crc_checked = false;              // CRCs of every record were verified
+  bool offsets_resolved = false;         // every entry's data_offset is known
 
   // zstd only.
   std::optional<uint64_t> zstd_content_size;       // when the frame header declares it
@@ -43,6 +44,7 @@ struct ContainerInfo {
 
 struct ContainerOptions {
   bool verify_crc = false;  // recompute every record's CRC-32 (reads all data)
+  bool resolve_offsets = false;  // read every local header, for listings of data offsets
   ZipLimits zip;
 };
 

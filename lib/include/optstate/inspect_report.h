@@ -43,6 +43,8 @@ struct OptimizerSummary {
   bool nested_views = false;        // HeavyBall 2.x/3.x {index: {view: {...}}}
   std::vector<StateField> fields;
   std::vector<std::string> step_values;  // distinct values of step fields, at most 8
+  size_t steps_read = 0;            // 0-d step tensors read for step_values
+  size_t steps_total = 0;           // step fields that are 0-d tensors
   std::vector<GroupSummary> groups;
   size_t group_params = 0;          // params listed across param_groups
 };
@@ -57,6 +59,9 @@ struct InspectReport {
 };
 
 struct InspectReportOptions {
+  // Each 0-d step tensor is its own record: reading all of them costs one disk
+  // seek each on a cold cache, so inspect samples; validate reads them all.
+  size_t max_step_reads = 32;
   uint32_t depth = 3;       // tree levels below the root shown
   size_t max_items = 12;    // children shown per container before "... N more"
   std::string path;         // show the tree from here

@@ -37,7 +37,8 @@ struct StorageRef {
   uint64_t nbytes = 0;   // numel * element size
   // Where the bytes are: filled by the container layer.
   std::string record;    // zip record name, or "" for the legacy format
-  uint64_t data_offset = 0;  // offset of the first byte in the checkpoint buffer
+  int64_t zip_entry = -1;    // index in the zip directory; its data offset is read lazily
+  uint64_t data_offset = 0;  // legacy format: first byte in the checkpoint buffer
   bool located = false;
 };
 

@@ -3,9 +3,11 @@
 // torch.save writes an ordinary zip: one top directory ("archive/" or the file's
 // base name), every record stored uncompressed at a 64-byte aligned offset, the
 // real sizes and CRCs in the central directory, zip64 end records always present.
-// We read the central directory, resolve each record's data range through its
-// local header, and check every offset and size against the bytes present. No
-// record data is read here; a record is a range of the caller's buffer.
+// We read the central directory and check every offset and size against the
+// bytes present. A record's data starts after its local header, whose length
+// is only known by reading it; like torch and Python's zipfile we read it only
+// when the record is used, since touching a thousand local headers spread over
+// a 40 GB file costs a thousand disk seeks.
 //
 // Offsets are relative to the buffer given, which may be a slice of a larger
 // file (a DCP item); errors report absolute offsets via ByteCursor's base.
@@ -28,7 +30,8 @@ struct ZipEntry {
   uint64_t size = 0;            // uncompressed
   uint32_t crc32 = 0;           // from the central directory
   uint64_t local_header_offset = 0;
-  uint64_t data_offset = 0;     // first byte of the record's data
+  uint64_t data_offset = 0;     // first byte of the record's data, once known
+  bool data_offset_known = false;
 };
 
 struct ZipArchive {
@@ -48,6 +51,12 @@ struct ZipLimits {
 // Errors: kCorrupt (no end record, bad signatures, entries outside the data,
 // entries outside the prefix directory), kTruncated, kLimitExceeded.
 StatusOr<ZipArchive> ReadZipDirectory(const ByteCursor& cursor, const ZipLimits& limits = {});
+
+// Where `entry`'s data starts (reads its local header unless already known).
+StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& cursor, const ZipEntry& entry);
+
+// Resolves every entry's data offset (for listings that show them).
+Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive);
 
 // The stored bytes of `entry`. kUnsupported for a compressed record.
 StatusOr<ByteSpan> ZipEntryData(const ByteCursor& cursor, const ZipEntry& entry);
