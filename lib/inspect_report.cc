@@ -52,14 +52,17 @@ class Builder {
   Builder(const CheckpointFile& f, const InspectReportOptions& o)
       : file_(f), cp_(f.checkpoint()), g_(cp_.graph), opt_(o), storage_users_(cp_.storages.size(), 0) {
     for (const TensorRef& t : cp_.tensors) {
-      if (t.storage >= 0) ++storage_users_[static_cast<size_t>(t.storage)];
+      if (t.storage >= 0 && !t.inside_dtensor) ++storage_users_[static_cast<size_t>(t.storage)];
     }
   }
 
   StatusOr<InspectReport> Run() {
     InspectReport r;
-    r.tensors = cp_.tensors.size();
-    for (const TensorRef& t : cp_.tensors) r.tensor_bytes += t.nbytes();
+    for (const TensorRef& t : cp_.tensors) {
+      if (t.inside_dtensor) continue;  // counted through its DTensor
+      ++r.tensors;
+      r.tensor_bytes += t.nbytes();
+    }
     for (const StorageRef& s : cp_.storages) r.storage_bytes += s.nbytes;
     r.root_path = opt_.path;
     std::optional<NodeId> start = FindPath(g_, g_.root, opt_.path);
@@ -109,8 +112,15 @@ class Builder {
         return std::to_string(n.items.size()) + (n.items.size() == 1 ? " item" : " items");
       case NodeKind::kTensor: {
         const TensorRef& t = cp_.tensors[n.tensor];
-        type = t.is_parameter ? "Parameter" : "tensor";
+        type = t.is_dtensor ? "DTensor" : t.is_parameter ? "Parameter" : "tensor";
         std::string s = std::string(GetDTypeInfo(t.dtype).name) + " " + ShapeText(t.sizes) + " " + HumanBytes(t.nbytes());
+        if (t.is_dtensor) {
+          std::string placements;
+          for (const std::string& p : t.placements) placements += (placements.empty() ? "" : ", ") + p;
+          s = std::string(GetDTypeInfo(t.dtype).name) + " " + ShapeText(t.global_sizes) + " as " + placements +
+              " on mesh " + ShapeText(t.mesh_shape) + "; local shard " + ShapeText(t.sizes) + " " +
+              HumanBytes(t.nbytes());
+        }
         if (t.storage < 0) return s + " (meta, no data)";
         const StorageRef& st = cp_.storages[static_cast<size_t>(t.storage)];
         if (t.storage_offset != 0 || t.nbytes() != st.nbytes) {

@@ -62,6 +62,13 @@ void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where
     } else if (nested) {
       findings.push_back({Severity::kWarning, "nested_global", loc,
                           name + " is imported by " + caller});
+    } else if (g.module.starts_with("torch.distributed.tensor") ||
+               g.module.starts_with("torch.distributed._tensor") ||
+               g.module == "torch.distributed.device_mesh") {
+      // torch.distributed.tensor registers these as safe globals when imported.
+      findings.push_back({Severity::kInfo, "global_needs_import", loc,
+                          name + " loads under torch 2.6's weights_only=True only after "
+                                 "`import torch.distributed.tensor`"});
     } else if (!IsWeightsOnlyAllowed(g.module, g.name)) {
       findings.push_back({Severity::kWarning, "global_not_allowlisted", loc,
                           name + " is not on torch 2.6's weights_only allowlist: "

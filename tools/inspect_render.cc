@@ -46,7 +46,7 @@ void WriteTree(const InspectReport& r, std::ostream& out) {
     }
     bool scalar = l.type == "int" || l.type == "float" || l.type == "str" || l.type == "bool" ||
                   l.type == "None";
-    bool tensor = l.type == "tensor" || l.type == "Parameter";
+    bool tensor = l.type == "tensor" || l.type == "Parameter" || l.type == "DTensor";
     out << (scalar ? l.summary : l.type + (tensor ? " " : ", ") + l.summary) << "\n";
   }
 }

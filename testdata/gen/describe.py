@@ -13,6 +13,8 @@ C++ side never needs Python. The format is schemas/fixture-expected.schema.json:
              "dtype", "shape", "stride", "storage_offset", "requires_grad",
              "storage": index into "storages", "crc32": of the logical values in C order,
              "head": first up to 4 values as floats}
+          | {"type": "dtensor", "shape": global shape, "placements": ["Shard(dim=0)"...],
+             "mesh_shape": [...], "local": tensor}     (FSDP2 / DTensor values)
           | {"type": "object", "class": "module.QualName"}
   ints outside the int64 range are written as decimal strings.
 
@@ -102,6 +104,11 @@ class Describer:
             return {"type": "str", "value": v}
         if isinstance(v, (bytes, bytearray)):
             return {"type": "bytes", "len": len(v), "crc32": zlib.crc32(bytes(v))}
+        if isinstance(v, torch.Tensor) and hasattr(v, "_local_tensor") and hasattr(v, "placements"):
+            return {"type": "dtensor", "shape": list(v.shape),
+                    "placements": [repr(p) for p in v.placements],
+                    "mesh_shape": list(v.device_mesh.mesh.shape),
+                    "local": self.tensor(v._local_tensor)}
         if isinstance(v, torch.Tensor):
             return self.tensor(v)
         if isinstance(v, torch.Size):

@@ -8,6 +8,8 @@ Writes
   OUTDIR/fsdp2_dcp.expected.json         .metadata as torch reads it (see dcp_description)
   OUTDIR/fsdp2_dcp.consolidated.pt       torch's own dcp_to_torch_save of that directory
   OUTDIR/fsdp2_dcp.consolidated.pt.expected.json
+  OUTDIR/fsdp2_rank{0,1}_optim.pt        each rank's torch.save(optim.state_dict()):
+                                         int keys, DTensor moments holding local shards
 The model has awkward shapes for sharding: head.weight has 3 rows over 2 ranks
 (2 + 1) and gate has 1 row, so rank 1's chunk of it is empty.
 
@@ -107,6 +109,9 @@ def worker(rank, port, dcp_dir):
     train(model, opt)
     msd, osd = get_state_dict(model, opt)
     dcp.save({"model": msd, "optim": osd}, checkpoint_id=dcp_dir)
+    # What a job that skips DCP saves per rank: the optimizer's own state_dict,
+    # whose moments are DTensors holding this rank's shard.
+    torch.save(opt.state_dict(), f"fsdp2_rank{rank}_optim.pt")
     dist.barrier()
     dist.destroy_process_group()
 
@@ -185,6 +190,9 @@ def main():
     dcp_to_torch_save(dcp_dir, consolidated)
     worst = check_against_single_process(consolidated)
     describe.write_expected(consolidated, "torch's dcp_to_torch_save of fsdp2_dcp")
+    for rank in range(WORLD):
+        describe.write_expected(f"fsdp2_rank{rank}_optim.pt",
+                                f"FSDP2 rank {rank}'s own optim.state_dict(): DTensor moments (local shards)")
     with open(dcp_dir + ".expected.json", "w") as f:
         json.dump(dcp_description(dcp_dir), f, indent=1)
         f.write("\n")

@@ -12,6 +12,7 @@ cd "$repo"
 final=${1:-testdata/good}
 case "$final" in /*) ;; *) final="$repo/$final" ;; esac
 stage="$final.new"
+side=$(dirname "$final")  # testdata/: hostile/ and pickles/ are built beside good/
 rm -rf "$stage"
 mkdir -p "$stage"
 
@@ -22,8 +23,8 @@ zstd -19 -q -f "$stage/torch113/adamw_index.pt" -o "$stage/torch113/adamw_index.
 describe.write_expected(sys.argv[1], "adamw_index.pt compressed with zstd -19")' \
   "$stage/torch113/adamw_index.pt.zst"
 
-/usr/bin/python3 testdata/gen/gen_hostile.py "$stage/../hostile.new" > /dev/null
-/usr/bin/python3 testdata/gen/gen_pickles.py "$stage/../pickles.new" > /dev/null
+/usr/bin/python3 testdata/gen/gen_hostile.py "$side/hostile.new" > /dev/null
+/usr/bin/python3 testdata/gen/gen_pickles.py "$side/pickles.new" > /dev/null
 
 echo "== torch 2.6 (Debian trixie chroot)"
 testdata/gen/torch26-chroot.sh
@@ -39,9 +40,9 @@ mv "$stage" "$final"
 if [ "$final" = "$repo/testdata/good" ]; then
   for d in hostile pickles; do
     rm -rf "$repo/testdata/$d"
-    mv "$stage/../$d.new" "$repo/testdata/$d"
+    mv "$side/$d.new" "$repo/testdata/$d"
   done
 else
-  rm -rf "$stage/../hostile.new" "$stage/../pickles.new"
+  rm -rf "$side/hostile.new" "$side/pickles.new"
 fi
 echo "fixtures in $final: $(du -sh "$final" | cut -f1)"

@@ -4,7 +4,8 @@
 # descriptions with the committed ones. Values are seeded, so they must match
 # exactly; only what depends on allocator addresses is masked (pointer-valued
 # state keys, the file sizes, offsets and CRCs of files that contain them, and the
-# size of legacy-format files, which name storages by address).
+# size of legacy-format files, which name storages by address, and the bytes of
+# files holding DTensors, whose DeviceMesh pickles a per-run Python hash).
 # Skips (exit 77) like with_torch26.sh when torch 2.6 cannot be had outside CI.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)

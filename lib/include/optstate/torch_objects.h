@@ -8,6 +8,11 @@
 //   torch._utils._rebuild_tensor[_v2|_v3], _rebuild_meta_tensor_no_storage,
 //   _rebuild_parameter[_with_state], torch._tensor._rebuild_from_type_v2
 //                                            -> kTensor
+//   _rebuild_from_type_v2(_rebuild_wrapper_subclass, DTensor, args, state)
+//                                            -> kTensor with is_dtensor: the local
+//                                               shard from state, the global shape
+//                                               from args, placements and mesh
+//                                               from the DTensorSpec
 //   collections.OrderedDict(...) + SETITEMS  -> kDict "collections.OrderedDict"
 //   torch.Size((...))                        -> kTuple "torch.Size"
 //   _codecs.encode(str, 'latin1')            -> kBytes (protocol-2 bytes)
@@ -50,6 +55,13 @@ struct TensorRef {
   std::vector<int64_t> strides;
   bool requires_grad = false;
   bool is_parameter = false;
+  // DTensor (FSDP2, tensor parallel): the fields above describe this rank's local
+  // shard; these describe the whole tensor and how it is split.
+  bool is_dtensor = false;
+  std::vector<int64_t> global_sizes;
+  std::vector<std::string> placements;  // "Shard(dim=0)", "Replicate()", "Partial(sum)"
+  std::vector<int64_t> mesh_shape;
+  bool inside_dtensor = false;  // this is the _local_tensor of a DTensor listed separately
   uint64_t numel() const;
   uint64_t nbytes() const;
 };
