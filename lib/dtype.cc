@@ -7,7 +7,7 @@ namespace {
 
 // Order matches the enum. Storage class names: torch/storage.py
 // _dtype_to_storage_type_map, identical in torch 1.13 and 2.6.
-constexpr std::array<DTypeInfo, 15> kInfos = {{
+constexpr std::array<DTypeInfo, 22> kInfos = {{
     {DType::kFloat32, "float32", "FloatStorage", 4},
     {DType::kFloat64, "float64", "DoubleStorage", 8},
     {DType::kFloat16, "float16", "HalfStorage", 2},
@@ -23,7 +23,15 @@ constexpr std::array<DTypeInfo, 15> kInfos = {{
     {DType::kQInt8, "qint8", "QInt8Storage", 1},
     {DType::kQUInt8, "quint8", "QUInt8Storage", 1},
     {DType::kQInt32, "qint32", "QInt32Storage", 4},
+    {DType::kFloat8E4M3FN, "float8_e4m3fn", "", 1},
+    {DType::kFloat8E5M2, "float8_e5m2", "", 1},
+    {DType::kFloat8E4M3FNUZ, "float8_e4m3fnuz", "", 1},
+    {DType::kFloat8E5M2FNUZ, "float8_e5m2fnuz", "", 1},
+    {DType::kUInt16, "uint16", "", 2},
+    {DType::kUInt32, "uint32", "", 4},
+    {DType::kUInt64, "uint64", "", 8},
 }};
+static_assert(kInfos.size() == static_cast<size_t>(DType::kLast) + 1);
 
 // Aliases torch accepts for the same dtype objects (torch.float is torch.float32).
 struct Alias {
@@ -57,7 +65,7 @@ std::optional<DType> DTypeFromName(std::string_view name) {
 
 std::optional<DType> DTypeFromStorageClass(std::string_view storage_class) {
   for (const DTypeInfo& info : kInfos) {
-    if (info.storage_class == storage_class) return info.dtype;
+    if (!info.storage_class.empty() && info.storage_class == storage_class) return info.dtype;
   }
   return std::nullopt;
 }

@@ -75,6 +75,7 @@ void AppendValue(const ObjectGraph& g, NodeId id, std::string& out, size_t budge
     case NodeKind::kStr: out += "'" + n.text + "'"; return;
     case NodeKind::kBytes: out += "<" + std::to_string(n.text.size()) + " bytes>"; return;
     case NodeKind::kGlobal: out += GlobalName(n); return;
+    case NodeKind::kTensor: out += n.text.empty() ? "<tensor>" : n.text; return;
     case NodeKind::kTuple:
     case NodeKind::kList:
     case NodeKind::kSet:

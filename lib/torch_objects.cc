@@ -342,6 +342,11 @@ class Resolver {
                                    ? DTypeFromName(dt.name) : std::nullopt;
       if (!d) return UnsupportedError(At(n) + "tensor dtype " + TypeName(g_, a[6]));
       t.dtype = *d;
+      if (s.untyped && s.dtype == DType::kUInt8 && s.nbytes % GetDTypeInfo(*d).element_size == 0) {
+        // An UntypedStorage counts bytes; name it by the first tensor viewing it.
+        s.dtype = *d;
+        s.numel = s.nbytes / GetDTypeInfo(*d).element_size;
+      }
     }
     OPTSTATE_ASSIGN_OR_RETURN(int64_t offset, IntArg(n, a[1], "storage offset"));
     OPTSTATE_ASSIGN_OR_RETURN(t.sizes, IntTuple(n, a[2], "size"));
@@ -393,10 +398,19 @@ class Resolver {
   }
 
   Status BecomeTensor(NodeId id, TensorRef t) {
+    // A short identity for keys that hold tensors, e.g. HeavyBall's
+    // (Parameter, view_idx): "Parameter(float32 [16, 8], storage 0)".
+    std::string shape;
+    for (size_t i = 0; i < t.sizes.size(); ++i) shape += (i ? ", " : "") + std::to_string(t.sizes[i]);
+    std::string where = t.storage < 0 ? "meta" : "storage " + out_.storages[static_cast<size_t>(t.storage)].key;
+    if (t.storage_offset != 0) where += " +" + std::to_string(t.storage_offset);
+    std::string label = std::string(t.is_dtensor ? "DTensor" : t.is_parameter ? "Parameter" : "Tensor") + "(" +
+                        std::string(GetDTypeInfo(t.dtype).name) + " [" + shape + "], " + where + ")";
     out_.tensors.push_back(std::move(t));
     Node& n = g_.at(id);
     n.kind = NodeKind::kTensor;
     n.tensor = static_cast<uint32_t>(out_.tensors.size() - 1);
+    n.text = std::move(label);
     return Status();
   }
 

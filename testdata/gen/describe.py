@@ -127,6 +127,11 @@ class Describer:
 
     def tensor(self, t):
         cls = "torch.nn.parameter.Parameter" if isinstance(t, torch.nn.Parameter) else "torch.Tensor"
+        if t.is_meta:
+            return {"type": "tensor", "class": cls, "dtype": str(t.dtype).replace("torch.", ""),
+                    "shape": list(t.shape), "stride": list(t.stride()),
+                    "storage_offset": t.storage_offset(), "requires_grad": bool(t.requires_grad),
+                    "storage": None, "crc32": 0, "head": []}
         flat = t.detach().reshape(-1)[:4]
         if flat.is_complex():
             flat = torch.view_as_real(flat).reshape(-1)[:4]

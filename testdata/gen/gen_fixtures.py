@@ -80,6 +80,8 @@ class PtrKeyedAdam(torch.optim.Optimizer):
 
     key="ptr_shape": (view.data_ptr(), tuple(view.shape))   HeavyBall 0.12.3-0.24.4
     key="ptr":       view.data_ptr()                        HeavyBall 0.12.0-0.12.2
+    key="param_view": (param, view_idx)                     HeavyBall 0.25-1.5: the key
+                     holds the Parameter itself, so pickling the state pickles the weight
     fsdp=True:       every pointer reads as 0, as under FSDP, so parameters of one
                      shape share one entry and their moments mix (HeavyBall #11)
     split_rows=N:    parameters with more than N rows are split on dim 0 into views of
@@ -101,7 +103,9 @@ class PtrKeyedAdam(torch.optim.Optimizer):
             return list(p.data.split(self.split_rows, dim=0))
         return [p.data]
 
-    def state_key(self, view):
+    def state_key(self, view, param=None, index=0):
+        if self.key == "param_view":
+            return (param, index)
         ptr = 0 if self.fsdp else view.data_ptr()
         return ptr if self.key == "ptr" else (ptr, tuple(view.shape))
 
@@ -113,8 +117,8 @@ class PtrKeyedAdam(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                for view, grad in zip(self.views(p), self.views_of_grad(p)):
-                    st = self.state[self.state_key(view)]
+                for i, (view, grad) in enumerate(zip(self.views(p), self.views_of_grad(p))):
+                    st = self.state[self.state_key(view, p, i)]
                     if not st:
                         st["exp_avg"] = torch.zeros_like(view, dtype=self.state_dtype)
                         st["exp_avg_sq"] = torch.zeros_like(view, dtype=self.state_dtype)
@@ -230,6 +234,26 @@ def build_all():
     yield ("heavyball_fsdp_collision.pt", o.state_dict(),
            "FSDP: every pointer 0, same-shape params share one mixed entry",
            {}, manifest(m, o))
+
+    m = make_net()
+    o = PtrKeyedAdam(m.parameters(), key="param_view", split_rows=6)
+    train(m, o)
+    yield ("heavyball_param_view.pt", {"model": m.state_dict(), "optimizer": o.state_dict()},
+           "HeavyBall 0.25-1.5 (Parameter, view_idx) keys saved with the model in one file",
+           {}, None)
+
+    yield ("meta_tensors.pt", {"weight": torch.empty(4, 3, device="meta"),
+                               "bias": torch.empty(4, device="meta", dtype=torch.float16)},
+           "meta tensors (no storage)", {}, None)
+    if TORCH2:
+        torch.manual_seed(0)
+        yield ("new_dtypes.pt",
+               {"float8_e4m3fn": torch.randn(5).to(torch.float8_e4m3fn),
+                "float8_e5m2": torch.randn(2, 3).to(torch.float8_e5m2),
+                "uint16": torch.arange(6, dtype=torch.int32).to(torch.uint16).view(2, 3),
+                "uint32": torch.tensor([1, 2, 4000000000], dtype=torch.int64).to(torch.uint32),
+                "bfloat16": torch.randn(3).to(torch.bfloat16)},
+               "dtypes without a legacy storage class: UntypedStorage + _rebuild_tensor_v3", {}, None)
 
     m = make_net()
     decay = [p for n, p in m.named_parameters() if n.endswith("weight") and "norm" not in n]

@@ -23,17 +23,22 @@ TEST(DTypeTest, NamesAndAliases) {
   EXPECT_EQ(DTypeFromName("half"), DType::kFloat16);
   EXPECT_EQ(DTypeFromName("bfloat16"), DType::kBFloat16);
   EXPECT_EQ(DTypeFromName("long"), DType::kInt64);
-  EXPECT_EQ(DTypeFromName("float8_e4m3fn"), std::nullopt);
+  EXPECT_EQ(DTypeFromName("complex32"), std::nullopt);
   EXPECT_EQ(DTypeFromName(""), std::nullopt);
 }
 
 TEST(DTypeTest, EveryDtypeRoundTripsThroughItsNames) {
-  for (int i = 0; i <= static_cast<int>(DType::kQInt32); ++i) {
+  for (int i = 0; i <= static_cast<int>(DType::kLast); ++i) {
     const DTypeInfo& info = GetDTypeInfo(static_cast<DType>(i));
     EXPECT_EQ(static_cast<int>(info.dtype), i);
     EXPECT_EQ(DTypeFromName(info.name), info.dtype);
-    EXPECT_EQ(DTypeFromStorageClass(info.storage_class), info.dtype);
+    if (!info.storage_class.empty()) {
+      EXPECT_EQ(DTypeFromStorageClass(info.storage_class), info.dtype);
+    }
   }
+  EXPECT_EQ(DTypeFromStorageClass(""), std::nullopt);
+  EXPECT_EQ(DTypeFromName("float8_e4m3fn"), DType::kFloat8E4M3FN);
+  EXPECT_EQ(GetDTypeInfo(DType::kUInt16).element_size, 2);
 }
 
 }  // namespace

@@ -146,6 +146,10 @@ class GraphComparer {
     if (t.strides != want["stride"].get<std::vector<int64_t>>()) return fail("stride differs");
     if (t.storage_offset != want["storage_offset"].get<uint64_t>()) return fail("storage offset differs");
     if (t.requires_grad != want["requires_grad"].get<bool>()) return fail("requires_grad differs");
+    if (want["storage"].is_null()) {  // a meta tensor: no data at all
+      return t.storage < 0 ? "" : fail("expected a meta tensor");
+    }
+    if (t.storage < 0) return fail("is a meta tensor, expected data");
     // Storages are numbered by first appearance in this walk, as describe.py does.
     size_t s = static_cast<size_t>(t.storage);
     auto [it, added] = number_.emplace(s, order_.size());

@@ -29,12 +29,21 @@ enum class DType : uint8_t {
   kQInt8,
   kQUInt8,
   kQInt32,
+  // No legacy storage class: saved as UntypedStorage + _rebuild_tensor_v3 (torch >= 2.2).
+  kFloat8E4M3FN,
+  kFloat8E5M2,
+  kFloat8E4M3FNUZ,
+  kFloat8E5M2FNUZ,
+  kUInt16,
+  kUInt32,
+  kUInt64,
+  kLast = kUInt64,
 };
 
 struct DTypeInfo {
   DType dtype;
   std::string_view name;           // torch's str(dtype) without "torch.": "float32"
-  std::string_view storage_class;  // legacy class in module `torch`: "FloatStorage"
+  std::string_view storage_class;  // legacy class in module `torch`: "FloatStorage"; "" if none
   uint8_t element_size;            // bytes
 };
 
