@@ -38,7 +38,9 @@ CommandRunner AddInspectCommand(CLI::App& parent) {
   cmd->add_flag("--json", o->json, "Write JSON (schemas/inspect.schema.json)");
   cmd->add_option("--depth", o->report.depth, "Tree levels to show below the start")
       ->capture_default_str();
-  cmd->add_option("--path", o->report.path, "Start the tree at this object, e.g. state.3 or optimizer.param_groups[0]");
+  cmd->add_option("--path", o->report.path,
+                  "Start the tree at this object, written as the tree shows paths: state.3,\n"
+                  "optimizer.param_groups[0], state[\"fc1.weight\"], state[(0, (8, 8))]");
   cmd->add_option("--max-items", o->report.max_items, "Children shown per container")->capture_default_str();
   cmd->add_flag("--records", o->records,
                 "List every zip record with size, data offset and CRC-32 (reads every local header)");
@@ -55,6 +57,7 @@ CommandRunner AddInspectCommand(CLI::App& parent) {
       "\nExamples:\n"
       "  optstate inspect checkpoint.pt\n"
       "  optstate inspect --path optimizer.state --depth 2 checkpoint.pt\n"
+      "  optstate inspect --path 'state[(0, (8, 8))]' heavyball_fsdp.pt\n"
       "  optstate inspect --records --verify-crc checkpoint.pt\n"
       "  optstate inspect --json checkpoint.pt.zst | jq .optimizers");
   return [o](CommandOutput& output) { return RunInspect(*o, output); };
