@@ -6,6 +6,7 @@
 #include <set>
 
 #include "optstate/graph_walk.h"
+#include "optstate/optimizer_state.h"
 
 namespace optstate {
 namespace {
@@ -16,16 +17,6 @@ const Node* DictValue(const ObjectGraph& g, const Node& dict, std::string_view k
     if (kn.kind == NodeKind::kStr && kn.text == key) return &g.at(v);
   }
   return nullptr;
-}
-
-// {"state": dict, "param_groups": list of dicts}: what Optimizer.state_dict() returns.
-bool IsOptimizerStateDict(const ObjectGraph& g, const Node& n) {
-  if (n.kind != NodeKind::kDict) return false;
-  const Node* state = DictValue(g, n, "state");
-  const Node* groups = DictValue(g, n, "param_groups");
-  if (!state || !groups || state->kind != NodeKind::kDict || groups->kind != NodeKind::kList) return false;
-  return std::all_of(groups->items.begin(), groups->items.end(),
-                     [&](NodeId id) { return g.at(id).kind == NodeKind::kDict; });
 }
 
 std::string ShapeText(const std::vector<int64_t>& sizes) {
@@ -69,7 +60,7 @@ class Builder {
     if (!start) return NotFoundError("no object at path '" + opt_.path + "'");
     BuildTree(*start, r);
     WalkTree(g_, g_.root, 8, [&](const WalkStep& s) {
-      if (!s.repeat && IsOptimizerStateDict(g_, g_.at(s.id))) {
+      if (!s.repeat && IsOptimizerStateDict(g_, s.id)) {
         r.optimizers.push_back(Summarise(s.path, g_.at(s.id)));
         return false;
       }

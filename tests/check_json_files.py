@@ -27,6 +27,7 @@ def main():
             failed += 1
             print(f"FAIL schemas/{name}: {e.message}")
     rules = [("*.manifest.json", "param-manifest.schema.json"),
+             ("*.truth.json", "fixture-truth.schema.json"),
              ("fsdp2_dcp.expected.json", "dcp-fixture-expected.schema.json"),
              ("*.expected.json", "fixture-expected.schema.json")]
     seen = set()

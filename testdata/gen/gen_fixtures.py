@@ -4,7 +4,9 @@ Usage: python3 testdata/gen/gen_fixtures.py OUTDIR
 Every fixture NAME gets NAME.expected.json (see describe.py); fixtures keyed by
 pointers also get NAME.manifest.json (schemas/param-manifest.schema.json): the
 parameters in optimizer order with the data_ptr each had when the state was keyed,
-which is what a user can produce from the live model and optimizer.
+which is what a user can produce from the live model and optimizer; and
+NAME.truth.json (schemas/fixture-truth.schema.json): which parameter and view
+really used each state key, the answer a remap must reproduce.
 Seeds are fixed, so values are reproducible; pointer values are not (they are
 whatever the allocator gave this process).
 """
@@ -97,6 +99,8 @@ class PtrKeyedAdam(torch.optim.Optimizer):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, k=0))
         self.key, self.fsdp, self.split_rows = key, fsdp, split_rows
         self.state_dtype = state_dtype
+        self.names = {}   # id(param) -> name, set by the caller; for the truth record
+        self.truth = {}   # state key -> [(param name, view index)] that used it
 
     def views(self, p):
         if self.split_rows and p.dim() >= 1 and p.shape[0] > self.split_rows:
@@ -118,7 +122,11 @@ class PtrKeyedAdam(torch.optim.Optimizer):
                 if p.grad is None:
                     continue
                 for i, (view, grad) in enumerate(zip(self.views(p), self.views_of_grad(p))):
-                    st = self.state[self.state_key(view, p, i)]
+                    key = self.state_key(view, p, i)
+                    used_by = self.truth.setdefault(key, [])
+                    if (self.names.get(id(p)), i) not in used_by:
+                        used_by.append((self.names.get(id(p)), i))
+                    st = self.state[key]
                     if not st:
                         st["exp_avg"] = torch.zeros_like(view, dtype=self.state_dtype)
                         st["exp_avg_sq"] = torch.zeros_like(view, dtype=self.state_dtype)
@@ -133,6 +141,20 @@ class PtrKeyedAdam(torch.optim.Optimizer):
         if self.split_rows and p.dim() >= 1 and p.shape[0] > self.split_rows:
             return list(p.grad.split(self.split_rows, dim=0))
         return [p.grad]
+
+
+def ptr_keyed(model, **kwargs):
+    opt = PtrKeyedAdam(model.parameters(), **kwargs)
+    opt.names = {id(p): n for n, p in model.named_parameters()}
+    return opt
+
+
+def truth(opt):
+    """Which parameter (and view) really used each state key, in state order: what a
+    correct remap must reproduce. A key used by several parameters is a collision."""
+    return {"format": "optstate-fixture-truth", "version": 1,
+            "keys": [{"used_by": [{"param": n, "view": v} for n, v in opt.truth[k]]}
+                     for k in opt.state_dict()["state"].keys()]}
 
 
 def manifest(model, opt):
@@ -176,7 +198,7 @@ def flat_shared(opt_sd):
 
 
 def build_all():
-    """Yield (name, object to save, covers, save kwargs, manifest or None)."""
+    """Yield (name, object to save, covers, save kwargs, (manifest, truth) or None)."""
     m = make_net()
     o = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01)
     train(m, o)
@@ -210,37 +232,37 @@ def build_all():
     # torch 1.13 cannot run float16 layers on CPU, so float16 state comes the way
     # HeavyBall made it: float32 params, moments stored as float16.
     m = make_net()
-    o = PtrKeyedAdam(m.parameters(), key="ptr_shape", state_dtype=torch.float16)
+    o = ptr_keyed(m, key="ptr_shape", state_dtype=torch.float16)
     train(m, o)
     yield ("ptr_shape_fp16.pt", o.state_dict(), "(data_ptr, shape) keys with float16 moments",
-           {}, manifest(m, o))
+           {}, (manifest(m, o), truth(o)))
 
     m = make_net()
-    o = PtrKeyedAdam(m.parameters(), key="ptr_shape", split_rows=6)
+    o = ptr_keyed(m, key="ptr_shape", split_rows=6)
     train(m, o)
     yield ("heavyball_ptr_shape.pt", o.state_dict(),
            "HeavyBall 0.12.3-0.24 (data_ptr, shape) keys; params over 6 rows split into 6-row views (emb 6+6+4)",
-           {}, manifest(m, o))
+           {}, (manifest(m, o), truth(o)))
 
     m = make_net()
-    o = PtrKeyedAdam(m.parameters(), key="ptr")
+    o = ptr_keyed(m, key="ptr")
     train(m, o)
     yield ("heavyball_bare_ptr.pt", o.state_dict(), "HeavyBall 0.12.0-0.12.2 bare data_ptr keys",
-           {}, manifest(m, o))
+           {}, (manifest(m, o), truth(o)))
 
     m = make_net()
-    o = PtrKeyedAdam(m.parameters(), key="ptr_shape", fsdp=True)
+    o = ptr_keyed(m, key="ptr_shape", fsdp=True)
     train(m, o)
     yield ("heavyball_fsdp_collision.pt", o.state_dict(),
            "FSDP: every pointer 0, same-shape params share one mixed entry",
-           {}, manifest(m, o))
+           {}, (manifest(m, o), truth(o)))
 
     m = make_net()
-    o = PtrKeyedAdam(m.parameters(), key="param_view", split_rows=6)
+    o = ptr_keyed(m, key="param_view", split_rows=6)
     train(m, o)
     yield ("heavyball_param_view.pt", {"model": m.state_dict(), "optimizer": o.state_dict()},
            "HeavyBall 0.25-1.5 (Parameter, view_idx) keys saved with the model in one file",
-           {}, None)
+           {}, (manifest(m, o), truth(o)))
 
     yield ("meta_tensors.pt", {"weight": torch.empty(4, 3, device="meta"),
                                "bias": torch.empty(4, device="meta", dtype=torch.float16)},
@@ -280,9 +302,10 @@ def main():
         torch.save(obj, path, **kwargs)
         describe.write_expected(path, covers)
         if man is not None:
-            with open(os.path.join(out, name.replace(".pt", ".manifest.json")), "w") as f:
-                json.dump(man, f, indent=1)
-                f.write("\n")
+            for suffix, doc in zip((".manifest.json", ".truth.json"), man):
+                with open(os.path.join(out, name.replace(".pt", suffix)), "w") as f:
+                    json.dump(doc, f, indent=1)
+                    f.write("\n")
         print(f"{path}: {os.path.getsize(path)} bytes", flush=True)
 
 

@@ -1,0 +1,32 @@
+// A model's parameters in optimizer order (schemas/param-manifest.schema.json).
+// Written from a live model and optimizer (see README); with data_ptr it places
+// pointer-keyed state exactly, split views included.
+#ifndef OPTSTATE_PARAM_MANIFEST_H_
+#define OPTSTATE_PARAM_MANIFEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "optstate/dtype.h"
+#include "optstate/status.h"
+
+namespace optstate {
+
+struct ParamInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::kFloat32;
+  std::optional<uint64_t> data_ptr;
+  uint64_t nbytes = 0;  // from the file, else numel * element size
+};
+
+// Errors name the file and the field: "m.json: params[3].shape: expected an
+// array of non-negative integers".
+StatusOr<std::vector<ParamInfo>> ReadParamManifest(const std::string& path);
+StatusOr<std::vector<ParamInfo>> ParseParamManifest(std::string_view json_text);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_PARAM_MANIFEST_H_

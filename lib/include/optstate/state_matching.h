@@ -1,0 +1,77 @@
+// Which parameter each optimizer state entry belongs to, with a confidence,
+// and what cannot be attributed: collisions (state merged across parameters
+// during training) and orphans (state that belongs to no parameter).
+//
+// How keys are matched, by scheme:
+//   index, string-index   by index                                   exact
+//   fqn                   by name                                    exact
+//   ptr-shape, bare-ptr   data_ptr inside [param.data_ptr, +nbytes)  exact (places split views)
+//                         one parameter of the key's shape           shape-unique
+//                         several, as many keys: pointer order       heuristic (refused unless allowed)
+//                         pointer 0 for several parameters           collision (FSDP)
+//   param-view            the key's Parameter shares storage with a
+//                         named tensor in the same file              exact
+// A parameter with several keys (split views) gets them in view order: by
+// pointer for pointer keys, by view index for (Parameter, i) keys.
+#ifndef OPTSTATE_STATE_MATCHING_H_
+#define OPTSTATE_STATE_MATCHING_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "optstate/optimizer_state.h"
+#include "optstate/param_manifest.h"
+
+namespace optstate {
+
+enum class Confidence { kExact, kShapeUnique, kHeuristic };
+std::string_view ConfidenceName(Confidence c);  // "exact", "shape-unique", "heuristic"
+
+enum class KeyFate { kAssigned, kCollided, kOrphan, kAmbiguous };
+std::string_view KeyFateName(KeyFate f);  // "assigned", "collided", "orphan", "ambiguous"
+
+struct KeyMatch {
+  KeyFate fate = KeyFate::kOrphan;
+  std::vector<size_t> params;  // owner; several for a collision
+  int64_t view = 0;            // position among its owner's keys
+  Confidence confidence = Confidence::kExact;
+  std::string reason;          // for orphans, collisions and ambiguous keys
+};
+
+struct ParamMatch {
+  std::vector<size_t> keys;    // its state entries, in view order
+  bool collided = false;       // its state was merged with another parameter's
+  Confidence confidence = Confidence::kExact;
+};
+
+struct CollisionGroup {
+  std::vector<int64_t> shape;  // empty for bare pointers
+  std::vector<size_t> params;
+  std::vector<size_t> keys;
+  uint64_t bytes = 0;
+  std::string reason;
+};
+
+struct MatchReport {
+  std::vector<KeyMatch> keys;      // parallel to OptimizerState::keys
+  std::vector<ParamMatch> params;  // parallel to the manifest
+  std::vector<CollisionGroup> collisions;
+  std::vector<size_t> orphans;     // key positions
+  std::vector<size_t> ambiguous;   // key positions held back for want of --allow-heuristic
+  std::vector<size_t> without_state;  // parameters with no state entry
+  uint64_t unattributable_bytes = 0;  // state bytes of collided and orphan keys
+};
+
+struct MatchOptions {
+  bool allow_heuristic = false;
+};
+
+// kInvalidArgument when the manifest's parameter count differs from
+// param_groups', or when bare pointers come without data_ptr in the manifest.
+StatusOr<MatchReport> MatchState(const Checkpoint& checkpoint, const OptimizerState& state,
+                                 const std::vector<ParamInfo>& params, const MatchOptions& options = {});
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_STATE_MATCHING_H_

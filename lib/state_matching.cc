@@ -1,0 +1,283 @@
+#include "optstate/state_matching.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+namespace optstate {
+namespace {
+
+std::string ShapeText(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+uint64_t ViewBytes(const StateKey& k, const ParamInfo& p) {
+  uint64_t n = 1;
+  for (int64_t d : k.shape) n *= static_cast<uint64_t>(d);
+  return n * GetDTypeInfo(p.dtype).element_size;
+}
+
+class Matcher {
+ public:
+  Matcher(const Checkpoint& cp, const OptimizerState& st, const std::vector<ParamInfo>& params, const MatchOptions& o)
+      : cp_(cp), st_(st), params_(params), opt_(o) {
+    r_.keys.resize(st.keys.size());
+    r_.params.resize(params.size());
+  }
+
+  StatusOr<MatchReport> Run() {
+    if (params_.size() != st_.param_count) {
+      return InvalidArgumentError("the manifest lists " + std::to_string(params_.size()) +
+                                  " parameters but param_groups has " + std::to_string(st_.param_count));
+    }
+    std::vector<size_t> pointer_keys;
+    for (size_t i = 0; i < st_.keys.size(); ++i) {
+      const StateKey& k = st_.keys[i];
+      switch (k.kind) {
+        case KeyKind::kIndex:
+        case KeyKind::kStringIndex:
+          if (k.index >= 0 && static_cast<size_t>(k.index) < params_.size()) {
+            Assign(i, static_cast<size_t>(k.index), Confidence::kExact);
+          } else {
+            Orphan(i, "index " + std::to_string(k.index) + " is beyond the " + std::to_string(params_.size()) +
+                          " parameters");
+          }
+          break;
+        case KeyKind::kFqn: MatchByName(i, k.fqn); break;
+        case KeyKind::kPtrShape:
+        case KeyKind::kBarePtr: pointer_keys.push_back(i); break;
+        case KeyKind::kParamView: MatchParamView(i); break;
+        default: Orphan(i, "a key of no known scheme"); break;
+      }
+    }
+    OPTSTATE_RETURN_IF_ERROR(MatchPointers(pointer_keys));
+    Finish();
+    return std::move(r_);
+  }
+
+ private:
+  void Assign(size_t key, size_t param, Confidence c) {
+    r_.keys[key].fate = KeyFate::kAssigned;
+    r_.keys[key].params = {param};
+    r_.keys[key].confidence = c;
+    r_.params[param].keys.push_back(key);
+    if (c > r_.params[param].confidence) r_.params[param].confidence = c;
+  }
+
+  void Orphan(size_t key, std::string reason) {
+    r_.keys[key].fate = KeyFate::kOrphan;
+    r_.keys[key].reason = std::move(reason);
+  }
+
+  void MatchByName(size_t key, const std::string& name) {
+    for (size_t p = 0; p < params_.size(); ++p) {
+      if (params_[p].name == name) return Assign(key, p, Confidence::kExact);
+    }
+    Orphan(key, "no parameter is named '" + name + "'");
+  }
+
+  // (Parameter, view_idx): the Parameter pickled in the key shares its storage
+  // with the model's tensor of the same name when both were saved in one file.
+  void MatchParamView(size_t key) {
+    if (names_by_storage_.empty()) IndexNamedTensors();
+    const TensorRef& t = cp_.tensors[static_cast<size_t>(st_.keys[key].tensor)];
+    auto it = names_by_storage_.find({t.storage, t.storage_offset});
+    if (it == names_by_storage_.end()) {
+      Orphan(key, "its Parameter shares storage with no named tensor in this file; save the model in "
+                  "the same file or give the parameters' data_ptr");
+      return;
+    }
+    MatchByName(key, it->second);
+  }
+
+  void IndexNamedTensors() {
+    const ObjectGraph& g = cp_.graph;
+    for (const Node& n : g.nodes) {
+      if (n.kind != NodeKind::kDict) continue;
+      for (auto [k, v] : n.entries) {
+        if (g.at(k).kind == NodeKind::kStr && g.at(v).kind == NodeKind::kTensor) {
+          const TensorRef& t = cp_.tensors[g.at(v).tensor];
+          names_by_storage_.emplace(std::make_pair(t.storage, t.storage_offset), g.at(k).text);
+        }
+      }
+    }
+    names_by_storage_.emplace(std::make_pair(int64_t{-2}, uint64_t{0}), "");  // mark as indexed
+  }
+
+  Status MatchPointers(const std::vector<size_t>& keys) {
+    if (keys.empty()) return Status();
+    bool have_ptrs = std::all_of(params_.begin(), params_.end(), [](const ParamInfo& p) { return p.data_ptr.has_value(); });
+    std::vector<size_t> rest;
+    // Pointer 0 is what FSDP's flat parameters reported for every parameter:
+    // all parameters of a shape (of any shape, for bare pointers) share one key.
+    std::map<std::vector<int64_t>, std::vector<size_t>> zero_keys;
+    for (size_t i : keys) {
+      if (st_.keys[i].ptr == 0) {
+        zero_keys[st_.keys[i].kind == KeyKind::kBarePtr ? std::vector<int64_t>{-1} : st_.keys[i].shape].push_back(i);
+      } else {
+        rest.push_back(i);
+      }
+    }
+    for (auto& [shape, ks] : zero_keys) MatchZeroPointer(shape, ks);
+    if (rest.empty()) return Status();
+    if (have_ptrs) {
+      for (size_t i : rest) MatchByRange(i);
+      return Status();
+    }
+    for (size_t i : rest) {
+      if (st_.keys[i].kind == KeyKind::kBarePtr) {
+        return InvalidArgumentError("bare pointer keys carry no shape: matching them needs data_ptr for every "
+                                    "parameter in the manifest");
+      }
+    }
+    MatchByShape(rest);
+    return Status();
+  }
+
+  void MatchZeroPointer(const std::vector<int64_t>& shape, const std::vector<size_t>& ks) {
+    bool any_shape = shape == std::vector<int64_t>{-1};
+    std::vector<size_t> owners;
+    for (size_t p = 0; p < params_.size(); ++p) {
+      if (any_shape || params_[p].shape == shape) owners.push_back(p);
+    }
+    if (owners.size() == 1 && ks.size() == 1) return Assign(ks[0], owners[0], Confidence::kShapeUnique);
+    if (owners.empty()) {
+      for (size_t k : ks) Orphan(k, "pointer 0 and no parameter has shape " + ShapeText(shape));
+      return;
+    }
+    CollisionGroup c;
+    if (!any_shape) c.shape = shape;
+    c.params = owners;
+    c.keys = ks;
+    c.reason = std::to_string(owners.size()) + " parameters" + (any_shape ? "" : " of shape " + ShapeText(shape)) +
+               " keyed at pointer 0 (FSDP) shared " + (ks.size() == 1 ? "one state entry" : std::to_string(ks.size()) + " entries") +
+               ": their moments were merged in training and cannot be split";
+    for (size_t k : ks) {
+      r_.keys[k].fate = KeyFate::kCollided;
+      r_.keys[k].params = owners;
+      r_.keys[k].reason = c.reason;
+      c.bytes += st_.keys[k].state_bytes;
+    }
+    for (size_t p : owners) {
+      r_.params[p].collided = true;
+      r_.params[p].keys.insert(r_.params[p].keys.end(), ks.begin(), ks.end());
+    }
+    r_.collisions.push_back(std::move(c));
+  }
+
+  void MatchByRange(size_t i) {
+    const StateKey& k = st_.keys[i];
+    for (size_t p = 0; p < params_.size(); ++p) {
+      const ParamInfo& info = params_[p];
+      uint64_t begin = *info.data_ptr, end = begin + info.nbytes;
+      uint64_t extent = k.kind == KeyKind::kPtrShape ? ViewBytes(k, info) : 1;
+      if (k.ptr >= begin && k.ptr < end && extent <= end - k.ptr) return Assign(i, p, Confidence::kExact);
+    }
+    Orphan(i, "pointer " + std::to_string(k.ptr) + " lies inside no parameter: state of a temporary "
+              "(HeavyBall re-keyed to reshape copies), never used by any parameter");
+  }
+
+  void MatchByShape(const std::vector<size_t>& keys) {
+    std::map<std::vector<int64_t>, std::vector<size_t>> by_shape;
+    for (size_t i : keys) by_shape[st_.keys[i].shape].push_back(i);
+    for (auto& [shape, ks] : by_shape) {
+      std::vector<size_t> owners;
+      for (size_t p = 0; p < params_.size(); ++p) {
+        if (params_[p].shape == shape) owners.push_back(p);
+      }
+      std::sort(ks.begin(), ks.end(), [&](size_t a, size_t b) { return st_.keys[a].ptr < st_.keys[b].ptr; });
+      if (owners.empty()) {
+        for (size_t k : ks) {
+          Orphan(k, "no parameter has shape " + ShapeText(shape) + " (a split view?); data_ptr in the manifest "
+                    "places views exactly");
+        }
+      } else if (owners.size() == 1 && ks.size() == 1) {
+        Assign(ks[0], owners[0], Confidence::kShapeUnique);
+      } else if (owners.size() == ks.size() && opt_.allow_heuristic) {
+        // Parameters are usually allocated in creation order, so pointer order
+        // follows parameter order; usually is not always.
+        for (size_t j = 0; j < ks.size(); ++j) Assign(ks[j], owners[j], Confidence::kHeuristic);
+      } else {
+        for (size_t k : ks) {
+          r_.keys[k].fate = KeyFate::kAmbiguous;
+          r_.keys[k].params = owners;
+          r_.keys[k].reason = std::to_string(owners.size()) + " parameters of shape " + ShapeText(shape) + " and " +
+                              std::to_string(ks.size()) + " keys: " +
+                              (owners.size() == ks.size() ? "pointer order would pair them (--allow-heuristic)"
+                                                          : "they cannot be paired without data_ptr");
+          r_.ambiguous.push_back(k);
+        }
+      }
+    }
+  }
+
+  void Finish() {
+    for (size_t p = 0; p < params_.size(); ++p) {
+      ParamMatch& m = r_.params[p];
+      if (!m.collided) {
+        // Views in order: by pointer, or by the (Parameter, i) view index.
+        std::sort(m.keys.begin(), m.keys.end(), [&](size_t a, size_t b) {
+          const StateKey& x = st_.keys[a];
+          const StateKey& y = st_.keys[b];
+          return x.kind == KeyKind::kParamView ? x.view < y.view : x.ptr < y.ptr;
+        });
+        for (size_t v = 0; v < m.keys.size(); ++v) r_.keys[m.keys[v]].view = static_cast<int64_t>(v);
+      }
+      if (m.keys.empty()) r_.without_state.push_back(p);
+    }
+    for (size_t i = 0; i < r_.keys.size(); ++i) {
+      if (r_.keys[i].fate == KeyFate::kOrphan) {
+        r_.orphans.push_back(i);
+        r_.unattributable_bytes += st_.keys[i].state_bytes;
+      }
+    }
+    for (const CollisionGroup& c : r_.collisions) r_.unattributable_bytes += c.bytes;
+    // Report collisions in the order their keys appear in the state dict.
+    std::sort(r_.collisions.begin(), r_.collisions.end(),
+              [](const CollisionGroup& a, const CollisionGroup& b) { return a.keys.front() < b.keys.front(); });
+  }
+
+  struct PairHash {
+    size_t operator()(const std::pair<int64_t, uint64_t>& p) const {
+      return std::hash<int64_t>()(p.first) * 31 + std::hash<uint64_t>()(p.second);
+    }
+  };
+
+  const Checkpoint& cp_;
+  const OptimizerState& st_;
+  const std::vector<ParamInfo>& params_;
+  const MatchOptions& opt_;
+  std::unordered_map<std::pair<int64_t, uint64_t>, std::string, PairHash> names_by_storage_;
+  MatchReport r_;
+};
+
+}  // namespace
+
+std::string_view ConfidenceName(Confidence c) {
+  switch (c) {
+    case Confidence::kExact: return "exact";
+    case Confidence::kShapeUnique: return "shape-unique";
+    case Confidence::kHeuristic: return "heuristic";
+  }
+  return "exact";
+}
+
+std::string_view KeyFateName(KeyFate f) {
+  switch (f) {
+    case KeyFate::kAssigned: return "assigned";
+    case KeyFate::kCollided: return "collided";
+    case KeyFate::kOrphan: return "orphan";
+    case KeyFate::kAmbiguous: return "ambiguous";
+  }
+  return "orphan";
+}
+
+StatusOr<MatchReport> MatchState(const Checkpoint& checkpoint, const OptimizerState& state,
+                                 const std::vector<ParamInfo>& params, const MatchOptions& options) {
+  Matcher m(checkpoint, state, params, options);
+  return m.Run();
+}
+
+}  // namespace optstate

@@ -1,0 +1,160 @@
+// Matching optimizer state to parameters, checked against the truth the fixture
+// generator recorded: which parameter (and view) really used each state key.
+#include "optstate/state_matching.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "fixtures.h"
+
+namespace optstate {
+namespace {
+
+struct Loaded {
+  std::unique_ptr<CheckpointFile> file;
+  OptimizerState state;
+  std::vector<ParamInfo> params;
+};
+
+Loaded Load(const std::string& fixture, const std::string& path = "") {
+  Loaded l;
+  auto f = OpenCheckpoint(testing::RepoPath(fixture));
+  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  l.file = std::move(*f);
+  auto st = ReadOptimizerState(l.file->checkpoint(), path);
+  EXPECT_TRUE(st.ok()) << st.status().ToString();
+  l.state = std::move(*st);
+  std::string manifest = fixture.substr(0, fixture.size() - 3) + ".manifest.json";
+  auto p = ReadParamManifest(testing::RepoPath(manifest));
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  l.params = std::move(*p);
+  return l;
+}
+
+using Owners = std::set<std::pair<std::string, int64_t>>;
+
+// What the truth file says about key i, and what the match says.
+Owners Truth(const nlohmann::json& truth, size_t i) {
+  Owners o;
+  for (const auto& u : truth["keys"][i]["used_by"]) o.emplace(u["param"].get<std::string>(), u["view"].get<int64_t>());
+  return o;
+}
+
+Owners Matched(const Loaded& l, const MatchReport& r, size_t i) {
+  Owners o;
+  for (size_t p : r.keys[i].params) o.emplace(l.params[p].name, r.keys[i].view);
+  return o;
+}
+
+void ExpectMatchesTruth(const std::string& fixture, const std::string& path, size_t collisions) {
+  SCOPED_TRACE(fixture);
+  Loaded l = Load(fixture, path);
+  StatusOr<MatchReport> r = MatchState(l.file->checkpoint(), l.state, l.params);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::string text = testing::ReadFileOrFail(fixture.substr(0, fixture.size() - 3) + ".truth.json");
+  nlohmann::json truth = nlohmann::json::parse(text);
+  ASSERT_EQ(truth["keys"].size(), l.state.keys.size());
+  for (size_t i = 0; i < l.state.keys.size(); ++i) {
+    EXPECT_EQ(Matched(l, *r, i), Truth(truth, i)) << "key " << i << " " << l.state.keys[i].text;
+    EXPECT_NE(r->keys[i].fate, KeyFate::kOrphan) << l.state.keys[i].text << ": " << r->keys[i].reason;
+    EXPECT_NE(r->keys[i].fate, KeyFate::kAmbiguous) << l.state.keys[i].text;
+  }
+  EXPECT_EQ(r->collisions.size(), collisions);
+  EXPECT_TRUE(r->orphans.empty());
+  EXPECT_TRUE(r->without_state.empty());
+}
+
+TEST(StateMatchingTest, PointerKeysMatchTheTruthExactly) {
+  for (const char* line : {"torch113", "torch26"}) {
+    std::string dir = std::string("testdata/good/") + line + "/";
+    ExpectMatchesTruth(dir + "heavyball_ptr_shape.pt", "", 0);
+    ExpectMatchesTruth(dir + "heavyball_bare_ptr.pt", "", 0);
+    ExpectMatchesTruth(dir + "ptr_shape_fp16.pt", "", 0);
+    ExpectMatchesTruth(dir + "heavyball_param_view.pt", "optimizer", 0);
+    ExpectMatchesTruth(dir + "heavyball_fsdp_collision.pt", "", 2);
+  }
+}
+
+TEST(StateMatchingTest, KeySchemesAreClassified) {
+  struct Case {
+    const char* fixture;
+    const char* path;
+    KeyKind scheme;
+  } cases[] = {
+      {"testdata/good/torch113/adamw_index.pt", "", KeyKind::kIndex},
+      {"testdata/good/torch113/string_index.pt", "", KeyKind::kStringIndex},
+      {"testdata/good/torch26/fqn_state.pt", "", KeyKind::kFqn},
+      {"testdata/good/torch113/heavyball_ptr_shape.pt", "", KeyKind::kPtrShape},
+      {"testdata/good/torch113/heavyball_bare_ptr.pt", "", KeyKind::kBarePtr},
+      {"testdata/good/torch113/heavyball_param_view.pt", "optimizer", KeyKind::kParamView},
+      {"testdata/good/torch113/combined.pt", "optimizer", KeyKind::kIndex},
+      {"testdata/good/torch26/fsdp2_rank0_optim.pt", "", KeyKind::kIndex},
+      {"testdata/good/torch26/fsdp2_dcp.consolidated.pt", "optim", KeyKind::kFqn},
+  };
+  for (const Case& c : cases) {
+    auto f = OpenCheckpoint(testing::RepoPath(c.fixture));
+    ASSERT_TRUE(f.ok());
+    auto st = ReadOptimizerState((*f)->checkpoint(), c.path);
+    ASSERT_TRUE(st.ok()) << c.fixture << ": " << st.status().ToString();
+    EXPECT_EQ(st->scheme, c.scheme) << c.fixture;
+    EXPECT_FALSE(st->mixed) << c.fixture;
+  }
+}
+
+TEST(StateMatchingTest, FsdpCollisionGroupsNameTheMergedParameters) {
+  Loaded l = Load("testdata/good/torch113/heavyball_fsdp_collision.pt");
+  StatusOr<MatchReport> r = MatchState(l.file->checkpoint(), l.state, l.params);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->collisions.size(), 2u);
+  std::vector<std::string> names;
+  for (size_t p : r->collisions[0].params) names.push_back(l.params[p].name);
+  EXPECT_EQ(names, (std::vector<std::string>{"fc1.weight", "fc2.weight"}));
+  EXPECT_EQ(r->collisions[0].reason,
+            "2 parameters of shape [8, 8] keyed at pointer 0 (FSDP) shared one state entry: their moments were "
+            "merged in training and cannot be split");
+  EXPECT_EQ(r->collisions[1].params.size(), 4u);  // fc1.bias, fc2.bias, norm.weight, norm.bias
+  EXPECT_EQ(r->unattributable_bytes, 2u * 256 + 2u * 32);  // exp_avg + exp_avg_sq of each merged entry
+}
+
+TEST(StateMatchingTest, WithoutPointersSameShapeParametersAreHeldBack) {
+  Loaded l = Load("testdata/good/torch113/heavyball_bare_ptr.pt");
+  for (ParamInfo& p : l.params) p.data_ptr.reset();
+  StatusOr<MatchReport> r = MatchState(l.file->checkpoint(), l.state, l.params);
+  EXPECT_EQ(r.status().ToString(),
+            "invalid argument: bare pointer keys carry no shape: matching them needs data_ptr for every "
+            "parameter in the manifest");
+
+  Loaded s = Load("testdata/good/torch113/ptr_shape_fp16.pt");
+  for (ParamInfo& p : s.params) p.data_ptr.reset();
+  r = MatchState(s.file->checkpoint(), s.state, s.params);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // emb [16, 8] and head.weight [4, 8] are unique shapes; fc1/fc2 weights and the
+  // four [8] vectors are not.
+  EXPECT_EQ(r->ambiguous.size(), 6u);
+  EXPECT_EQ(r->keys[0].confidence, Confidence::kShapeUnique);
+  MatchOptions allow;
+  allow.allow_heuristic = true;
+  r = MatchState(s.file->checkpoint(), s.state, s.params, allow);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->ambiguous.empty());
+}
+
+TEST(StateMatchingTest, ManifestErrorsNameTheField) {
+  EXPECT_EQ(ParseParamManifest("{\"format\": \"optstate-param-manifest\", \"version\": 1, \"params\": "
+                               "[{\"name\": \"w\", \"shape\": [2, -1], \"dtype\": \"float32\"}]}")
+                .status()
+                .ToString(),
+            "invalid argument: params[0].shape: expected an array of non-negative integers");
+  EXPECT_EQ(ParseParamManifest("{\"format\": 3}").status().ToString(),
+            "invalid argument: not a parameter manifest: \"format\" must be \"optstate-param-manifest\"");
+  EXPECT_EQ(ParseParamManifest("{\"format\": \"optstate-param-manifest\", \"version\": 1, \"params\": "
+                               "[{\"name\": \"w\", \"shape\": [2], \"dtype\": 7}]}")
+                .status()
+                .ToString(),
+            "invalid argument: params[0].dtype: unknown dtype ''");
+  EXPECT_EQ(ParseParamManifest("not json").status().code(), StatusCode::kCorrupt);
+}
+
+}  // namespace
+}  // namespace optstate
