@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "collisions_command.h"
 #include "inspect_command.h"
 
 namespace optstate::tools {
@@ -35,6 +36,7 @@ int RunCli(int argc, const char* const* argv, CommandOutput& output) {
     commands.emplace_back(all.back(), std::move(runner));
   };
   add(AddInspectCommand(app));
+  add(AddCollisionsCommand(app));
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,167 @@
+#include "collisions_command.h"
+
+#include <iomanip>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "optstate/inspect_report.h"
+#include "optstate/param_manifest.h"
+
+namespace optstate::tools {
+namespace {
+
+constexpr const char* kName = "collisions";
+
+std::string Shape(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+std::string Names(const std::vector<ParamInfo>& params, const std::vector<size_t>& ids) {
+  std::string out;
+  for (size_t p : ids) out += (out.empty() ? "" : ", ") + params[p].name;
+  return out;
+}
+
+void WriteText(const CollisionsOptions& o, const OptimizerState& st, const std::vector<ParamInfo>& params,
+               const MatchReport& r, std::ostream& out) {
+  out << o.path << ": optimizer state at " << (st.path.empty() ? "(root)" : st.path) << "\n";
+  out << "  key scheme   " << KeyKindName(st.scheme) << ": " << KeyKindOrigin(st.scheme)
+      << (st.mixed ? " (mixed with other kinds)" : "") << "\n";
+  out << "  keys         " << st.keys.size() << " for " << params.size() << " parameters (manifest "
+      << o.manifest << ")\n\n";
+  size_t width = 10;
+  for (const ParamInfo& p : params) width = std::max(width, p.name.size());
+  out << "  " << std::left << std::setw(static_cast<int>(width)) << "parameter" << "  " << std::setw(14) << "shape"
+      << "state\n";
+  for (size_t p = 0; p < params.size(); ++p) {
+    const ParamMatch& m = r.params[p];
+    out << "  " << std::setw(static_cast<int>(width)) << params[p].name << "  " << std::setw(14)
+        << Shape(params[p].shape);
+    if (m.collided) {
+      out << "MERGED with others (see collisions)";
+    } else if (m.keys.empty()) {
+      out << "none";
+    } else {
+      out << m.keys.size() << (m.keys.size() == 1 ? " entry" : " entries (views)") << ", "
+          << ConfidenceName(m.confidence);
+      if (m.keys.size() > 1) {
+        std::string shapes;
+        for (size_t k : m.keys) shapes += (shapes.empty() ? "" : " + ") + Shape(st.keys[k].shape);
+        if (st.keys[m.keys.front()].kind == KeyKind::kPtrShape) out << ": " << shapes;
+      }
+    }
+    out << "\n";
+  }
+  out << std::right;
+  out << "\ncollisions: ";
+  if (r.collisions.empty()) {
+    out << "none\n";
+  } else {
+    size_t merged = 0;
+    for (const CollisionGroup& c : r.collisions) merged += c.params.size();
+    out << r.collisions.size() << (r.collisions.size() == 1 ? " group, " : " groups, ") << merged
+        << " parameters, " << HumanBytes(r.unattributable_bytes) << " of state that cannot be attributed\n";
+    for (const CollisionGroup& c : r.collisions) {
+      out << "  " << Names(params, c.params) << "\n    " << c.reason << "\n";
+    }
+  }
+  out << "orphans: " << (r.orphans.empty() ? "none" : std::to_string(r.orphans.size())) << "\n";
+  for (size_t k : r.orphans) out << "  " << st.keys[k].text << ": " << r.keys[k].reason << "\n";
+  out << "ambiguous: " << (r.ambiguous.empty() ? "none" : std::to_string(r.ambiguous.size())) << "\n";
+  for (size_t k : r.ambiguous) out << "  " << st.keys[k].text << ": " << r.keys[k].reason << "\n";
+  out << "parameters without state: " << (r.without_state.empty() ? "none" : Names(params, r.without_state))
+      << "\n";
+}
+
+nlohmann::ordered_json ToJson(const CollisionsOptions& o, const OptimizerState& st,
+                              const std::vector<ParamInfo>& params, const MatchReport& r) {
+  using J = nlohmann::ordered_json;
+  J doc = {{"file", o.path}, {"manifest", o.manifest}, {"state_path", st.path},
+           {"scheme", KeyKindName(st.scheme)}, {"mixed", st.mixed},
+           {"key_count", st.keys.size()}, {"param_count", params.size()}};
+  doc["keys"] = J::array();
+  for (size_t i = 0; i < st.keys.size(); ++i) {
+    const KeyMatch& k = r.keys[i];
+    J j = {{"key", st.keys[i].text}, {"kind", KeyKindName(st.keys[i].kind)}, {"fate", KeyFateName(k.fate)},
+           {"params", J::array()}, {"view", k.view}, {"confidence", ConfidenceName(k.confidence)},
+           {"state_bytes", st.keys[i].state_bytes}};
+    for (size_t p : k.params) j["params"].push_back(params[p].name);
+    if (!k.reason.empty()) j["reason"] = k.reason;
+    doc["keys"].push_back(std::move(j));
+  }
+  doc["collisions"] = J::array();
+  for (const CollisionGroup& c : r.collisions) {
+    J j = {{"params", J::array()}, {"keys", c.keys}, {"bytes", c.bytes}, {"reason", c.reason}};
+    for (size_t p : c.params) j["params"].push_back(params[p].name);
+    if (!c.shape.empty()) j["shape"] = c.shape;
+    doc["collisions"].push_back(std::move(j));
+  }
+  doc["orphans"] = r.orphans;
+  doc["ambiguous"] = r.ambiguous;
+  doc["without_state"] = J::array();
+  for (size_t p : r.without_state) doc["without_state"].push_back(params[p].name);
+  doc["unattributable_bytes"] = r.unattributable_bytes;
+  return doc;
+}
+
+}  // namespace
+
+int RunCollisions(const CollisionsOptions& o, CommandOutput& output) {
+  auto file = OpenCheckpoint(o.path, o.read);
+  if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
+  const Checkpoint& cp = (*file)->checkpoint();
+  std::string where = o.state_key;
+  if (where.empty()) {
+    std::vector<std::string> found = FindOptimizerStates(cp);
+    if (found.empty()) {
+      return ReportError(output, kName, NotFoundError(o.path + ": no optimizer state dict in this checkpoint"), o.json);
+    }
+    if (found.size() > 1) {
+      return ReportError(output, kName,
+                         InvalidArgumentError(o.path + ": " + std::to_string(found.size()) +
+                                              " optimizer state dicts; choose one with --state-key"),
+                         o.json);
+    }
+    where = found.front();
+  }
+  auto state = ReadOptimizerState(cp, where);
+  if (!state.ok()) return ReportError(output, kName, std::move(state).status().WithContext(o.path), o.json);
+  auto params = ReadParamManifest(o.manifest);
+  if (!params.ok()) return ReportError(output, kName, params.status(), o.json);
+  auto report = MatchState(cp, *state, *params, o.match);
+  if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.path), o.json);
+  if (o.json) {
+    WriteJson(output, ToJson(o, *state, *params, *report));
+  } else {
+    WriteText(o, *state, *params, *report, output.out);
+  }
+  bool clean = report->collisions.empty() && report->orphans.empty() && report->ambiguous.empty();
+  return clean ? kExitOk : kExitFindings;
+}
+
+CommandRunner AddCollisionsCommand(CLI::App& parent) {
+  auto o = std::make_shared<CollisionsOptions>();
+  CLI::App* cmd = parent.add_subcommand(
+      kName, "Match optimizer state to parameters and report merged (collided) and orphaned state");
+  cmd->add_option("path", o->path, "torch.save checkpoint holding an optimizer state dict")->required();
+  cmd->add_option("--manifest", o->manifest,
+                  "Parameters in optimizer order, with data_ptr for pointer keys\n"
+                  "(schemas/param-manifest.schema.json; the README shows how to write one)")
+      ->required();
+  cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is, e.g. optimizer (default: find it)");
+  cmd->add_flag("--allow-heuristic", o->match.allow_heuristic,
+                "Pair same-shape parameters with keys by pointer order when data_ptr is unknown");
+  cmd->add_flag("--json", o->json, "Write JSON (schemas/collisions.schema.json)");
+  cmd->footer(
+      "\nExit codes: 0 every state entry belongs to exactly one parameter; 1 collisions, orphans or\n"
+      "ambiguous keys found; 2 could not do the job.\n"
+      "\nExamples:\n"
+      "  optstate collisions --manifest params.json heavyball.pt\n"
+      "  optstate collisions --manifest params.json --state-key optimizer --json checkpoint.pt");
+  return [o](CommandOutput& output) { return RunCollisions(*o, output); };
+}
+
+}  // namespace optstate::tools
