@@ -8,6 +8,7 @@
 
 #include "collisions_command.h"
 #include "inspect_command.h"
+#include "repack_command.h"
 
 namespace optstate::tools {
 namespace {
@@ -37,6 +38,7 @@ int RunCli(int argc, const char* const* argv, CommandOutput& output) {
   };
   add(AddInspectCommand(app));
   add(AddCollisionsCommand(app));
+  add(AddRepackCommand(app));
 
   try {
     app.parse(argc, argv);

@@ -51,7 +51,7 @@ def fixtures():
     for line in sorted(os.listdir(good)):
         for name in sorted(os.listdir(os.path.join(good, line))):
             path = os.path.join(good, line, name)
-            if name.endswith(".expected.json") or name.endswith(".manifest.json"):
+            if name.endswith((".expected.json", ".manifest.json", ".truth.json")):
                 continue
             if os.path.isfile(path):
                 yield line, path

@@ -1,0 +1,40 @@
+#include "optstate/checkpoint_writer.h"
+
+#include "optstate/pickle_writer.h"
+#include "optstate/zip_writer.h"
+
+namespace optstate {
+namespace {
+
+std::string ArchiveName(const std::string& path) {
+  std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  size_t dot = base.rfind('.');
+  if (dot != std::string::npos && dot > 0) base = base.substr(0, dot);
+  return base.empty() ? "archive" : base;
+}
+
+}  // namespace
+
+StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, NodeId root, const std::string& path) {
+  const Checkpoint& cp = input.checkpoint();
+  OPTSTATE_ASSIGN_OR_RETURN(PickleOutput pickle, WriteTorchPickle(cp, root));
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<ZipWriter> zip, ZipWriter::Create(path, ArchiveName(path)));
+  WriteReport report;
+  report.unsafe_globals = pickle.unsafe_globals;
+  OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("data.pkl", AsBytes(pickle.bytes)));
+  OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("byteorder", AsBytes("little")));
+  for (size_t key = 0; key < pickle.storages.size(); ++key) {
+    const StorageRef& s = cp.storages[pickle.storages[key]];
+    StatusOr<ByteSpan> data = StorageBytes(input.bytes(), cp, s);
+    if (!data.ok()) return std::move(data).status().WithContext(input.path());
+    OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("data/" + std::to_string(key), *data));
+    ++report.storages;
+    report.storage_bytes += data->size();
+  }
+  OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("version", AsBytes("3\n")));
+  OPTSTATE_RETURN_IF_ERROR(zip->Finish());
+  report.bytes = zip->bytes_written();
+  return report;
+}
+
+}  // namespace optstate

@@ -1,0 +1,28 @@
+// Writes a torch.save zip from a checkpoint's object graph: data.pkl from the
+// pickle writer, then every storage the graph uses, copied as byte ranges from
+// the input (never decoded), then byteorder and version. Memory stays bounded
+// by the pickle, not the tensors. The output appears atomically or not at all.
+#ifndef OPTSTATE_CHECKPOINT_WRITER_H_
+#define OPTSTATE_CHECKPOINT_WRITER_H_
+
+#include <string>
+#include <vector>
+
+#include "optstate/checkpoint.h"
+
+namespace optstate {
+
+struct WriteReport {
+  uint64_t bytes = 0;           // size of the output file
+  size_t storages = 0;          // storage records written
+  uint64_t storage_bytes = 0;
+  std::vector<std::string> unsafe_globals;  // torch.load(weights_only=True) would refuse these
+};
+
+// `root` is the object to save (usually the checkpoint's root). The zip's top
+// directory is the output file's name without its extension, as torch names it.
+StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, NodeId root, const std::string& path);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_CHECKPOINT_WRITER_H_

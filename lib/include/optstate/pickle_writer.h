@@ -1,0 +1,31 @@
+// Writes an object graph (as read by the pickle VM and torch layer) back as
+// torch.save's data.pkl: protocol 2, tensors as _rebuild_tensor_v2 calls on
+// persistent storage ids ('storage', torch.XStorage, key, 'cpu', numel),
+// OrderedDict / torch.Size / bytes / sets as torch's own pickler spells them.
+// Objects reached more than once are memoized, so shared storages and shared
+// containers stay shared. Opcodes are limited to the set torch 2.6's
+// weights_only unpickler accepts; globals it would refuse can only come from the
+// input and are listed in `unsafe_globals`.
+#ifndef OPTSTATE_PICKLE_WRITER_H_
+#define OPTSTATE_PICKLE_WRITER_H_
+
+#include <string>
+#include <vector>
+
+#include "optstate/checkpoint.h"
+
+namespace optstate {
+
+struct PickleOutput {
+  std::string bytes;                        // the data.pkl record
+  std::vector<size_t> storages;             // output key "i" -> input storage index
+  std::vector<std::string> unsafe_globals;  // module.name not on the weights_only allowlist
+};
+
+// kUnsupported for objects that cannot be written back faithfully yet (DTensor
+// values, self-containing objects).
+StatusOr<PickleOutput> WriteTorchPickle(const Checkpoint& checkpoint, NodeId root);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_PICKLE_WRITER_H_

@@ -1,0 +1,49 @@
+// Writes a zip the way torch.save does, so that torch (1.6 through 2.6) reads it
+// and can mmap it: every record stored, its data 64-byte aligned through an 'FB'
+// padding extra field, real CRC-32s, zip64 end records always present, zip64
+// extra fields where a size or offset reaches 4 GiB. Records stream to an
+// AtomicFileWriter: nothing appears at the final path until Finish() succeeds.
+#ifndef OPTSTATE_ZIP_WRITER_H_
+#define OPTSTATE_ZIP_WRITER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optstate/byte_cursor.h"
+#include "optstate/file_io.h"
+#include "optstate/status.h"
+
+namespace optstate {
+
+class ZipWriter {
+ public:
+  // `prefix` is the archive's top directory ("archive" for in-memory saves).
+  static StatusOr<std::unique_ptr<ZipWriter>> Create(const std::string& path, std::string prefix);
+
+  // Adds "<prefix>/<name>" holding `data`.
+  Status AddRecord(const std::string& name, ByteSpan data);
+  // Central directory and end records, then the atomic rename.
+  Status Finish();
+  uint64_t bytes_written() const { return out_->bytes_written(); }
+
+ private:
+  struct Entry {
+    std::string name;
+    uint64_t size;
+    uint32_t crc;
+    uint64_t local_offset;
+  };
+  ZipWriter(std::unique_ptr<AtomicFileWriter> out, std::string prefix)
+      : out_(std::move(out)), prefix_(std::move(prefix)) {}
+  Status Put(const std::string& bytes);
+
+  std::unique_ptr<AtomicFileWriter> out_;
+  std::string prefix_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_ZIP_WRITER_H_

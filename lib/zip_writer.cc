@@ -1,0 +1,139 @@
+#include "optstate/zip_writer.h"
+
+#include "optstate/crc32.h"
+
+namespace optstate {
+namespace {
+
+constexpr uint64_t kAlignment = 64;  // torch's kFieldAlignment, 1.6 through 2.6
+constexpr uint64_t k4G = 0xFFFFFFFFull;
+
+void U16(std::string& s, uint64_t v) {
+  s += static_cast<char>(v & 0xFF);
+  s += static_cast<char>((v >> 8) & 0xFF);
+}
+void U32(std::string& s, uint64_t v) {
+  U16(s, v & 0xFFFF);
+  U16(s, (v >> 16) & 0xFFFF);
+}
+void U64(std::string& s, uint64_t v) {
+  U32(s, v & 0xFFFFFFFF);
+  U32(s, v >> 32);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ZipWriter>> ZipWriter::Create(const std::string& path, std::string prefix) {
+  if (prefix.empty() || prefix.find('/') != std::string::npos) {
+    return InvalidArgumentError("zip archive directory '" + prefix + "' must be one non-empty path component");
+  }
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> out, AtomicFileWriter::Create(path));
+  return std::unique_ptr<ZipWriter>(new ZipWriter(std::move(out), std::move(prefix)));
+}
+
+Status ZipWriter::Put(const std::string& bytes) { return out_->Write(AsBytes(bytes)); }
+
+Status ZipWriter::AddRecord(const std::string& record, ByteSpan data) {
+  Entry e{prefix_ + "/" + record, data.size(), Crc32(data), out_->bytes_written()};
+  bool zip64 = e.size >= k4G || e.local_offset >= k4G;
+  // Local header: sizes and CRC are known up front, so no data descriptor.
+  std::string h;
+  U32(h, 0x04034b50);
+  U16(h, zip64 ? 45 : 20);  // version needed
+  U16(h, 0x0800);           // UTF-8 names
+  U16(h, 0);                // stored
+  U16(h, 0);                // time
+  U16(h, 0);                // date
+  U32(h, e.crc);
+  U32(h, zip64 ? k4G : e.size);
+  U32(h, zip64 ? k4G : e.size);
+  U16(h, e.name.size());
+  std::string extra;
+  if (zip64) {
+    U16(extra, 0x0001);
+    U16(extra, 16);
+    U64(extra, e.size);
+    U64(extra, e.size);
+  }
+  // Pad with an 'FB' extra field so the data starts on a 64-byte boundary.
+  uint64_t data_at = e.local_offset + 30 + e.name.size() + extra.size() + 4;
+  uint64_t pad = (kAlignment - data_at % kAlignment) % kAlignment;
+  U16(extra, 0x4246);  // "FB"
+  U16(extra, pad);
+  extra.append(pad, 'Z');
+  U16(h, extra.size());
+  h += e.name;
+  h += extra;
+  OPTSTATE_RETURN_IF_ERROR(Put(h));
+  OPTSTATE_RETURN_IF_ERROR(out_->Write(data));
+  entries_.push_back(std::move(e));
+  return Status();
+}
+
+Status ZipWriter::Finish() {
+  uint64_t cd_start = out_->bytes_written();
+  std::string cd;
+  for (const Entry& e : entries_) {
+    bool big_size = e.size >= k4G;
+    bool big_offset = e.local_offset >= k4G;
+    std::string extra;
+    if (big_size || big_offset) {
+      U16(extra, 0x0001);
+      U16(extra, (big_size ? 16 : 0) + (big_offset ? 8 : 0));
+      if (big_size) {
+        U64(extra, e.size);
+        U64(extra, e.size);
+      }
+      if (big_offset) U64(extra, e.local_offset);
+    }
+    U32(cd, 0x02014b50);
+    U16(cd, 45);  // made by
+    U16(cd, (big_size || big_offset) ? 45 : 20);
+    U16(cd, 0x0800);
+    U16(cd, 0);
+    U16(cd, 0);
+    U16(cd, 0);
+    U32(cd, e.crc);
+    U32(cd, big_size ? k4G : e.size);
+    U32(cd, big_size ? k4G : e.size);
+    U16(cd, e.name.size());
+    U16(cd, extra.size());
+    U16(cd, 0);  // comment
+    U16(cd, 0);  // disk
+    U16(cd, 0);  // internal attributes
+    U32(cd, 0);  // external attributes
+    U32(cd, big_offset ? k4G : e.local_offset);
+    cd += e.name;
+    cd += extra;
+  }
+  uint64_t cd_size = cd.size();
+  uint64_t z64_at = cd_start + cd_size;
+  // zip64 end of central directory + locator, always (as torch's writer does).
+  U32(cd, 0x06064b50);
+  U64(cd, 44);
+  U16(cd, 45);
+  U16(cd, 45);
+  U32(cd, 0);
+  U32(cd, 0);
+  U64(cd, entries_.size());
+  U64(cd, entries_.size());
+  U64(cd, cd_size);
+  U64(cd, cd_start);
+  U32(cd, 0x07064b50);
+  U32(cd, 0);
+  U64(cd, z64_at);
+  U32(cd, 1);
+  // Classic end record, saturated where zip64 holds the real values.
+  U32(cd, 0x06054b50);
+  U16(cd, 0);
+  U16(cd, 0);
+  U16(cd, std::min<uint64_t>(entries_.size(), 0xFFFF));
+  U16(cd, std::min<uint64_t>(entries_.size(), 0xFFFF));
+  U32(cd, std::min<uint64_t>(cd_size, k4G));
+  U32(cd, std::min<uint64_t>(cd_start, k4G));
+  U16(cd, 0);
+  OPTSTATE_RETURN_IF_ERROR(Put(cd));
+  return out_->Commit();
+}
+
+}  // namespace optstate

@@ -1,0 +1,72 @@
+#include "repack_command.h"
+
+#include <filesystem>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "optstate/checkpoint_writer.h"
+#include "optstate/inspect_report.h"
+
+namespace optstate::tools {
+namespace {
+
+constexpr const char* kName = "repack";
+
+bool SameFile(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return std::filesystem::exists(b, ec) && std::filesystem::equivalent(a, b, ec);
+}
+
+}  // namespace
+
+int RunRepack(const RepackOptions& o, CommandOutput& output) {
+  if (SameFile(o.input, o.output)) {
+    return ReportError(output, kName,
+                       InvalidArgumentError(o.output + ": is the input; optstate never modifies an input file"),
+                       o.json);
+  }
+  auto file = OpenCheckpoint(o.input, o.read);
+  if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
+  auto report = WriteCheckpoint(**file, (*file)->checkpoint().graph.root, o.output);
+  if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.output), o.json);
+  if (o.json) {
+    nlohmann::ordered_json doc = {{"input", o.input},
+                                  {"output", o.output},
+                                  {"bytes", report->bytes},
+                                  {"storages", report->storages},
+                                  {"storage_bytes", report->storage_bytes},
+                                  {"weights_only_loadable", report->unsafe_globals.empty()},
+                                  {"unsafe_globals", report->unsafe_globals}};
+    WriteJson(output, doc);
+    return kExitOk;
+  }
+  output.out << o.output << ": " << HumanBytes(report->bytes) << ", " << report->storages << " storages ("
+             << HumanBytes(report->storage_bytes) << ")\n";
+  if (report->unsafe_globals.empty()) {
+    output.out << "  torch.load(weights_only=True) accepts it\n";
+  } else {
+    output.out << "  torch.load(weights_only=True) refuses it: the input already references";
+    for (const std::string& g : report->unsafe_globals) output.out << " " << g;
+    output.out << "\n";
+  }
+  return kExitOk;
+}
+
+CommandRunner AddRepackCommand(CLI::App& parent) {
+  auto o = std::make_shared<RepackOptions>();
+  CLI::App* cmd = parent.add_subcommand(
+      kName, "Rewrite a checkpoint as a canonical torch.save zip through optstate's own writer\n"
+             "(legacy format and .zst in, zip out; shared storages stay shared)");
+  cmd->add_option("input", o->input, "torch.save file, legacy format, or .zst")->required();
+  cmd->add_option("-o,--output", o->output, "Output file; written to a temporary file beside it, then renamed")
+      ->required();
+  cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/repack.schema.json)");
+  cmd->footer(
+      "\nExamples:\n"
+      "  optstate repack old_legacy_format.pt -o checkpoint.pt\n"
+      "  optstate repack checkpoint.pt.zst -o checkpoint.pt --json");
+  return [o](CommandOutput& output) { return RunRepack(*o, output); };
+}
+
+}  // namespace optstate::tools
