@@ -16,7 +16,11 @@ std::string ArchiveName(const std::string& path) {
 }  // namespace
 
 StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, NodeId root, const std::string& path) {
-  const Checkpoint& cp = input.checkpoint();
+  return WriteCheckpoint(input.bytes(), input.checkpoint(), root, path);
+}
+
+StatusOr<WriteReport> WriteCheckpoint(ByteSpan input_bytes, const Checkpoint& cp, NodeId root,
+                                      const std::string& path) {
   OPTSTATE_ASSIGN_OR_RETURN(PickleOutput pickle, WriteTorchPickle(cp, root));
   OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<ZipWriter> zip, ZipWriter::Create(path, ArchiveName(path)));
   WriteReport report;
@@ -25,11 +29,10 @@ StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, NodeId root, 
   OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("byteorder", AsBytes("little")));
   for (size_t key = 0; key < pickle.storages.size(); ++key) {
     const StorageRef& s = cp.storages[pickle.storages[key]];
-    StatusOr<ByteSpan> data = StorageBytes(input.bytes(), cp, s);
-    if (!data.ok()) return std::move(data).status().WithContext(input.path());
-    OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("data/" + std::to_string(key), *data));
+    OPTSTATE_ASSIGN_OR_RETURN(ByteSpan data, StorageBytes(input_bytes, cp, s));
+    OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("data/" + std::to_string(key), data));
     ++report.storages;
-    report.storage_bytes += data->size();
+    report.storage_bytes += data.size();
   }
   OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("version", AsBytes("3\n")));
   OPTSTATE_RETURN_IF_ERROR(zip->Finish());

@@ -8,6 +8,7 @@
 
 #include "collisions_command.h"
 #include "inspect_command.h"
+#include "remap_command.h"
 #include "repack_command.h"
 
 namespace optstate::tools {
@@ -38,6 +39,7 @@ int RunCli(int argc, const char* const* argv, CommandOutput& output) {
   };
   add(AddInspectCommand(app));
   add(AddCollisionsCommand(app));
+  add(AddRemapCommand(app));
   add(AddRepackCommand(app));
 
   try {

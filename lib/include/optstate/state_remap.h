@@ -1,0 +1,52 @@
+// Rewrites an optimizer state dict so torch.optim (or HeavyBall 2.x/3.x) maps it
+// to the right parameters: state keyed by index (or FQN), param_groups params to
+// match, nothing else in the checkpoint touched.
+//
+// Every input entry is accounted for in RemapResult::entries: moved (to which
+// key and view), or dropped with the reason. A parameter with several keys
+// (split views) gets HeavyBall's per-view layout {index: {view: {...}}}, views in
+// the matcher's order; a parameter with one key gets a plain entry.
+#ifndef OPTSTATE_STATE_REMAP_H_
+#define OPTSTATE_STATE_REMAP_H_
+
+#include <string>
+#include <vector>
+
+#include "optstate/state_matching.h"
+
+namespace optstate {
+
+enum class KeyTarget { kIndex, kFqn };
+enum class CollisionPolicy { kFail, kReset, kShare, kDrop };
+
+struct RemapOptions {
+  KeyTarget to = KeyTarget::kIndex;
+  CollisionPolicy on_collision = CollisionPolicy::kFail;
+};
+
+struct RemapEntry {
+  std::string input_key;
+  std::string fate;              // "moved", "dropped"
+  std::string output_key;        // for moved entries
+  int64_t view = -1;             // for views of a split parameter
+  std::vector<std::string> params;
+  std::string reason;            // for dropped entries
+};
+
+struct RemapResult {
+  Checkpoint checkpoint;         // the edited copy; tensors still point into the input's bytes
+  std::vector<RemapEntry> entries;  // one per input state entry, input order
+  size_t moved = 0;
+  size_t dropped = 0;
+};
+
+// kFailedPrecondition-like refusals use kInvalidArgument with the reason:
+// collisions under the default policy (naming the merged parameters), keys the
+// matcher left ambiguous, and policies not implemented yet (share, reset).
+StatusOr<RemapResult> RemapState(const Checkpoint& checkpoint, const OptimizerState& state,
+                                 const std::vector<ParamInfo>& params, const MatchReport& match,
+                                 const RemapOptions& options);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_STATE_REMAP_H_

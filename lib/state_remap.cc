@@ -1,0 +1,148 @@
+#include "optstate/state_remap.h"
+
+namespace optstate {
+namespace {
+
+class Remapper {
+ public:
+  Remapper(const Checkpoint& cp, const OptimizerState& st, const std::vector<ParamInfo>& params,
+           const MatchReport& m, const RemapOptions& o)
+      : st_(st), params_(params), m_(m), o_(o) {
+    r_.checkpoint = cp;
+  }
+
+  StatusOr<RemapResult> Run() {
+    OPTSTATE_RETURN_IF_ERROR(Refusals());
+    ObjectGraph& g = r_.checkpoint.graph;
+    r_.entries.resize(st_.keys.size());
+    for (size_t i = 0; i < st_.keys.size(); ++i) r_.entries[i].input_key = st_.keys[i].text;
+
+    NodeId state = New(NodeKind::kDict);
+    for (size_t p = 0; p < params_.size(); ++p) {
+      const ParamMatch& pm = m_.params[p];
+      if (pm.keys.empty()) continue;
+      if (pm.collided) continue;  // dropped below, with the collision's reason
+      NodeId value;
+      if (pm.keys.size() == 1) {
+        value = st_.keys[pm.keys[0]].value;
+      } else {
+        value = New(NodeKind::kDict);  // HeavyBall 2.x/3.x: {view: {...}}
+        for (size_t v = 0; v < pm.keys.size(); ++v) {
+          NodeId view = Int(static_cast<int64_t>(v));  // before g.at(): New() may move the arena
+          g.at(value).entries.emplace_back(view, st_.keys[pm.keys[v]].value);
+        }
+      }
+      NodeId key = o_.to == KeyTarget::kIndex ? Int(static_cast<int64_t>(p)) : Str(params_[p].name);
+      g.at(state).entries.emplace_back(key, value);
+      for (size_t v = 0; v < pm.keys.size(); ++v) {
+        RemapEntry& e = r_.entries[pm.keys[v]];
+        e.fate = "moved";
+        e.output_key = o_.to == KeyTarget::kIndex ? std::to_string(p) : params_[p].name;
+        e.view = pm.keys.size() > 1 ? static_cast<int64_t>(v) : -1;
+        e.params = {params_[p].name};
+        ++r_.moved;
+      }
+    }
+    for (size_t i = 0; i < st_.keys.size(); ++i) {
+      RemapEntry& e = r_.entries[i];
+      if (!e.fate.empty()) continue;
+      e.fate = "dropped";
+      for (size_t p : m_.keys[i].params) e.params.push_back(params_[p].name);
+      e.reason = m_.keys[i].reason.empty() ? "belongs to no parameter" : m_.keys[i].reason;
+      ++r_.dropped;
+    }
+    // The optimizer dict keeps its other entries; state and params are replaced.
+    Node& osd = g.at(st_.node);
+    for (auto& [k, v] : osd.entries) {
+      if (g.at(k).kind == NodeKind::kStr && g.at(k).text == "state") v = state;
+    }
+    RewriteGroups();
+    return std::move(r_);
+  }
+
+ private:
+  Status Refusals() {
+    if (!m_.ambiguous.empty()) {
+      return InvalidArgumentError(std::to_string(m_.ambiguous.size()) + " state entries cannot be placed: " +
+                                  m_.keys[m_.ambiguous.front()].reason);
+    }
+    if (m_.collisions.empty()) return Status();
+    if (o_.on_collision == CollisionPolicy::kFail) {
+      std::string names;
+      for (const CollisionGroup& c : m_.collisions) {
+        names += names.empty() ? "" : "; ";
+        for (size_t i = 0; i < c.params.size(); ++i) names += (i ? ", " : "") + params_[c.params[i]].name;
+      }
+      return InvalidArgumentError("state was merged across parameters (" + names +
+                                  "); choose --on-collision drop to leave them without state");
+    }
+    if (o_.on_collision != CollisionPolicy::kDrop) {
+      return UnsupportedError("--on-collision share and reset are not implemented yet; use drop");
+    }
+    return Status();
+  }
+
+  NodeId New(NodeKind kind) {
+    ObjectGraph& g = r_.checkpoint.graph;
+    Node n;
+    n.kind = kind;
+    g.nodes.push_back(std::move(n));
+    return static_cast<NodeId>(g.nodes.size() - 1);
+  }
+  NodeId Int(int64_t v) {
+    NodeId id = New(NodeKind::kInt);
+    r_.checkpoint.graph.at(id).int_value = v;
+    return id;
+  }
+  NodeId Str(const std::string& s) {
+    NodeId id = New(NodeKind::kStr);
+    r_.checkpoint.graph.at(id).text = s;
+    return id;
+  }
+
+  // params lists become indices (in group order, as torch.optim numbers them)
+  // or FQN lists (as DCP's state_dict writes them).
+  void RewriteGroups() {
+    ObjectGraph& g = r_.checkpoint.graph;
+    NodeId groups = DictLookup(g, st_.node, "param_groups");
+    size_t next = 0;
+    std::vector<NodeId> group_ids = g.at(groups).items;
+    for (NodeId group : group_ids) {
+      // Find the entry first: New() below may move the node arena, so no
+      // reference into it is held across those calls.
+      size_t slot = SIZE_MAX;
+      for (size_t e = 0; e < g.at(group).entries.size(); ++e) {
+        NodeId k = g.at(group).entries[e].first;
+        if (g.at(k).kind == NodeKind::kStr && g.at(k).text == "params") slot = e;
+      }
+      if (slot == SIZE_MAX) continue;
+      size_t count = g.at(g.at(group).entries[slot].second).items.size();
+      std::vector<NodeId> items;
+      for (size_t i = 0; i < count; ++i) {
+        size_t p = next + i;
+        items.push_back(o_.to == KeyTarget::kIndex ? Int(static_cast<int64_t>(p)) : Str(params_[p].name));
+      }
+      NodeId list = New(NodeKind::kList);
+      g.at(list).items = std::move(items);
+      g.at(group).entries[slot].second = list;
+      next += count;
+    }
+  }
+
+  const OptimizerState& st_;
+  const std::vector<ParamInfo>& params_;
+  const MatchReport& m_;
+  const RemapOptions& o_;
+  RemapResult r_;
+};
+
+}  // namespace
+
+StatusOr<RemapResult> RemapState(const Checkpoint& checkpoint, const OptimizerState& state,
+                                 const std::vector<ParamInfo>& params, const MatchReport& match,
+                                 const RemapOptions& options) {
+  Remapper r(checkpoint, state, params, match, options);
+  return r.Run();
+}
+
+}  // namespace optstate

@@ -1,0 +1,111 @@
+"""Real torch checks optstate remap outputs against the fixture truth.
+
+Usage: python3 tests/interop/check_remapped.py SCRATCH
+SCRATCH/<line>/<name>.pt is `optstate remap` of testdata/good/<line>/<name>.pt
+(check_remap.sh makes them; a name ending in .drop was remapped with
+--on-collision drop). For every parameter, the remapped entry (or each view of
+it) must equal, tensor for tensor, the original entry that the generator
+recorded as really belonging to it; parameters whose state was merged must have
+none; torch.optim's load_state_dict must file every entry under the right
+parameter; and torch 2.x
+must load the file with weights_only=True. Ends with 'N passed, N failed'.
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_fixtures as cf  # noqa: E402
+
+torch = cf.torch
+
+
+def load(path, weights_only):
+    kwargs = {"map_location": "cpu"}
+    if cf.TORCH2:
+        kwargs["weights_only"] = weights_only
+    return torch.load(path, **kwargs)
+
+
+def optimizer_dict(obj):
+    return obj["optimizer"] if "optimizer" in obj else obj
+
+
+def same_entry(a, b):
+    if set(a) != set(b):
+        return f"fields {sorted(a)} != {sorted(b)}"
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, torch.Tensor):
+            if x.dtype != y.dtype or x.shape != y.shape or not torch.equal(x, y):
+                return f"field {k} differs"
+        elif x != y:
+            return f"field {k} differs"
+    return None
+
+
+def check(line, name, out):
+    base = name.split(".")[0]
+    src = os.path.join(cf.REPO, "testdata", "good", line, base)
+    manifest = json.load(open(src + ".manifest.json"))["params"]
+    truth = json.load(open(src + ".truth.json"))["keys"]
+    original = optimizer_dict(load(src + ".pt", weights_only=False))
+    remapped = optimizer_dict(load(out, weights_only=True))
+    orig_entries = list(original["state"].values())
+    # Which original entry holds (param, view), per the truth.
+    owner = {}
+    for i, t in enumerate(truth):
+        users = t["used_by"]
+        for u in users:
+            owner[(u["param"], u["view"])] = (i, len(users) > 1)
+    for p, info in enumerate(manifest):
+        views = sorted(v for (n, v) in owner if n == info["name"])
+        merged = any(owner[(info["name"], v)][1] for v in views)
+        if merged:
+            if p in remapped["state"]:
+                return f"{info['name']}: merged state was not dropped"
+            continue
+        if p not in remapped["state"]:
+            return f"{info['name']}: no state in the output"
+        got = remapped["state"][p]
+        for v in views:
+            entry = got[v] if len(views) > 1 else got
+            diff = same_entry(entry, orig_entries[owner[(info["name"], v)][0]])
+            if diff:
+                return f"{info['name']} view {v}: {diff}"
+    if [g["params"] for g in remapped["param_groups"]] != [list(range(len(manifest)))]:
+        return f"param_groups params are {remapped['param_groups'][0]['params'][:5]}..."
+    params = [torch.nn.Parameter(torch.zeros(m["shape"], dtype=getattr(torch, m["dtype"]))) for m in manifest]
+    # SGD, not AdamW: AdamW's __setstate__ requires a 'step' field, which
+    # HeavyBall-style state (counter in the group) never had. What is checked is
+    # the mapping: load_state_dict files each entry under the right parameter.
+    opt = torch.optim.SGD(params, lr=0.1)
+    opt.load_state_dict(remapped)
+    for p, param in enumerate(params):
+        if (p in remapped["state"]) != (param in opt.state):
+            return f"load_state_dict placed the state of parameter {p} elsewhere"
+    return None
+
+
+def main():
+    scratch = sys.argv[1]
+    passed = failed = 0
+    print(f"torch {torch.__version__}: checking remapped fixtures in {scratch}")
+    for line in sorted(os.listdir(scratch)):
+        for name in sorted(os.listdir(os.path.join(scratch, line))):
+            try:
+                diff = check(line, name, os.path.join(scratch, line, name))
+            except Exception as e:  # noqa: BLE001 - any failure to load is the finding
+                diff = f"{type(e).__name__}: {e}"
+            if diff:
+                failed += 1
+                print(f"FAIL {line}/{name}: {diff}")
+            else:
+                passed += 1
+                print(f"ok   {line}/{name}")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+#include "remap_command.h"
+
+#include <filesystem>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "optstate/checkpoint_writer.h"
+#include "optstate/file_io.h"
+#include "optstate/inspect_report.h"
+#include "optstate/param_manifest.h"
+
+namespace optstate::tools {
+namespace {
+
+constexpr const char* kName = "remap";
+
+nlohmann::ordered_json ReportJson(const RemapCommandOptions& o, const OptimizerState& st,
+                                  const RemapResult& r, const WriteReport& w) {
+  using J = nlohmann::ordered_json;
+  J doc = {{"input", o.input}, {"output", o.output}, {"manifest", o.manifest}, {"state_path", st.path},
+           {"input_scheme", KeyKindName(st.scheme)}, {"to", o.to}, {"on_collision", o.on_collision},
+           {"moved", r.moved}, {"dropped", r.dropped}, {"bytes", w.bytes},
+           {"weights_only_loadable", w.unsafe_globals.empty()}, {"unsafe_globals", w.unsafe_globals}};
+  doc["entries"] = J::array();
+  for (const RemapEntry& e : r.entries) {
+    J j = {{"input_key", e.input_key}, {"fate", e.fate}, {"params", e.params}};
+    if (e.fate == "moved") j["output_key"] = e.output_key;
+    if (e.view >= 0) j["view"] = e.view;
+    if (!e.reason.empty()) j["reason"] = e.reason;
+    doc["entries"].push_back(std::move(j));
+  }
+  return doc;
+}
+
+Status WriteReportFile(const std::string& path, const nlohmann::ordered_json& doc) {
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> w, AtomicFileWriter::Create(path));
+  std::string text = doc.dump(2) + "\n";
+  OPTSTATE_RETURN_IF_ERROR(w->Write(AsBytes(text)));
+  return w->Commit();
+}
+
+}  // namespace
+
+int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
+  std::error_code ec;
+  if (std::filesystem::exists(o.output, ec) && std::filesystem::equivalent(o.input, o.output, ec)) {
+    return ReportError(output, kName,
+                       InvalidArgumentError(o.output + ": is the input; optstate never modifies an input file"),
+                       o.json);
+  }
+  RemapOptions ro;
+  ro.to = o.to == "fqn" ? KeyTarget::kFqn : KeyTarget::kIndex;
+  ro.on_collision = o.on_collision == "drop"    ? CollisionPolicy::kDrop
+                    : o.on_collision == "share" ? CollisionPolicy::kShare
+                    : o.on_collision == "reset" ? CollisionPolicy::kReset
+                                                : CollisionPolicy::kFail;
+  auto file = OpenCheckpoint(o.input, o.read);
+  if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
+  const Checkpoint& cp = (*file)->checkpoint();
+  std::string where = o.state_key;
+  if (where.empty()) {
+    std::vector<std::string> found = FindOptimizerStates(cp);
+    if (found.size() != 1) {
+      return ReportError(output, kName,
+                         InvalidArgumentError(o.input + ": " + std::to_string(found.size()) +
+                                              " optimizer state dicts; name one with --state-key"),
+                         o.json);
+    }
+    where = found.front();
+  }
+  auto state = ReadOptimizerState(cp, where);
+  if (!state.ok()) return ReportError(output, kName, std::move(state).status().WithContext(o.input), o.json);
+  auto params = ReadParamManifest(o.manifest);
+  if (!params.ok()) return ReportError(output, kName, params.status(), o.json);
+  auto match = MatchState(cp, *state, *params, o.match);
+  if (!match.ok()) return ReportError(output, kName, std::move(match).status().WithContext(o.input), o.json);
+  auto remapped = RemapState(cp, *state, *params, *match, ro);
+  if (!remapped.ok()) {
+    Status s = std::move(remapped).status().WithContext(o.input);
+    ReportError(output, kName, s, o.json);
+    return s.code() == StatusCode::kInvalidArgument ? kExitFindings : kExitError;
+  }
+  auto written = WriteCheckpoint((*file)->bytes(), remapped->checkpoint, remapped->checkpoint.graph.root, o.output);
+  if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
+  nlohmann::ordered_json doc = ReportJson(o, *state, *remapped, *written);
+  if (!o.report.empty()) {
+    Status s = WriteReportFile(o.report, doc);
+    if (!s.ok()) return ReportError(output, kName, s, o.json);
+  }
+  if (o.json) {
+    WriteJson(output, doc);
+    return kExitOk;
+  }
+  output.out << o.output << ": " << HumanBytes(written->bytes) << "; optimizer state at "
+             << (state->path.empty() ? "(root)" : state->path) << " rekeyed from " << KeyKindName(state->scheme)
+             << " to " << o.to << "\n";
+  output.out << "  " << remapped->moved << " of " << state->keys.size() << " entries moved, " << remapped->dropped
+             << " dropped\n";
+  for (const RemapEntry& e : remapped->entries) {
+    if (e.fate == "dropped") output.out << "  dropped " << e.input_key << ": " << e.reason << "\n";
+  }
+  output.out << "  torch.load(weights_only=True) " << (written->unsafe_globals.empty() ? "accepts it" : "refuses it")
+             << "\n";
+  return kExitOk;
+}
+
+CommandRunner AddRemapCommand(CLI::App& parent) {
+  auto o = std::make_shared<RemapCommandOptions>();
+  CLI::App* cmd = parent.add_subcommand(
+      kName, "Rewrite optimizer state keys so torch.optim maps them to the right parameters\n"
+             "(pointer, string and (Parameter, i) keys to indices or FQNs; split views nested per view)");
+  cmd->add_option("input", o->input, "Checkpoint with the optimizer state")->required();
+  cmd->add_option("-o,--output", o->output, "Output checkpoint (temporary file beside it, then renamed)")->required();
+  cmd->add_option("--manifest", o->manifest, "Parameters in optimizer order (see collisions --help)")->required();
+  cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is (default: find it)");
+  cmd->add_option("--to", o->to, "Key the state by parameter index (torch.optim) or FQN (DCP)")
+      ->check(CLI::IsMember({"index", "fqn"}))
+      ->capture_default_str();
+  cmd->add_option("--on-collision", o->on_collision,
+                  "State merged across parameters: fail, or drop it (share and reset are not implemented yet)")
+      ->check(CLI::IsMember({"fail", "reset", "share", "drop"}))
+      ->capture_default_str();
+  cmd->add_flag("--allow-heuristic", o->match.allow_heuristic,
+                "Pair same-shape parameters with keys by pointer order when data_ptr is unknown");
+  cmd->add_option("--report", o->report, "Write the conservation report (every input entry's fate) as JSON");
+  cmd->add_flag("--json", o->json, "Write the report to stdout as JSON (schemas/remap.schema.json)");
+  cmd->footer(
+      "\nExit codes: 0 written; 1 refused because state cannot be attributed; 2 could not do the job.\n"
+      "\nExamples:\n"
+      "  optstate remap --manifest params.json heavyball.pt -o fixed.pt\n"
+      "  optstate remap --manifest params.json --to fqn --report remap.json ckpt.pt -o fixed.pt\n"
+      "  optstate remap --manifest params.json --on-collision drop fsdp.pt -o fixed.pt");
+  return [o](CommandOutput& output) { return RunRemap(*o, output); };
+}
+
+}  // namespace optstate::tools
