@@ -29,6 +29,12 @@ StatusOr<WriteReport> WriteCheckpoint(ByteSpan input_bytes, const Checkpoint& cp
   OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("byteorder", AsBytes("little")));
   for (size_t key = 0; key < pickle.storages.size(); ++key) {
     const StorageRef& s = cp.storages[pickle.storages[key]];
+    if (s.zero_fill) {
+      OPTSTATE_RETURN_IF_ERROR(zip->AddZeroRecord("data/" + std::to_string(key), s.nbytes));
+      ++report.storages;
+      report.storage_bytes += s.nbytes;
+      continue;
+    }
     OPTSTATE_ASSIGN_OR_RETURN(ByteSpan data, StorageBytes(input_bytes, cp, s));
     OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("data/" + std::to_string(key), data));
     ++report.storages;

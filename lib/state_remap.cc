@@ -1,5 +1,7 @@
 #include "optstate/state_remap.h"
 
+#include <map>
+
 namespace optstate {
 namespace {
 
@@ -21,7 +23,18 @@ class Remapper {
     for (size_t p = 0; p < params_.size(); ++p) {
       const ParamMatch& pm = m_.params[p];
       if (pm.keys.empty()) continue;
-      if (pm.collided) continue;  // dropped below, with the collision's reason
+      if (pm.collided) {
+        if (o_.on_collision == CollisionPolicy::kDrop) continue;  // dropped below, with the reason
+        bool reset = o_.on_collision == CollisionPolicy::kReset;
+        NodeId copy = Copy(st_.keys[pm.keys.front()].value, reset, 0);
+        NodeId key = o_.to == KeyTarget::kIndex ? Int(static_cast<int64_t>(p)) : Str(params_[p].name);
+        g.at(state).entries.emplace_back(key, copy);
+        RemapEntry& e = r_.entries[pm.keys.front()];
+        e.fate = reset ? "reset" : "shared";
+        e.output_keys.push_back(o_.to == KeyTarget::kIndex ? std::to_string(p) : params_[p].name);
+        e.params.push_back(params_[p].name);
+        continue;
+      }
       NodeId value;
       if (pm.keys.size() == 1) {
         value = st_.keys[pm.keys[0]].value;
@@ -45,6 +58,10 @@ class Remapper {
     }
     for (size_t i = 0; i < st_.keys.size(); ++i) {
       RemapEntry& e = r_.entries[i];
+      if (e.fate == "shared" || e.fate == "reset") {
+        e.reason = m_.keys[i].reason;
+        ++r_.moved;
+      }
       if (!e.fate.empty()) continue;
       e.fate = "dropped";
       for (size_t p : m_.keys[i].params) e.params.push_back(params_[p].name);
@@ -74,12 +91,72 @@ class Remapper {
         for (size_t i = 0; i < c.params.size(); ++i) names += (i ? ", " : "") + params_[c.params[i]].name;
       }
       return InvalidArgumentError("state was merged across parameters (" + names +
-                                  "); choose --on-collision drop to leave them without state");
+                                  "); choose --on-collision drop, share or reset");
     }
-    if (o_.on_collision != CollisionPolicy::kDrop) {
-      return UnsupportedError("--on-collision share and reset are not implemented yet; use drop");
+    for (const CollisionGroup& c : m_.collisions) {
+      if (c.keys.size() != 1 && o_.on_collision != CollisionPolicy::kDrop) {
+        return InvalidArgumentError(std::to_string(c.keys.size()) + " merged entries for " +
+                                    std::to_string(c.params.size()) +
+                                    " parameters: no single entry to share or reset from; use drop");
+      }
     }
     return Status();
+  }
+
+  // A copy of a state value that owns its tensors: each tensor gets a new
+  // storage (zero-filled for reset); tensors sharing a storage within the value
+  // keep sharing their copy. Scalars are immutable and reused, except int/float
+  // `step` fields, which reset sets to 0.
+  NodeId Copy(NodeId id, bool reset, int depth) {
+    ObjectGraph& g = r_.checkpoint.graph;
+    Node n = g.at(id);  // a copy: New() may move the arena
+    if (depth == 0) storage_copies_.clear();
+    switch (n.kind) {
+      case NodeKind::kTensor: {
+        TensorRef t = r_.checkpoint.tensors[n.tensor];
+        if (t.storage >= 0) {
+          auto it = storage_copies_.find(t.storage);
+          if (it == storage_copies_.end()) {
+            StorageRef s = r_.checkpoint.storages[static_cast<size_t>(t.storage)];
+            s.zero_fill = s.zero_fill || reset;
+            r_.checkpoint.storages.push_back(s);
+            it = storage_copies_.emplace(t.storage, static_cast<int64_t>(r_.checkpoint.storages.size() - 1)).first;
+          }
+          t.storage = it->second;
+        }
+        r_.checkpoint.tensors.push_back(t);
+        NodeId out = New(NodeKind::kTensor);
+        g.at(out).tensor = static_cast<uint32_t>(r_.checkpoint.tensors.size() - 1);
+        g.at(out).text = n.text;
+        return out;
+      }
+      case NodeKind::kDict:
+      case NodeKind::kList:
+      case NodeKind::kTuple: {
+        std::vector<std::pair<NodeId, NodeId>> entries;
+        for (auto [k, v] : n.entries) {
+          bool step = reset && g.at(k).kind == NodeKind::kStr && g.at(k).text == "step" &&
+                      (g.at(v).kind == NodeKind::kInt || g.at(v).kind == NodeKind::kFloat);
+          NodeId value = step ? Zero(g.at(v).kind) : Copy(v, reset, depth + 1);
+          entries.emplace_back(k, value);
+        }
+        std::vector<NodeId> items;
+        for (NodeId i : n.items) items.push_back(Copy(i, reset, depth + 1));
+        NodeId out = New(n.kind);
+        g.at(out).class_name = n.class_name;
+        g.at(out).entries = std::move(entries);
+        g.at(out).items = std::move(items);
+        g.at(out).state = n.state;
+        return out;
+      }
+      default:
+        return id;
+    }
+  }
+
+  NodeId Zero(NodeKind kind) {
+    NodeId id = New(kind);
+    return id;  // kInt 0 / kFloat 0.0 by default
   }
 
   NodeId New(NodeKind kind) {
@@ -134,6 +211,7 @@ class Remapper {
   const MatchReport& m_;
   const RemapOptions& o_;
   RemapResult r_;
+  std::map<int64_t, int64_t> storage_copies_;  // input storage -> its copy, within one Copy()
 };
 
 }  // namespace

@@ -2,6 +2,9 @@
 
 #include "optstate/crc32.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace optstate {
 namespace {
 
@@ -34,7 +37,30 @@ StatusOr<std::unique_ptr<ZipWriter>> ZipWriter::Create(const std::string& path, 
 Status ZipWriter::Put(const std::string& bytes) { return out_->Write(AsBytes(bytes)); }
 
 Status ZipWriter::AddRecord(const std::string& record, ByteSpan data) {
-  Entry e{prefix_ + "/" + record, data.size(), Crc32(data), out_->bytes_written()};
+  OPTSTATE_RETURN_IF_ERROR(Header(record, data.size(), Crc32(data)));
+  return out_->Write(data);
+}
+
+Status ZipWriter::AddZeroRecord(const std::string& record, uint64_t size) {
+  static const std::vector<std::byte> kZeros(1 << 16);
+  uint32_t crc = 0;
+  for (uint64_t left = size; left > 0;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(left, kZeros.size()));
+    crc = Crc32(ByteSpan(kZeros.data(), n), crc);
+    left -= n;
+  }
+  OPTSTATE_RETURN_IF_ERROR(Header(record, size, crc));
+  for (uint64_t left = size; left > 0;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(left, kZeros.size()));
+    OPTSTATE_RETURN_IF_ERROR(out_->Write(ByteSpan(kZeros.data(), n)));
+    left -= n;
+  }
+  return Status();
+}
+
+// Local header for a stored record whose size and CRC are known up front.
+Status ZipWriter::Header(const std::string& record, uint64_t size, uint32_t crc) {
+  Entry e{prefix_ + "/" + record, size, crc, out_->bytes_written()};
   bool zip64 = e.size >= k4G || e.local_offset >= k4G;
   // Local header: sizes and CRC are known up front, so no data descriptor.
   std::string h;
@@ -65,7 +91,6 @@ Status ZipWriter::AddRecord(const std::string& record, ByteSpan data) {
   h += e.name;
   h += extra;
   OPTSTATE_RETURN_IF_ERROR(Put(h));
-  OPTSTATE_RETURN_IF_ERROR(out_->Write(data));
   entries_.push_back(std::move(e));
   return Status();
 }

@@ -26,6 +26,7 @@ nlohmann::ordered_json ReportJson(const RemapCommandOptions& o, const OptimizerS
   for (const RemapEntry& e : r.entries) {
     J j = {{"input_key", e.input_key}, {"fate", e.fate}, {"params", e.params}};
     if (e.fate == "moved") j["output_key"] = e.output_key;
+    if (!e.output_keys.empty()) j["output_keys"] = e.output_keys;
     if (e.view >= 0) j["view"] = e.view;
     if (!e.reason.empty()) j["reason"] = e.reason;
     doc["entries"].push_back(std::move(j));
@@ -95,10 +96,16 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   output.out << o.output << ": " << HumanBytes(written->bytes) << "; optimizer state at "
              << (state->path.empty() ? "(root)" : state->path) << " rekeyed from " << KeyKindName(state->scheme)
              << " to " << o.to << "\n";
-  output.out << "  " << remapped->moved << " of " << state->keys.size() << " entries moved, " << remapped->dropped
-             << " dropped\n";
+  output.out << "  " << remapped->moved << " of " << state->keys.size() << " entries carried over, "
+             << remapped->dropped << " dropped\n";
   for (const RemapEntry& e : remapped->entries) {
-    if (e.fate == "dropped") output.out << "  dropped " << e.input_key << ": " << e.reason << "\n";
+    if (e.fate == "moved") continue;
+    output.out << "  " << e.fate << " " << e.input_key;
+    if (!e.output_keys.empty()) {
+      output.out << " -> " << (e.fate == "shared" ? "a copy each for " : "fresh zero state for ");
+      for (size_t i = 0; i < e.params.size(); ++i) output.out << (i ? ", " : "") << e.params[i];
+    }
+    output.out << ": " << e.reason << "\n";
   }
   output.out << "  torch.load(weights_only=True) " << (written->unsafe_globals.empty() ? "accepts it" : "refuses it")
              << "\n";
@@ -118,7 +125,7 @@ CommandRunner AddRemapCommand(CLI::App& parent) {
       ->check(CLI::IsMember({"index", "fqn"}))
       ->capture_default_str();
   cmd->add_option("--on-collision", o->on_collision,
-                  "State merged across parameters: fail, or drop it (share and reset are not implemented yet)")
+                  "State merged across parameters: fail; drop it; share (a copy each); reset (fresh zero state)")
       ->check(CLI::IsMember({"fail", "reset", "share", "drop"}))
       ->capture_default_str();
   cmd->add_flag("--allow-heuristic", o->match.allow_heuristic,

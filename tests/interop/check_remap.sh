@@ -1,7 +1,8 @@
 #!/bin/bash
 # optstate remap of every pointer-keyed fixture, checked by real torch 1.13 and
 # 2.6 against the generator's truth (check_remapped.py). The collision fixture is
-# remapped with --on-collision drop; the default refusal is a golden CLI case.
+# remapped with each of --on-collision drop, share and reset; the default
+# refusal is a golden CLI case.
 # Usage: tests/interop/check_remap.sh OPTSTATE_BINARY. Skips like with_torch26.sh.
 set -uo pipefail
 bin=$(readlink -f "$1")
@@ -17,9 +18,13 @@ for line in torch113 torch26; do
     extra=()
     out=$scratch/$line/$name.pt
     [ "$name" = heavyball_param_view ] && extra+=(--state-key optimizer)
-    if [ "$name" = heavyball_fsdp_collision ]; then extra+=(--on-collision drop); out=$scratch/$line/$name.drop.pt; fi
-    "$bin" remap "${extra[@]}" --manifest "$src.manifest.json" "$src.pt" -o "$out" > /dev/null ||
-      { echo "FAIL remap $src"; exit 1; }
+    policies=(fail)
+    [ "$name" = heavyball_fsdp_collision ] && policies=(drop share reset)
+    for policy in "${policies[@]}"; do
+      [ "$policy" = fail ] || out=$scratch/$line/$name.$policy.pt
+      "$bin" remap "${extra[@]}" --on-collision "$policy" --manifest "$src.manifest.json" "$src.pt" -o "$out" \
+        > /dev/null || { echo "FAIL remap $src ($policy)"; exit 1; }
+    done
   done
 done
 echo "== torch 1.13"

@@ -2,11 +2,12 @@
 
 Usage: python3 tests/interop/check_remapped.py SCRATCH
 SCRATCH/<line>/<name>.pt is `optstate remap` of testdata/good/<line>/<name>.pt
-(check_remap.sh makes them; a name ending in .drop was remapped with
---on-collision drop). For every parameter, the remapped entry (or each view of
+(check_remap.sh makes them; NAME.drop/.share/.reset.pt were remapped with that
+--on-collision policy). For every parameter, the remapped entry (or each view of
 it) must equal, tensor for tensor, the original entry that the generator
-recorded as really belonging to it; parameters whose state was merged must have
-none; torch.optim's load_state_dict must file every entry under the right
+recorded as really belonging to it. Parameters whose state was merged get none
+(drop), their own copy of the merged entry that aliases no other parameter's
+(share), or the same structure all zero (reset); torch.optim's load_state_dict must file every entry under the right
 parameter; and torch 2.x
 must load the file with weights_only=True. Ends with 'N passed, N failed'.
 """
@@ -46,6 +47,7 @@ def same_entry(a, b):
 
 def check(line, name, out):
     base = name.split(".")[0]
+    policy = name.split(".")[1] if name.count(".") == 2 else "fail"
     src = os.path.join(cf.REPO, "testdata", "good", line, base)
     manifest = json.load(open(src + ".manifest.json"))["params"]
     truth = json.load(open(src + ".truth.json"))["keys"]
@@ -61,9 +63,17 @@ def check(line, name, out):
     for p, info in enumerate(manifest):
         views = sorted(v for (n, v) in owner if n == info["name"])
         merged = any(owner[(info["name"], v)][1] for v in views)
-        if merged:
+        if merged and policy == "drop":
             if p in remapped["state"]:
                 return f"{info['name']}: merged state was not dropped"
+            continue
+        if merged and policy == "reset":
+            got, want = remapped["state"][p], orig_entries[owner[(info["name"], 0)][0]]
+            if set(got) != set(want):
+                return f"{info['name']}: reset changed the fields"
+            for k, t in got.items():
+                if t.shape != want[k].shape or t.dtype != want[k].dtype or bool(t.count_nonzero()):
+                    return f"{info['name']}: reset field {k} is not zeros of the same shape"
             continue
         if p not in remapped["state"]:
             return f"{info['name']}: no state in the output"
@@ -84,6 +94,14 @@ def check(line, name, out):
     for p, param in enumerate(params):
         if (p in remapped["state"]) != (param in opt.state):
             return f"load_state_dict placed the state of parameter {p} elsewhere"
+    if policy == "share":
+        seen = {}
+        for param in params:
+            for k, t in opt.state.get(param, {}).items():
+                if isinstance(t, torch.Tensor) and t.numel():
+                    if t.data_ptr() in seen:
+                        return f"shared copies alias each other ({k})"
+                    seen[t.data_ptr()] = k
     return None
 
 

@@ -26,8 +26,10 @@ struct RemapOptions {
 
 struct RemapEntry {
   std::string input_key;
-  std::string fate;              // "moved", "dropped"
+  std::string fate;              // "moved", "dropped", "shared" (copied to each merged
+                                 // parameter), "reset" (each got fresh zero state)
   std::string output_key;        // for moved entries
+  std::vector<std::string> output_keys;  // for shared and reset entries
   int64_t view = -1;             // for views of a split parameter
   std::vector<std::string> params;
   std::string reason;            // for dropped entries
@@ -40,9 +42,11 @@ struct RemapResult {
   size_t dropped = 0;
 };
 
-// kFailedPrecondition-like refusals use kInvalidArgument with the reason:
-// collisions under the default policy (naming the merged parameters), keys the
-// matcher left ambiguous, and policies not implemented yet (share, reset).
+// Collision policies: fail (kInvalidArgument naming the merged parameters),
+// drop (they get no state), share (each gets its own copy of the merged entry:
+// separate storages, so training does not keep mixing them), reset (each gets
+// an entry of the same structure with every tensor zero and int step fields 0).
+// Keys the matcher left ambiguous are refused with kInvalidArgument.
 StatusOr<RemapResult> RemapState(const Checkpoint& checkpoint, const OptimizerState& state,
                                  const std::vector<ParamInfo>& params, const MatchReport& match,
                                  const RemapOptions& options);

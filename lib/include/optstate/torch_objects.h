@@ -45,6 +45,7 @@ struct StorageRef {
   int64_t zip_entry = -1;    // index in the zip directory; its data offset is read lazily
   uint64_t data_offset = 0;  // legacy format: first byte in the checkpoint buffer
   bool located = false;
+  bool zero_fill = false;    // made by optstate (remap --on-collision reset): all zero bytes
 };
 
 struct TensorRef {

@@ -24,6 +24,8 @@ class ZipWriter {
 
   // Adds "<prefix>/<name>" holding `data`.
   Status AddRecord(const std::string& name, ByteSpan data);
+  // Adds a record of `size` zero bytes, streamed without allocating them.
+  Status AddZeroRecord(const std::string& name, uint64_t size);
   // Central directory and end records, then the atomic rename.
   Status Finish();
   uint64_t bytes_written() const { return out_->bytes_written(); }
@@ -38,6 +40,7 @@ class ZipWriter {
   ZipWriter(std::unique_ptr<AtomicFileWriter> out, std::string prefix)
       : out_(std::move(out)), prefix_(std::move(prefix)) {}
   Status Put(const std::string& bytes);
+  Status Header(const std::string& record, uint64_t size, uint32_t crc);
 
   std::unique_ptr<AtomicFileWriter> out_;
   std::string prefix_;
