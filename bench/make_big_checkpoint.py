@@ -1,20 +1,25 @@
 """Write a large torch.optim.AdamW-shaped optimizer checkpoint for benchmarks.
 
-Usage: /usr/bin/python3 bench/make_big_checkpoint.py OUT.pt [GIB]
+Usage: /usr/bin/python3 bench/make_big_checkpoint.py OUT.pt [GIB] [--ptr-shape]
 The state has the layout AdamW.state_dict() produces (int keys, 0-d float32
 step, fp32 exp_avg / exp_avg_sq) for a transformer-like set of parameters
 totalling about GIB GiB of state (default 3.2). Values are random, built
 directly rather than by stepping an optimizer, which would need the same
-memory three times over.
+memory three times over. With --ptr-shape the state is keyed the HeavyBall
+0.12.3-0.24 way, (data_ptr, shape), with addresses laid out as an allocator
+would, and OUT.manifest.json lists the parameters with those addresses.
 """
+import json
 import sys
 
 import torch
 
 
 def main():
-    out = sys.argv[1]
-    gib = float(sys.argv[2]) if len(sys.argv) > 2 else 3.2
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    ptr_shape = "--ptr-shape" in sys.argv
+    out = args[0]
+    gib = float(args[1]) if len(args) > 1 else 3.2
     hidden = 1024
     # Per layer: qkv, out, two MLP matrices and their biases, two norms.
     layer = [(3 * hidden, hidden), (3 * hidden,), (hidden, hidden), (hidden,),
@@ -25,9 +30,16 @@ def main():
     g = torch.Generator().manual_seed(0)
     state = {}
     index = 0
-    for _ in range(layers):
-        for shape in layer:
-            state[index] = {"step": torch.tensor(1000.0),
+    address = 0x7F3A00000000
+    manifest = []
+    for layer_index in range(layers):
+        for shape_index, shape in enumerate(layer):
+            nbytes = torch.Size(shape).numel() * 4
+            manifest.append({"name": f"layers.{layer_index}.p{shape_index}", "shape": list(shape),
+                             "dtype": "float32", "data_ptr": address, "nbytes": nbytes})
+            key = (address, tuple(shape)) if ptr_shape else index
+            address += (nbytes + 511) // 512 * 512
+            state[key] = {"step": torch.tensor(1000.0),
                             "exp_avg": torch.randn(shape, generator=g) * 1e-3,
                             "exp_avg_sq": torch.rand(shape, generator=g) * 1e-6}
             index += 1
@@ -35,6 +47,9 @@ def main():
                "amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
                "differentiable": False, "fused": None, "params": list(range(index))}]
     torch.save({"state": state, "param_groups": groups}, out)
+    if ptr_shape:
+        with open(out.rsplit(".", 1)[0] + ".manifest.json", "w") as f:
+            json.dump({"format": "optstate-param-manifest", "version": 1, "params": manifest}, f)
     print(f"{out}: {layers} layers, {index} parameters")
 
 

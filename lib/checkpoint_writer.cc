@@ -16,11 +16,12 @@ std::string ArchiveName(const std::string& path) {
 }  // namespace
 
 StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, NodeId root, const std::string& path) {
-  return WriteCheckpoint(input.bytes(), input.checkpoint(), root, path);
+  return WriteCheckpoint(input, input.checkpoint(), root, path);
 }
 
-StatusOr<WriteReport> WriteCheckpoint(ByteSpan input_bytes, const Checkpoint& cp, NodeId root,
+StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpoint& cp, NodeId root,
                                       const std::string& path) {
+  auto release = [&input](ByteSpan chunk) { input.ReleasePages(chunk); };
   OPTSTATE_ASSIGN_OR_RETURN(PickleOutput pickle, WriteTorchPickle(cp, root));
   OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<ZipWriter> zip, ZipWriter::Create(path, ArchiveName(path)));
   WriteReport report;
@@ -35,8 +36,8 @@ StatusOr<WriteReport> WriteCheckpoint(ByteSpan input_bytes, const Checkpoint& cp
       report.storage_bytes += s.nbytes;
       continue;
     }
-    OPTSTATE_ASSIGN_OR_RETURN(ByteSpan data, StorageBytes(input_bytes, cp, s));
-    OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("data/" + std::to_string(key), data));
+    OPTSTATE_ASSIGN_OR_RETURN(ByteSpan data, StorageBytes(input.bytes(), cp, s));
+    OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("data/" + std::to_string(key), data, release));
     ++report.storages;
     report.storage_bytes += data.size();
   }

@@ -83,6 +83,17 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 
 MappedFile::~MappedFile() { Release(); }
 
+void MappedFile::ReleasePages(ByteSpan range) const {
+  if (addr_ == nullptr || range.empty()) return;
+  const auto* base = static_cast<const std::byte*>(addr_);
+  if (range.data() < base || range.data() + range.size() > base + size_) return;
+  // Only whole pages inside the range: a neighbouring record may still be in use.
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = (reinterpret_cast<uintptr_t>(range.data()) + page - 1) & ~(page - 1);
+  uintptr_t end = (reinterpret_cast<uintptr_t>(range.data()) + range.size()) & ~(page - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 void MappedFile::Release() {
   if (addr_ != nullptr) ::munmap(addr_, size_);
   addr_ = nullptr;
@@ -138,6 +149,13 @@ Status AtomicFileWriter::Write(ByteSpan data) {
     p += n;
     left -= static_cast<size_t>(n);
     written_ += static_cast<uint64_t>(n);
+  }
+  constexpr uint64_t kWriteBackStep = 64ull << 20;
+  if (written_ - flushed_ >= kWriteBackStep) {
+    // Asynchronous: starts write-back of the finished range and returns.
+    ::sync_file_range(fd_, static_cast<off64_t>(flushed_), static_cast<off64_t>(written_ - flushed_),
+                      SYNC_FILE_RANGE_WRITE);
+    flushed_ = written_;
   }
   return Status();
 }

@@ -138,6 +138,19 @@ std::vector<std::string> FindOptimizerStates(const Checkpoint& cp) {
   return out;
 }
 
+StatusOr<OptimizerState> LocateOptimizerState(const Checkpoint& cp, const std::string& state_key) {
+  if (!state_key.empty()) return ReadOptimizerState(cp, state_key);
+  std::vector<std::string> found = FindOptimizerStates(cp);
+  if (found.empty()) return NotFoundError("no optimizer state dict in this checkpoint");
+  if (found.size() > 1) {
+    std::string where;
+    for (const std::string& f : found) where += (where.empty() ? "" : ", ") + (f.empty() ? "(root)" : f);
+    return InvalidArgumentError(std::to_string(found.size()) + " optimizer state dicts (" + where +
+                                "); choose one with --state-key");
+  }
+  return ReadOptimizerState(cp, found.front());
+}
+
 StatusOr<OptimizerState> ReadOptimizerState(const Checkpoint& cp, const std::string& path) {
   const ObjectGraph& g = cp.graph;
   std::optional<NodeId> node = FindPath(g, g.root, path);

@@ -70,14 +70,7 @@ std::string LittleEndianToDecimal(ByteSpan bytes) {
   std::vector<uint8_t> mag(bytes.size());
   for (size_t i = 0; i < bytes.size(); ++i) mag[i] = static_cast<uint8_t>(bytes[i]);
   bool negative = (mag.back() & 0x80) != 0;
-  if (negative) {
-    unsigned carry = 1;
-    for (uint8_t& b : mag) {
-      unsigned v = static_cast<uint8_t>(~b) + carry;
-      b = static_cast<uint8_t>(v);
-      carry = v >> 8;
-    }
-  }
+  if (negative) NegateLittleEndian(mag);
   // Repeated division by 10 from the most significant byte: O(n^2), and n is
   // bounded by the string limit; real checkpoints have pointers of a few bytes.
   std::string digits;
@@ -162,6 +155,15 @@ StatusOr<std::string> DecodeRawUnicodeEscape(std::string_view text) {
     }
   }
   return out;
+}
+
+void NegateLittleEndian(std::vector<uint8_t>& bytes) {
+  unsigned carry = 1;
+  for (uint8_t& b : bytes) {
+    unsigned v = static_cast<uint8_t>(~b) + carry;
+    b = static_cast<uint8_t>(v);
+    carry = v >> 8;
+  }
 }
 
 std::string Latin1ToUtf8(std::string_view latin1) {

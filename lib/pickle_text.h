@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "optstate/byte_cursor.h"
 #include "optstate/status.h"
@@ -33,6 +34,9 @@ StatusOr<std::string> DecodeStringRepr(std::string_view quoted);
 StatusOr<std::string> DecodeRawUnicodeEscape(std::string_view text);
 
 std::string Latin1ToUtf8(std::string_view latin1);
+
+// Two's complement negation in place of a little-endian byte string.
+void NegateLittleEndian(std::vector<uint8_t>& bytes);
 
 }  // namespace optstate
 

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "optstate/torch_objects.h"
+#include "pickle_text.h"
 
 namespace optstate {
 namespace {
@@ -26,14 +27,7 @@ std::string DecimalToLong(const std::string& digits) {
     }
   }
   mag.push_back(0);  // room for the sign bit
-  if (negative) {
-    unsigned carry = 1;
-    for (uint8_t& b : mag) {
-      unsigned v = static_cast<uint8_t>(~b) + carry;
-      b = static_cast<uint8_t>(v);
-      carry = v >> 8;
-    }
-  }
+  if (negative) NegateLittleEndian(mag);
   // Drop redundant sign bytes.
   while (mag.size() > 1 && ((mag.back() == 0 && !(mag[mag.size() - 2] & 0x80)) ||
                             (mag.back() == 0xFF && (mag[mag.size() - 2] & 0x80)))) {

@@ -3,6 +3,8 @@
 #include "optstate/crc32.h"
 
 #include <algorithm>
+#include <future>
+#include <system_error>
 #include <vector>
 
 namespace optstate {
@@ -36,41 +38,58 @@ StatusOr<std::unique_ptr<ZipWriter>> ZipWriter::Create(const std::string& path, 
 
 Status ZipWriter::Put(const std::string& bytes) { return out_->Write(AsBytes(bytes)); }
 
-Status ZipWriter::AddRecord(const std::string& record, ByteSpan data) {
-  OPTSTATE_RETURN_IF_ERROR(Header(record, data.size(), Crc32(data)));
-  return out_->Write(data);
+Status ZipWriter::AddRecord(const std::string& record, ByteSpan data,
+                            const std::function<void(ByteSpan)>& done_with) {
+  OPTSTATE_RETURN_IF_ERROR(Header(record, data.size()));
+  constexpr size_t kChunk = 8 << 20;
+  uint32_t crc = 0;
+  for (size_t at = 0; at < data.size(); at += kChunk) {
+    ByteSpan chunk = data.subspan(at, std::min(kChunk, data.size() - at));
+    // The CRC and the copy into the page cache each cost about as much CPU as
+    // the other: for large chunks they run on two threads at once. Pages are
+    // released only after both are done with the chunk.
+    std::future<uint32_t> chunk_crc;
+    if (chunk.size() >= (1 << 20)) {
+      try {
+        chunk_crc = std::async(std::launch::async, [chunk, crc] { return Crc32(chunk, crc); });
+      } catch (const std::system_error&) {
+        // No thread to be had: compute it inline below.
+      }
+    }
+    Status written = out_->Write(chunk);
+    crc = chunk_crc.valid() ? chunk_crc.get() : Crc32(chunk, crc);
+    OPTSTATE_RETURN_IF_ERROR(written);
+    if (done_with) done_with(chunk);
+  }
+  return Descriptor(crc);
 }
 
 Status ZipWriter::AddZeroRecord(const std::string& record, uint64_t size) {
   static const std::vector<std::byte> kZeros(1 << 16);
+  OPTSTATE_RETURN_IF_ERROR(Header(record, size));
   uint32_t crc = 0;
   for (uint64_t left = size; left > 0;) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(left, kZeros.size()));
     crc = Crc32(ByteSpan(kZeros.data(), n), crc);
-    left -= n;
-  }
-  OPTSTATE_RETURN_IF_ERROR(Header(record, size, crc));
-  for (uint64_t left = size; left > 0;) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(left, kZeros.size()));
     OPTSTATE_RETURN_IF_ERROR(out_->Write(ByteSpan(kZeros.data(), n)));
     left -= n;
   }
-  return Status();
+  return Descriptor(crc);
 }
 
-// Local header for a stored record whose size and CRC are known up front.
-Status ZipWriter::Header(const std::string& record, uint64_t size, uint32_t crc) {
-  Entry e{prefix_ + "/" + record, size, crc, out_->bytes_written()};
+// Local header of a stored record. Bit 3 says the CRC follows the data in a
+// descriptor; the sizes are known up front and given here too.
+Status ZipWriter::Header(const std::string& record, uint64_t size) {
+  Entry e{prefix_ + "/" + record, size, 0, out_->bytes_written()};
   bool zip64 = e.size >= k4G || e.local_offset >= k4G;
-  // Local header: sizes and CRC are known up front, so no data descriptor.
   std::string h;
   U32(h, 0x04034b50);
   U16(h, zip64 ? 45 : 20);  // version needed
-  U16(h, 0x0800);           // UTF-8 names
+  U16(h, 0x0808);           // data descriptor follows; UTF-8 names
   U16(h, 0);                // stored
   U16(h, 0);                // time
   U16(h, 0);                // date
-  U32(h, e.crc);
+  U32(h, 0);                // CRC: in the descriptor
   U32(h, zip64 ? k4G : e.size);
   U32(h, zip64 ? k4G : e.size);
   U16(h, e.name.size());
@@ -93,6 +112,22 @@ Status ZipWriter::Header(const std::string& record, uint64_t size, uint32_t crc)
   OPTSTATE_RETURN_IF_ERROR(Put(h));
   entries_.push_back(std::move(e));
   return Status();
+}
+
+Status ZipWriter::Descriptor(uint32_t crc) {
+  Entry& e = entries_.back();
+  e.crc = crc;
+  std::string d;
+  U32(d, 0x08074b50);
+  U32(d, crc);
+  if (e.size >= k4G || e.local_offset >= k4G) {
+    U64(d, e.size);
+    U64(d, e.size);
+  } else {
+    U32(d, e.size);
+    U32(d, e.size);
+  }
+  return Put(d);
 }
 
 Status ZipWriter::Finish() {

@@ -113,21 +113,7 @@ int RunCollisions(const CollisionsOptions& o, CommandOutput& output) {
   auto file = OpenCheckpoint(o.path, o.read);
   if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
   const Checkpoint& cp = (*file)->checkpoint();
-  std::string where = o.state_key;
-  if (where.empty()) {
-    std::vector<std::string> found = FindOptimizerStates(cp);
-    if (found.empty()) {
-      return ReportError(output, kName, NotFoundError(o.path + ": no optimizer state dict in this checkpoint"), o.json);
-    }
-    if (found.size() > 1) {
-      return ReportError(output, kName,
-                         InvalidArgumentError(o.path + ": " + std::to_string(found.size()) +
-                                              " optimizer state dicts; choose one with --state-key"),
-                         o.json);
-    }
-    where = found.front();
-  }
-  auto state = ReadOptimizerState(cp, where);
+  auto state = LocateOptimizerState(cp, o.state_key);
   if (!state.ok()) return ReportError(output, kName, std::move(state).status().WithContext(o.path), o.json);
   auto params = ReadParamManifest(o.manifest);
   if (!params.ok()) return ReportError(output, kName, params.status(), o.json);

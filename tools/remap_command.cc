@@ -59,18 +59,7 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   auto file = OpenCheckpoint(o.input, o.read);
   if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
   const Checkpoint& cp = (*file)->checkpoint();
-  std::string where = o.state_key;
-  if (where.empty()) {
-    std::vector<std::string> found = FindOptimizerStates(cp);
-    if (found.size() != 1) {
-      return ReportError(output, kName,
-                         InvalidArgumentError(o.input + ": " + std::to_string(found.size()) +
-                                              " optimizer state dicts; name one with --state-key"),
-                         o.json);
-    }
-    where = found.front();
-  }
-  auto state = ReadOptimizerState(cp, where);
+  auto state = LocateOptimizerState(cp, o.state_key);
   if (!state.ok()) return ReportError(output, kName, std::move(state).status().WithContext(o.input), o.json);
   auto params = ReadParamManifest(o.manifest);
   if (!params.ok()) return ReportError(output, kName, params.status(), o.json);
@@ -82,7 +71,7 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
     ReportError(output, kName, s, o.json);
     return s.code() == StatusCode::kInvalidArgument ? kExitFindings : kExitError;
   }
-  auto written = WriteCheckpoint((*file)->bytes(), remapped->checkpoint, remapped->checkpoint.graph.root, o.output);
+  auto written = WriteCheckpoint(**file, remapped->checkpoint, remapped->checkpoint.graph.root, o.output);
   if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
   nlohmann::ordered_json doc = ReportJson(o, *state, *remapped, *written);
   if (!o.report.empty()) {

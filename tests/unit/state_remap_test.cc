@@ -31,7 +31,7 @@ Status Remap(const std::string& in, const std::string& out, const std::string& m
   RemapOptions o;
   o.to = to;
   OPTSTATE_ASSIGN_OR_RETURN(RemapResult r, RemapState(f->checkpoint(), st, params, m, o));
-  return WriteCheckpoint(f->bytes(), r.checkpoint, r.checkpoint.graph.root, out).status();
+  return WriteCheckpoint(*f, r.checkpoint, r.checkpoint.graph.root, out).status();
 }
 
 class StateRemapTest : public ::testing::Test {

@@ -58,6 +58,11 @@ class CheckpointFile {
   Checkpoint& checkpoint() { return checkpoint_; }
   ByteSpan bytes() const;
   const std::string& path() const { return path_; }
+  // Drops resident pages of a mapped input once a range has been copied (a no-op
+  // for decompressed .zst content, which lives in memory).
+  void ReleasePages(ByteSpan range) const {
+    if (mapped_) mapped_->ReleasePages(range);
+  }
   bool decompressed() const { return !buffer_.empty() || !mapped_; }
 
  private:

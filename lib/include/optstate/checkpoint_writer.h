@@ -23,9 +23,9 @@ struct WriteReport {
 // directory is the output file's name without its extension, as torch names it.
 StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, NodeId root, const std::string& path);
 
-// The same for a checkpoint (possibly an edited copy) whose tensors refer to
-// `input_bytes`, the buffer the original was parsed from.
-StatusOr<WriteReport> WriteCheckpoint(ByteSpan input_bytes, const Checkpoint& checkpoint, NodeId root,
+// The same for `checkpoint`, an edited copy of input's, whose tensors still
+// refer to input's bytes.
+StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpoint& checkpoint, NodeId root,
                                       const std::string& path);
 
 }  // namespace optstate

@@ -32,6 +32,10 @@ class MappedFile {
   ~MappedFile();
 
   ByteSpan bytes() const { return {static_cast<const std::byte*>(addr_), size_}; }
+  // Tells the kernel the pages of `range` (within bytes()) will not be needed
+  // again soon, so copying a 40 GB file does not leave 40 GB resident. The
+  // mapping is read-only and private: dropped pages are re-read if touched.
+  void ReleasePages(ByteSpan range) const;
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
@@ -54,6 +58,8 @@ class AtomicFileWriter {
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
+  // Every 64 MiB, asks the kernel to start writing back what came before, so
+  // that dirty pages stay bounded and Commit's fsync has little left to do.
   Status Write(ByteSpan data);
   uint64_t bytes_written() const { return written_; }
   // fsync, close, rename over final_path, fsync the directory. After an error the
@@ -72,6 +78,7 @@ class AtomicFileWriter {
   std::string temp_path_;
   int fd_ = -1;
   uint64_t written_ = 0;
+  uint64_t flushed_ = 0;  // bytes handed to write-back so far
   bool committed_ = false;
 };
 

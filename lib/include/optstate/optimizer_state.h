@@ -69,6 +69,11 @@ std::vector<std::string> FindOptimizerStates(const Checkpoint& checkpoint);
 // bare pointer otherwise. kNotFound / kInvalidArgument when there is none.
 StatusOr<OptimizerState> ReadOptimizerState(const Checkpoint& checkpoint, const std::string& path);
 
+// ReadOptimizerState at `state_key`, or, when it is empty, at the one optimizer
+// state dict the checkpoint holds: kNotFound if none, kInvalidArgument naming
+// the count if several (the caller must choose).
+StatusOr<OptimizerState> LocateOptimizerState(const Checkpoint& checkpoint, const std::string& state_key);
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_OPTIMIZER_STATE_H_

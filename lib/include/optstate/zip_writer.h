@@ -1,12 +1,14 @@
 // Writes a zip the way torch.save does, so that torch (1.6 through 2.6) reads it
 // and can mmap it: every record stored, its data 64-byte aligned through an 'FB'
-// padding extra field, real CRC-32s, zip64 end records always present, zip64
-// extra fields where a size or offset reaches 4 GiB. Records stream to an
+// padding extra field, the CRC-32 in a data descriptor after the data (as torch
+// writes it, so each byte is read once), zip64 end records always present,
+// zip64 extra fields where a size or offset reaches 4 GiB. Records stream to an
 // AtomicFileWriter: nothing appears at the final path until Finish() succeeds.
 #ifndef OPTSTATE_ZIP_WRITER_H_
 #define OPTSTATE_ZIP_WRITER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,7 +25,10 @@ class ZipWriter {
   static StatusOr<std::unique_ptr<ZipWriter>> Create(const std::string& path, std::string prefix);
 
   // Adds "<prefix>/<name>" holding `data`.
-  Status AddRecord(const std::string& name, ByteSpan data);
+  // `done_with` (optional) is called with each chunk once it has been written,
+  // so a caller copying from a mapped file can release its pages.
+  Status AddRecord(const std::string& name, ByteSpan data,
+                   const std::function<void(ByteSpan)>& done_with = nullptr);
   // Adds a record of `size` zero bytes, streamed without allocating them.
   Status AddZeroRecord(const std::string& name, uint64_t size);
   // Central directory and end records, then the atomic rename.
@@ -40,7 +45,8 @@ class ZipWriter {
   ZipWriter(std::unique_ptr<AtomicFileWriter> out, std::string prefix)
       : out_(std::move(out)), prefix_(std::move(prefix)) {}
   Status Put(const std::string& bytes);
-  Status Header(const std::string& record, uint64_t size, uint32_t crc);
+  Status Header(const std::string& record, uint64_t size);
+  Status Descriptor(uint32_t crc);
 
   std::unique_ptr<AtomicFileWriter> out_;
   std::string prefix_;
