@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <zstd.h>
+
 namespace optstate {
 namespace {
 
@@ -188,6 +190,52 @@ Status AtomicFileWriter::Commit() {
     ::close(dir);
   }
   return Status();
+}
+
+namespace {
+
+class ZstdOutput : public OutputStream {
+ public:
+  ZstdOutput(std::unique_ptr<OutputStream> sink, ZSTD_CCtx* cctx) : sink_(std::move(sink)), cctx_(cctx) {}
+  ~ZstdOutput() override { ZSTD_freeCCtx(cctx_); }
+
+  Status Write(ByteSpan data) override {
+    position_ += data.size();
+    return Pump(data, ZSTD_e_continue);
+  }
+  uint64_t position() const override { return position_; }
+  Status Commit() override {
+    OPTSTATE_RETURN_IF_ERROR(Pump({}, ZSTD_e_end));
+    return sink_->Commit();
+  }
+
+ private:
+  Status Pump(ByteSpan data, ZSTD_EndDirective mode) {
+    ZSTD_inBuffer in{data.data(), data.size(), 0};
+    std::vector<std::byte> buf(ZSTD_CStreamOutSize());
+    while (true) {
+      ZSTD_outBuffer out{buf.data(), buf.size(), 0};
+      size_t left = ZSTD_compressStream2(cctx_, &out, &in, mode);
+      if (ZSTD_isError(left)) return InternalError(std::string("zstd: ") + ZSTD_getErrorName(left));
+      OPTSTATE_RETURN_IF_ERROR(sink_->Write(ByteSpan(buf.data(), out.pos)));
+      bool done = mode == ZSTD_e_end ? left == 0 : in.pos == in.size;
+      if (done) return Status();
+    }
+  }
+
+  std::unique_ptr<OutputStream> sink_;
+  ZSTD_CCtx* cctx_;
+  uint64_t position_ = 0;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<OutputStream>> MakeZstdOutput(std::unique_ptr<OutputStream> sink) {
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  if (cctx == nullptr) return LimitExceededError("out of memory for a zstd compressor");
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 3);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+  return std::unique_ptr<OutputStream>(new ZstdOutput(std::move(sink), cctx));
 }
 
 }  // namespace optstate

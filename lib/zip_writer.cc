@@ -28,11 +28,15 @@ void U64(std::string& s, uint64_t v) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<ZipWriter>> ZipWriter::Create(const std::string& path, std::string prefix) {
+StatusOr<std::unique_ptr<ZipWriter>> ZipWriter::Create(const std::string& path, std::string prefix, bool zstd) {
   if (prefix.empty() || prefix.find('/') != std::string::npos) {
     return InvalidArgumentError("zip archive directory '" + prefix + "' must be one non-empty path component");
   }
-  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> out, AtomicFileWriter::Create(path));
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> file, AtomicFileWriter::Create(path));
+  std::unique_ptr<OutputStream> out = std::move(file);
+  if (zstd) {
+    OPTSTATE_ASSIGN_OR_RETURN(out, MakeZstdOutput(std::move(out)));
+  }
   return std::unique_ptr<ZipWriter>(new ZipWriter(std::move(out), std::move(prefix)));
 }
 
@@ -80,7 +84,7 @@ Status ZipWriter::AddZeroRecord(const std::string& record, uint64_t size) {
 // Local header of a stored record. Bit 3 says the CRC follows the data in a
 // descriptor; the sizes are known up front and given here too.
 Status ZipWriter::Header(const std::string& record, uint64_t size) {
-  Entry e{prefix_ + "/" + record, size, 0, out_->bytes_written()};
+  Entry e{prefix_ + "/" + record, size, 0, out_->position()};
   bool zip64 = e.size >= k4G || e.local_offset >= k4G;
   std::string h;
   U32(h, 0x04034b50);
@@ -131,7 +135,7 @@ Status ZipWriter::Descriptor(uint32_t crc) {
 }
 
 Status ZipWriter::Finish() {
-  uint64_t cd_start = out_->bytes_written();
+  uint64_t cd_start = out_->position();
   std::string cd;
   for (const Entry& e : entries_) {
     bool big_size = e.size >= k4G;

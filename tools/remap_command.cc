@@ -71,7 +71,9 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
     ReportError(output, kName, s, o.json);
     return s.code() == StatusCode::kInvalidArgument ? kExitFindings : kExitError;
   }
-  auto written = WriteCheckpoint(**file, remapped->checkpoint, remapped->checkpoint.graph.root, o.output);
+  WriteOptions wo;
+  wo.zstd = o.zstd;
+  auto written = WriteCheckpoint(**file, remapped->checkpoint, remapped->checkpoint.graph.root, o.output, wo);
   if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
   nlohmann::ordered_json doc = ReportJson(o, *state, *remapped, *written);
   if (!o.report.empty()) {
@@ -96,8 +98,8 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
     }
     output.out << ": " << e.reason << "\n";
   }
-  output.out << "  torch.load(weights_only=True) " << (written->unsafe_globals.empty() ? "accepts it" : "refuses it")
-             << "\n";
+  output.out << "  " << (o.zstd ? "after zstd -d, " : "") << "torch.load(weights_only=True) "
+             << (written->unsafe_globals.empty() ? "accepts it" : "refuses it") << "\n";
   return kExitOk;
 }
 
@@ -119,6 +121,7 @@ CommandRunner AddRemapCommand(CLI::App& parent) {
       ->capture_default_str();
   cmd->add_flag("--allow-heuristic", o->match.allow_heuristic,
                 "Pair same-shape parameters with keys by pointer order when data_ptr is unknown");
+  cmd->add_flag("--zstd", o->zstd, "Compress the output with zstd (name it .zst; optstate reads it directly)");
   cmd->add_option("--report", o->report, "Write the conservation report (every input entry's fate) as JSON");
   cmd->add_flag("--json", o->json, "Write the report to stdout as JSON (schemas/remap.schema.json)");
   cmd->footer(

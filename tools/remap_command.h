@@ -20,6 +20,7 @@ struct RemapCommandOptions {
   std::string on_collision = "fail";  // fail | reset | share | drop
   std::string report;                // conservation report (JSON) path
   bool json = false;
+  bool zstd = false;
   MatchOptions match;
   ReadOptions read;
 };

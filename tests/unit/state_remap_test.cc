@@ -55,6 +55,23 @@ TEST_F(StateRemapTest, IndexToFqnToIndexGivesTheSameBytes) {
   EXPECT_NE(Slurp(P("a/x.pt")), Slurp(P("b/x.pt")));  // the FQN form really differs
 }
 
+TEST_F(StateRemapTest, ZstdOutputHoldsTheSameZip) {
+  std::string in = testing::RepoPath("testdata/good/torch113/heavyball_ptr_shape.pt");
+  auto file = OpenCheckpoint(in);
+  ASSERT_TRUE(file.ok());
+  WriteOptions zstd;
+  zstd.zstd = true;
+  ASSERT_TRUE(WriteCheckpoint(**file, (*file)->checkpoint().graph.root, P("a/x.pt")).ok());
+  StatusOr<WriteReport> r = WriteCheckpoint(**file, (*file)->checkpoint().graph.root, P("b/x.pt.zst"), zstd);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->bytes, fs::file_size(P("b/x.pt.zst")));
+  EXPECT_LT(r->bytes, fs::file_size(P("a/x.pt")));
+  // Reading the .zst gives back exactly the plain zip's bytes.
+  auto back = OpenCheckpoint(P("b/x.pt.zst"));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::string(AsChars((*back)->bytes())), Slurp(P("a/x.pt")));
+}
+
 TEST_F(StateRemapTest, CanonicalFileKeepsItsContentThroughRemap) {
   // adamw_index.pt is already keyed by index: remapping changes no value, only the packing.
   std::string manifest = testing::RepoPath("testdata/good/torch113/heavyball_ptr_shape.manifest.json");

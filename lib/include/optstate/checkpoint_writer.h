@@ -12,8 +12,12 @@
 
 namespace optstate {
 
+struct WriteOptions {
+  bool zstd = false;  // compress the whole file with zstd (a .zst that optstate reads directly)
+};
+
 struct WriteReport {
-  uint64_t bytes = 0;           // size of the output file
+  uint64_t bytes = 0;           // size of the output file (compressed, with zstd)
   size_t storages = 0;          // storage records written
   uint64_t storage_bytes = 0;
   std::vector<std::string> unsafe_globals;  // torch.load(weights_only=True) would refuse these
@@ -21,12 +25,13 @@ struct WriteReport {
 
 // `root` is the object to save (usually the checkpoint's root). The zip's top
 // directory is the output file's name without its extension, as torch names it.
-StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, NodeId root, const std::string& path);
+StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, NodeId root, const std::string& path,
+                                      const WriteOptions& options = {});
 
 // The same for `checkpoint`, an edited copy of input's, whose tensors still
 // refer to input's bytes.
 StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpoint& checkpoint, NodeId root,
-                                      const std::string& path);
+                                      const std::string& path, const WriteOptions& options = {});
 
 }  // namespace optstate
 

@@ -49,22 +49,39 @@ class MappedFile {
   uint64_t size_ = 0;
 };
 
-class AtomicFileWriter {
+// Where writers put bytes: an atomic file, or a compressor in front of one.
+// position() counts the bytes given to Write (before any compression), which is
+// what zip offsets refer to.
+class OutputStream {
+ public:
+  virtual ~OutputStream() = default;
+  virtual Status Write(ByteSpan data) = 0;
+  virtual uint64_t position() const = 0;
+  // Completes the output; after an error nothing is left at the final path.
+  virtual Status Commit() = 0;
+};
+
+// Compresses everything written with zstd (level 3, checksummed frames) into
+// `sink`. The decompressed content equals what was written.
+StatusOr<std::unique_ptr<OutputStream>> MakeZstdOutput(std::unique_ptr<OutputStream> sink);
+
+class AtomicFileWriter : public OutputStream {
  public:
   // Creates the temporary "<dir>/.<name>.tmp-XXXXXX" next to `final_path`.
   static StatusOr<std::unique_ptr<AtomicFileWriter>> Create(const std::string& final_path);
-  ~AtomicFileWriter();  // removes the temporary unless committed
+  ~AtomicFileWriter() override;  // removes the temporary unless committed
 
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
   // Every 64 MiB, asks the kernel to start writing back what came before, so
   // that dirty pages stay bounded and Commit's fsync has little left to do.
-  Status Write(ByteSpan data);
+  Status Write(ByteSpan data) override;
   uint64_t bytes_written() const { return written_; }
+  uint64_t position() const override { return written_; }
   // fsync, close, rename over final_path, fsync the directory. After an error the
   // temporary is removed and final_path is untouched.
-  Status Commit();
+  Status Commit() override;
 
   const std::string& final_path() const { return final_path_; }
   const std::string& temp_path() const { return temp_path_; }

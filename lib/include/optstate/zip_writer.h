@@ -22,7 +22,10 @@ namespace optstate {
 class ZipWriter {
  public:
   // `prefix` is the archive's top directory ("archive" for in-memory saves).
-  static StatusOr<std::unique_ptr<ZipWriter>> Create(const std::string& path, std::string prefix);
+  // `zstd`: the whole zip goes through a zstd compressor (a .zst file that
+  // optstate reads directly and `zstd -d` turns back into the zip).
+  static StatusOr<std::unique_ptr<ZipWriter>> Create(const std::string& path, std::string prefix,
+                                                     bool zstd = false);
 
   // Adds "<prefix>/<name>" holding `data`.
   // `done_with` (optional) is called with each chunk once it has been written,
@@ -33,7 +36,7 @@ class ZipWriter {
   Status AddZeroRecord(const std::string& name, uint64_t size);
   // Central directory and end records, then the atomic rename.
   Status Finish();
-  uint64_t bytes_written() const { return out_->bytes_written(); }
+  uint64_t bytes_written() const { return out_->position(); }  // of the zip, before compression
 
  private:
   struct Entry {
@@ -42,13 +45,13 @@ class ZipWriter {
     uint32_t crc;
     uint64_t local_offset;
   };
-  ZipWriter(std::unique_ptr<AtomicFileWriter> out, std::string prefix)
+  ZipWriter(std::unique_ptr<OutputStream> out, std::string prefix)
       : out_(std::move(out)), prefix_(std::move(prefix)) {}
   Status Put(const std::string& bytes);
   Status Header(const std::string& record, uint64_t size);
   Status Descriptor(uint32_t crc);
 
-  std::unique_ptr<AtomicFileWriter> out_;
+  std::unique_ptr<OutputStream> out_;
   std::string prefix_;
   std::vector<Entry> entries_;
 };
