@@ -274,6 +274,21 @@ std::string_view KeyFateName(KeyFate f) {
   return "orphan";
 }
 
+StatusOr<MatchedState> OpenAndMatch(const std::string& checkpoint, const std::string& state_key,
+                                    const std::string& manifest, const ReadOptions& read,
+                                    const MatchOptions& match) {
+  MatchedState m;
+  OPTSTATE_ASSIGN_OR_RETURN(m.file, OpenCheckpoint(checkpoint, read));
+  StatusOr<OptimizerState> state = LocateOptimizerState(m.file->checkpoint(), state_key);
+  if (!state.ok()) return std::move(state).status().WithContext(checkpoint);
+  m.state = std::move(*state);
+  OPTSTATE_ASSIGN_OR_RETURN(m.params, ReadParamManifest(manifest));
+  StatusOr<MatchReport> report = MatchState(m.file->checkpoint(), m.state, m.params, match);
+  if (!report.ok()) return std::move(report).status().WithContext(checkpoint);
+  m.match = std::move(*report);
+  return m;
+}
+
 StatusOr<MatchReport> MatchState(const Checkpoint& checkpoint, const OptimizerState& state,
                                  const std::vector<ParamInfo>& params, const MatchOptions& options) {
   Matcher m(checkpoint, state, params, options);

@@ -110,21 +110,15 @@ nlohmann::ordered_json ToJson(const CollisionsOptions& o, const OptimizerState& 
 }  // namespace
 
 int RunCollisions(const CollisionsOptions& o, CommandOutput& output) {
-  auto file = OpenCheckpoint(o.path, o.read);
-  if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
-  const Checkpoint& cp = (*file)->checkpoint();
-  auto state = LocateOptimizerState(cp, o.state_key);
-  if (!state.ok()) return ReportError(output, kName, std::move(state).status().WithContext(o.path), o.json);
-  auto params = ReadParamManifest(o.manifest);
-  if (!params.ok()) return ReportError(output, kName, params.status(), o.json);
-  auto report = MatchState(cp, *state, *params, o.match);
-  if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.path), o.json);
+  auto m = OpenAndMatch(o.path, o.state_key, o.manifest, o.read, o.match);
+  if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
+  const MatchReport& report = m->match;
   if (o.json) {
-    WriteJson(output, ToJson(o, *state, *params, *report));
+    WriteJson(output, ToJson(o, m->state, m->params, report));
   } else {
-    WriteText(o, *state, *params, *report, output.out);
+    WriteText(o, m->state, m->params, report, output.out);
   }
-  bool clean = report->collisions.empty() && report->orphans.empty() && report->ambiguous.empty();
+  bool clean = report.collisions.empty() && report.orphans.empty() && report.ambiguous.empty();
   return clean ? kExitOk : kExitFindings;
 }
 

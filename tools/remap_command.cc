@@ -56,16 +56,10 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
                     : o.on_collision == "share" ? CollisionPolicy::kShare
                     : o.on_collision == "reset" ? CollisionPolicy::kReset
                                                 : CollisionPolicy::kFail;
-  auto file = OpenCheckpoint(o.input, o.read);
-  if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
-  const Checkpoint& cp = (*file)->checkpoint();
-  auto state = LocateOptimizerState(cp, o.state_key);
-  if (!state.ok()) return ReportError(output, kName, std::move(state).status().WithContext(o.input), o.json);
-  auto params = ReadParamManifest(o.manifest);
-  if (!params.ok()) return ReportError(output, kName, params.status(), o.json);
-  auto match = MatchState(cp, *state, *params, o.match);
-  if (!match.ok()) return ReportError(output, kName, std::move(match).status().WithContext(o.input), o.json);
-  auto remapped = RemapState(cp, *state, *params, *match, ro);
+  auto m = OpenAndMatch(o.input, o.state_key, o.manifest, o.read, o.match);
+  if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
+  const OptimizerState* state = &m->state;
+  auto remapped = RemapState(m->file->checkpoint(), m->state, m->params, m->match, ro);
   if (!remapped.ok()) {
     Status s = std::move(remapped).status().WithContext(o.input);
     ReportError(output, kName, s, o.json);
@@ -73,7 +67,7 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   }
   WriteOptions wo;
   wo.zstd = o.zstd;
-  auto written = WriteCheckpoint(**file, remapped->checkpoint, remapped->checkpoint.graph.root, o.output, wo);
+  auto written = WriteCheckpoint(*m->file, remapped->checkpoint, remapped->checkpoint.graph.root, o.output, wo);
   if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
   nlohmann::ordered_json doc = ReportJson(o, *state, *remapped, *written);
   if (!o.report.empty()) {

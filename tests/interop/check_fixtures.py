@@ -84,32 +84,40 @@ def check_dcp(path):
     return first_difference(expected, actual)
 
 
-def main():
+def run_checks(header, cases):
+    """Runs (label, check) pairs: check() returns None when fine, a difference,
+    or raises Skip. Prints a line each and 'N passed, N failed, N skipped';
+    returns the exit code (1 when anything failed or nothing passed)."""
     passed = failed = skipped = 0
-    print(f"torch {torch.__version__}: checking fixtures against their .expected.json")
-    cases = [(line, p, check_file) for line, p in fixtures()]
-    if TORCH2:
-        dcp = os.path.join(REPO, "testdata", "good", "torch26", "fsdp2_dcp")
-        cases.append(("torch26", dcp, lambda _line, p: check_dcp(p)))
-    for line, path, check in cases:
-        rel = os.path.relpath(path, REPO)
-        kind = "same" if line == MINE else "cross"
+    print(f"torch {torch.__version__}: {header}")
+    for label, check in cases:
         try:
-            diff = check(line, path)
+            diff = check()
         except Skip as e:
             skipped += 1
-            print(f"skip {rel} ({kind}): {e}")
+            print(f"skip {label}: {e}")
             continue
-        except Exception as e:  # noqa: BLE001 - a fixture torch cannot load is a failure
+        except Exception as e:  # noqa: BLE001 - a file torch cannot load is a failure
             diff = f"{type(e).__name__}: {e}"
         if diff:
             failed += 1
-            print(f"FAIL {rel} ({kind}): {diff}")
+            print(f"FAIL {label}: {diff}")
         else:
             passed += 1
-            print(f"ok   {rel} ({kind})")
+            print(f"ok   {label}")
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed or not passed else 0
+
+
+def main():
+    def case(line, path, check):
+        kind = "same" if line == MINE else "cross"
+        return f"{os.path.relpath(path, REPO)} ({kind})", lambda: check(line, path)
+    cases = [case(line, p, check_file) for line, p in fixtures()]
+    if TORCH2:
+        dcp = os.path.join(REPO, "testdata", "good", "torch26", "fsdp2_dcp")
+        cases.append(case("torch26", dcp, lambda _line, p: check_dcp(p)))
+    return run_checks("checking fixtures against their .expected.json", cases)
 
 
 if __name__ == "__main__":

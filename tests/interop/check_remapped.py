@@ -9,7 +9,7 @@ recorded as really belonging to it. Parameters whose state was merged get none
 (drop), their own copy of the merged entry that aliases no other parameter's
 (share), or the same structure all zero (reset); torch.optim's load_state_dict must file every entry under the right
 parameter; and torch 2.x
-must load the file with weights_only=True. Ends with 'N passed, N failed'.
+must load the file with weights_only=True. Ends with 'N passed, N failed, N skipped'.
 """
 import json
 import os
@@ -107,22 +107,9 @@ def check(line, name, out):
 
 def main():
     scratch = sys.argv[1]
-    passed = failed = 0
-    print(f"torch {torch.__version__}: checking remapped fixtures in {scratch}")
-    for line in sorted(os.listdir(scratch)):
-        for name in sorted(os.listdir(os.path.join(scratch, line))):
-            try:
-                diff = check(line, name, os.path.join(scratch, line, name))
-            except Exception as e:  # noqa: BLE001 - any failure to load is the finding
-                diff = f"{type(e).__name__}: {e}"
-            if diff:
-                failed += 1
-                print(f"FAIL {line}/{name}: {diff}")
-            else:
-                passed += 1
-                print(f"ok   {line}/{name}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed or not passed else 0
+    cases = [(f"{line}/{name}", lambda line=line, name=name: check(line, name, os.path.join(scratch, line, name)))
+             for line in sorted(os.listdir(scratch)) for name in sorted(os.listdir(os.path.join(scratch, line)))]
+    return cf.run_checks(f"checking remapped fixtures in {scratch}", cases)
 
 
 if __name__ == "__main__":

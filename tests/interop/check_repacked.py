@@ -15,37 +15,26 @@ import check_fixtures as cf  # noqa: E402  (also puts testdata/gen on the path)
 import describe  # noqa: E402
 
 
+def check(line, name, out):
+    original = os.path.join(cf.REPO, "testdata", "good", line, name[:-len(".pt")])
+    with open(original + ".expected.json") as f:
+        want = json.load(f)
+    text = json.dumps(want)
+    if not cf.TORCH2 and ('"type": "dtensor"' in text or '"dtype": "float8' in text or '"dtype": "uint16"' in text):
+        raise cf.Skip("needs torch 2.x")
+    got = describe.describe(out)
+    diff = cf.first_difference({"root": want["root"], "storages": want["storages"]},
+                               {"root": got["root"], "storages": got["storages"]})
+    if not diff and cf.TORCH2 and not got["weights_only_load"]["ok"]:
+        diff = "weights_only=True refused it: " + got["weights_only_load"]["error"]
+    return diff
+
+
 def main():
     scratch = sys.argv[1]
-    passed = failed = skipped = 0
-    print(f"torch {cf.torch.__version__}: checking repacked fixtures in {scratch}")
-    for line in sorted(os.listdir(scratch)):
-        for name in sorted(os.listdir(os.path.join(scratch, line))):
-            out = os.path.join(scratch, line, name)
-            original = os.path.join(cf.REPO, "testdata", "good", line, name[:-len(".pt")])
-            with open(original + ".expected.json") as f:
-                want = json.load(f)
-            text = json.dumps(want)
-            if not cf.TORCH2 and ('"type": "dtensor"' in text or '"dtype": "float8' in text or '"dtype": "uint16"' in text):
-                skipped += 1
-                print(f"skip {line}/{name}: needs torch 2.x")
-                continue
-            try:
-                got = describe.describe(out)
-                diff = cf.first_difference({"root": want["root"], "storages": want["storages"]},
-                                           {"root": got["root"], "storages": got["storages"]})
-                if not diff and cf.TORCH2 and not got["weights_only_load"]["ok"]:
-                    diff = "weights_only=True refused it: " + got["weights_only_load"]["error"]
-            except Exception as e:  # noqa: BLE001 - any failure to load is the finding
-                diff = f"{type(e).__name__}: {e}"
-            if diff:
-                failed += 1
-                print(f"FAIL {line}/{name}: {diff}")
-            else:
-                passed += 1
-                print(f"ok   {line}/{name}")
-    print(f"{passed} passed, {failed} failed, {skipped} skipped")
-    return 1 if failed or not passed else 0
+    cases = [(f"{line}/{name}", lambda line=line, name=name: check(line, name, os.path.join(scratch, line, name)))
+             for line in sorted(os.listdir(scratch)) for name in sorted(os.listdir(os.path.join(scratch, line)))]
+    return cf.run_checks(f"checking repacked fixtures in {scratch}", cases)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@
 #define OPTSTATE_STATE_MATCHING_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,20 @@ struct MatchOptions {
 // param_groups', or when bare pointers come without data_ptr in the manifest.
 StatusOr<MatchReport> MatchState(const Checkpoint& checkpoint, const OptimizerState& state,
                                  const std::vector<ParamInfo>& params, const MatchOptions& options = {});
+
+// Everything `collisions` and `remap` start from: the checkpoint, its optimizer
+// state (at `state_key`, or the only one), the manifest, and the match.
+struct MatchedState {
+  std::unique_ptr<CheckpointFile> file;
+  OptimizerState state;
+  std::vector<ParamInfo> params;
+  MatchReport match;
+};
+
+// Errors carry the checkpoint's path (or the manifest's, for manifest errors).
+StatusOr<MatchedState> OpenAndMatch(const std::string& checkpoint, const std::string& state_key,
+                                    const std::string& manifest, const ReadOptions& read,
+                                    const MatchOptions& match);
 
 }  // namespace optstate
 
