@@ -97,6 +97,7 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
   ContainerOptions copts;
   copts.verify_crc = options.verify_crc;
   copts.resolve_offsets = options.resolve_offsets;
+  copts.done_with = options.done_with;
   copts.zip = options.zip;
   OPTSTATE_ASSIGN_OR_RETURN(out.container, InspectContainer(cursor, copts));
   switch (out.container.format) {
@@ -128,7 +129,10 @@ StatusOr<std::unique_ptr<CheckpointFile>> OpenCheckpoint(const std::string& path
   {
     StatusOr<ContainerInfo> sniff = InspectContainer(ByteCursor(file->mapped_->bytes()), {});
     if (!sniff.ok() || sniff->format != ContainerFormat::kZstd) {
-      StatusOr<Checkpoint> parsed = ParseCheckpoint(ByteCursor(file->mapped_->bytes()), options);
+      ReadOptions mapped_options = options;
+      const MappedFile* mapping = file->mapped_.get();
+      mapped_options.done_with = [mapping](ByteSpan range) { mapping->ReleasePages(range); };
+      StatusOr<Checkpoint> parsed = ParseCheckpoint(ByteCursor(file->mapped_->bytes()), mapped_options);
       if (!parsed.ok()) return std::move(parsed).status().WithContext(path);
       file->checkpoint_ = std::move(*parsed);
       return file;

@@ -74,7 +74,13 @@ Status DescribeZip(const ByteCursor& cursor, const ContainerOptions& options, Co
       ++info.storage_records;
       info.storage_bytes += e.size;
     }
-    if (options.verify_crc) OPTSTATE_RETURN_IF_ERROR(VerifyZipEntryCrc(cursor, e));
+    if (options.verify_crc) {
+      OPTSTATE_RETURN_IF_ERROR(VerifyZipEntryCrc(cursor, e));
+      if (options.done_with) {
+        StatusOr<ByteSpan> data = ZipEntryData(cursor, e);
+        if (data.ok()) options.done_with(*data);
+      }
+    }
   }
   info.crc_checked = options.verify_crc;
   return Status();

@@ -168,7 +168,9 @@ TEST(ContainerTest, IdentifiesEachFormat) {
 TEST(ContainerTest, ZipFactsFromTorch26) {
   const std::string path = "testdata/good/torch26/adamw_index.pt";
   std::string bytes = testing::ReadFileOrFail(path);
-  StatusOr<ContainerInfo> info = InspectContainer(ByteCursor(AsBytes(bytes)), {.verify_crc = true, .zip = {}});
+  ContainerOptions verify;
+  verify.verify_crc = true;
+  StatusOr<ContainerInfo> info = InspectContainer(ByteCursor(AsBytes(bytes)), verify);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(info->pickle_protocol, 2);
   EXPECT_EQ(info->version, "3");

@@ -31,6 +31,7 @@ struct ReadOptions {
   ZipLimits zip;
   bool verify_crc = false;                          // recompute every zip record's CRC
   bool resolve_offsets = false;                     // read every zip local header (listings)
+  std::function<void(ByteSpan)> done_with;          // see ContainerOptions::done_with
   uint64_t max_storage_bytes = 1ull << 40;          // one storage (1 TiB)
   uint64_t max_decompressed_bytes = 16ull << 30;    // a .zst's content (16 GiB)
   uint32_t max_nested_pickle_depth = 3;             // pickles inside bytes inside pickles

@@ -9,6 +9,7 @@
 #define OPTSTATE_CONTAINER_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -45,6 +46,9 @@ struct ContainerInfo {
 struct ContainerOptions {
   bool verify_crc = false;  // recompute every record's CRC-32 (reads all data)
   bool resolve_offsets = false;  // read every local header, for listings of data offsets
+  // Called with each record's bytes once its CRC is verified, so a mapped file's
+  // pages can be released (verifying a 40 GB file must not keep 40 GB resident).
+  std::function<void(ByteSpan)> done_with;
   ZipLimits zip;
 };
 
