@@ -11,20 +11,6 @@
 namespace optstate {
 namespace {
 
-const Node* DictValue(const ObjectGraph& g, const Node& dict, std::string_view key) {
-  for (auto [k, v] : dict.entries) {
-    const Node& kn = g.at(k);
-    if (kn.kind == NodeKind::kStr && kn.text == key) return &g.at(v);
-  }
-  return nullptr;
-}
-
-std::string ShapeText(const std::vector<int64_t>& sizes) {
-  std::string s = "[";
-  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
-  return s + "]";
-}
-
 // "int", "str", "(int, tuple[int])", "tensor": the shape of a state key's type.
 std::string KeySignature(const ObjectGraph& g, NodeId id, int depth = 0) {
   const Node& n = g.at(id);
@@ -61,7 +47,7 @@ class Builder {
     BuildTree(*start, r);
     WalkTree(g_, g_.root, 8, [&](const WalkStep& s) {
       if (!s.repeat && IsOptimizerStateDict(g_, s.id)) {
-        r.optimizers.push_back(Summarise(s.path, g_.at(s.id)));
+        r.optimizers.push_back(Summarise(s.path, s.id));
         return false;
       }
       return true;
@@ -198,11 +184,12 @@ class Builder {
     });
   }
 
-  OptimizerSummary Summarise(const std::string& path, const Node& osd) {
+  OptimizerSummary Summarise(const std::string& path, NodeId osd) {
     OptimizerSummary o;
     o.path = path;
-    const Node& state = *DictValue(g_, osd, "state");
-    const Node& groups = *DictValue(g_, osd, "param_groups");
+    // IsOptimizerStateDict checked that both exist.
+    const Node& state = g_.at(DictLookup(g_, osd, "state"));
+    const Node& groups = g_.at(DictLookup(g_, osd, "param_groups"));
     o.state_entries = state.entries.size();
     std::map<std::string, size_t> key_types;
     std::map<std::string, StateField> fields;

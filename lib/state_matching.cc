@@ -7,12 +7,6 @@
 namespace optstate {
 namespace {
 
-std::string ShapeText(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 uint64_t ViewBytes(const StateKey& k, const ParamInfo& p) {
   uint64_t n = 1;
   for (int64_t d : k.shape) n *= static_cast<uint64_t>(d);

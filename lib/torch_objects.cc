@@ -13,13 +13,6 @@ namespace {
 
 std::string At(const Node& n) { return "offset " + std::to_string(n.offset) + ": "; }
 
-// Python 2 module names in pickles, mapped as pickle's compat tables do.
-std::string_view NormalModule(std::string_view module) {
-  if (module == "__builtin__") return "builtins";
-  if (module == "copy_reg") return "copyreg";
-  return module;
-}
-
 class Resolver {
  public:
   Resolver(ObjectGraph& g, const StorageLocator& locate, uint32_t max_depth)
@@ -91,7 +84,7 @@ class Resolver {
   std::string CallName(const Node& call) const {
     if (call.callable == kNoNode || N(call.callable).kind != NodeKind::kGlobal) return "";
     const Node& gl = N(call.callable);
-    return std::string(NormalModule(gl.module)) + "." + gl.name;
+    return std::string(NormalizeModule(gl.module)) + "." + gl.name;
   }
 
   // --- storages ---
@@ -400,12 +393,10 @@ class Resolver {
   Status BecomeTensor(NodeId id, TensorRef t) {
     // A short identity for keys that hold tensors, e.g. HeavyBall's
     // (Parameter, view_idx): "Parameter(float32 [16, 8], storage 0)".
-    std::string shape;
-    for (size_t i = 0; i < t.sizes.size(); ++i) shape += (i ? ", " : "") + std::to_string(t.sizes[i]);
     std::string where = t.storage < 0 ? "meta" : "storage " + out_.storages[static_cast<size_t>(t.storage)].key;
     if (t.storage_offset != 0) where += " +" + std::to_string(t.storage_offset);
     std::string label = std::string(t.is_dtensor ? "DTensor" : t.is_parameter ? "Parameter" : "Tensor") + "(" +
-                        std::string(GetDTypeInfo(t.dtype).name) + " [" + shape + "], " + where + ")";
+                        std::string(GetDTypeInfo(t.dtype).name) + " " + ShapeText(t.sizes) + ", " + where + ")";
     out_.tensors.push_back(std::move(t));
     Node& n = g_.at(id);
     n.kind = NodeKind::kTensor;
@@ -423,6 +414,18 @@ class Resolver {
 };
 
 }  // namespace
+
+std::string_view NormalizeModule(std::string_view module) {
+  if (module == "__builtin__") return "builtins";
+  if (module == "copy_reg") return "copyreg";
+  return module;
+}
+
+std::string ShapeText(const std::vector<int64_t>& sizes) {
+  std::string out = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
+  return out + "]";
+}
 
 uint64_t TensorRef::numel() const {
   uint64_t n = 1;

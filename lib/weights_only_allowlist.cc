@@ -57,16 +57,10 @@ bool IsDtypeName(std::string_view name) {
   return false;
 }
 
-std::string_view Normal(std::string_view module) {
-  if (module == "__builtin__") return "builtins";
-  if (module == "copy_reg") return "copyreg";
-  return module;
-}
-
 }  // namespace
 
 bool IsWeightsOnlyAllowed(std::string_view module_in, std::string_view name) {
-  std::string_view module = Normal(module_in);
+  std::string_view module = NormalizeModule(module_in);
   std::string full;
   full.append(module).append(".").append(name);
   for (std::string_view a : kAllowedExact) {
@@ -90,7 +84,7 @@ bool IsWeightsOnlyAllowed(std::string_view module_in, std::string_view name) {
 }
 
 bool IsDangerousGlobal(std::string_view module_in, std::string_view name) {
-  std::string_view module = Normal(module_in);
+  std::string_view module = NormalizeModule(module_in);
   std::string_view top = module.substr(0, module.find('.'));
   for (std::string_view m : kDangerousModules) {
     if (m == top) return true;

@@ -13,12 +13,6 @@ namespace {
 
 constexpr const char* kName = "collisions";
 
-std::string Shape(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 std::string Names(const std::vector<ParamInfo>& params, const std::vector<size_t>& ids) {
   std::string out;
   for (size_t p : ids) out += (out.empty() ? "" : ", ") + params[p].name;
@@ -39,7 +33,7 @@ void WriteText(const CollisionsOptions& o, const OptimizerState& st, const std::
   for (size_t p = 0; p < params.size(); ++p) {
     const ParamMatch& m = r.params[p];
     out << "  " << std::setw(static_cast<int>(width)) << params[p].name << "  " << std::setw(14)
-        << Shape(params[p].shape);
+        << ShapeText(params[p].shape);
     if (m.collided) {
       out << "MERGED with others (see collisions)";
     } else if (m.keys.empty()) {
@@ -49,7 +43,7 @@ void WriteText(const CollisionsOptions& o, const OptimizerState& st, const std::
           << ConfidenceName(m.confidence);
       if (m.keys.size() > 1) {
         std::string shapes;
-        for (size_t k : m.keys) shapes += (shapes.empty() ? "" : " + ") + Shape(st.keys[k].shape);
+        for (size_t k : m.keys) shapes += (shapes.empty() ? "" : " + ") + ShapeText(st.keys[k].shape);
         if (st.keys[m.keys.front()].kind == KeyKind::kPtrShape) out << ": " << shapes;
       }
     }

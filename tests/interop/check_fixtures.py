@@ -109,6 +109,13 @@ def run_checks(header, cases):
     return 1 if failed or not passed else 0
 
 
+def run_scratch(what, scratch, check):
+    """run_checks over SCRATCH/<line>/<name>, calling check(line, name, path)."""
+    cases = [(f"{line}/{name}", lambda line=line, name=name: check(line, name, os.path.join(scratch, line, name)))
+             for line in sorted(os.listdir(scratch)) for name in sorted(os.listdir(os.path.join(scratch, line)))]
+    return run_checks(f"checking {what} fixtures in {scratch}", cases)
+
+
 def main():
     def case(line, path, check):
         kind = "same" if line == MINE else "cross"

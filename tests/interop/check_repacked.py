@@ -31,10 +31,7 @@ def check(line, name, out):
 
 
 def main():
-    scratch = sys.argv[1]
-    cases = [(f"{line}/{name}", lambda line=line, name=name: check(line, name, os.path.join(scratch, line, name)))
-             for line in sorted(os.listdir(scratch)) for name in sorted(os.listdir(os.path.join(scratch, line)))]
-    return cf.run_checks(f"checking repacked fixtures in {scratch}", cases)
+    return cf.run_scratch("repacked", sys.argv[1], check)
 
 
 if __name__ == "__main__":

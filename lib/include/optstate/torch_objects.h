@@ -85,6 +85,13 @@ StatusOr<TorchObjects> ResolveTorchObjects(ObjectGraph& graph, const StorageLoca
 // such as __builtin__.set are mapped first, as torch does.)
 bool IsWeightsOnlyAllowed(std::string_view module, std::string_view name);
 
+// Python 2 module names in pickles mapped as pickle's compat tables do
+// (__builtin__ -> builtins, copy_reg -> copyreg).
+std::string_view NormalizeModule(std::string_view module);
+
+// "[16, 8]"; "[]" for a 0-d tensor.
+std::string ShapeText(const std::vector<int64_t>& sizes);
+
 // Globals that execute code or reach the system when called: os.*, subprocess.*,
 // builtins.eval/exec/..., runpy, importlib, ... Reported as errors.
 bool IsDangerousGlobal(std::string_view module, std::string_view name);
