@@ -66,7 +66,6 @@ Status DescribeZip(const ByteCursor& cursor, const ContainerOptions& options, Co
   }
   if (options.resolve_offsets || options.verify_crc) {
     OPTSTATE_RETURN_IF_ERROR(ResolveZipDataOffsets(cursor, info.zip));
-    info.offsets_resolved = true;
   }
   std::string data_dir = info.zip.prefix + "/data/";
   for (const ZipEntry& e : info.zip.entries) {

@@ -24,18 +24,18 @@ Status ParseLegacyCheckpoint(const ByteCursor& whole, const ReadOptions& options
                             (p.kind == NodeKind::kInt ? std::to_string(p.int_value) : TypeName(proto.graph, proto.graph.root)) +
                             " (only 1001 exists)");
   }
-  out.legacy_protocol_version = p.int_value;
   at = c.offset();
   OPTSTATE_ASSIGN_OR_RETURN(PickleResult sys_info, ReadPickle(c, options.pickle));
   const Node& info = sys_info.graph.at(sys_info.graph.root);
+  bool little_endian = true;
   for (auto [k, v] : info.entries) {
     const Node& key = sys_info.graph.at(k);
     const Node& val = sys_info.graph.at(v);
     if (key.kind == NodeKind::kStr && key.text == "little_endian" && val.kind == NodeKind::kBool) {
-      out.legacy_little_endian = val.bool_value;
+      little_endian = val.bool_value;
     }
   }
-  if (!out.legacy_little_endian) {
+  if (!little_endian) {
     return UnsupportedError("offset " + std::to_string(at) + ": big-endian legacy checkpoint");
   }
 

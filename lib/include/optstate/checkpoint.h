@@ -47,9 +47,6 @@ struct Checkpoint {
   std::vector<StorageRef> storages;
   std::vector<TensorRef> tensors;
   std::vector<Finding> findings;
-  // legacy format only: its header pickles
-  int64_t legacy_protocol_version = 0;  // 1001
-  bool legacy_little_endian = true;
 };
 
 // Owns the bytes a Checkpoint's offsets refer to.
@@ -64,7 +61,6 @@ class CheckpointFile {
   void ReleasePages(ByteSpan range) const {
     if (mapped_) mapped_->ReleasePages(range);
   }
-  bool decompressed() const { return !buffer_.empty() || !mapped_; }
 
  private:
   friend StatusOr<std::unique_ptr<CheckpointFile>> OpenCheckpoint(const std::string&,

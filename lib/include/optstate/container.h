@@ -36,7 +36,6 @@ struct ContainerInfo {
   uint64_t storage_records = 0;          // records under data/
   uint64_t storage_bytes = 0;            // their total size
   bool crc_checked = false;              // CRCs of every record were verified
-  bool offsets_resolved = false;         // every entry's data_offset is known
 
   // zstd only.
   std::optional<uint64_t> zstd_content_size;       // when the frame header declares it
