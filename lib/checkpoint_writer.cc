@@ -1,9 +1,11 @@
 #include "optstate/checkpoint_writer.h"
 
-#include "optstate/pickle_writer.h"
-#include "optstate/zip_writer.h"
-
+#include <algorithm>
 #include <filesystem>
+
+#include "optstate/pickle_writer.h"
+#include "optstate/torch_objects.h"
+#include "optstate/zip_writer.h"
 
 namespace optstate {
 namespace {
@@ -18,6 +20,14 @@ std::string ArchiveName(const std::string& path) {
 
 }  // namespace
 
+std::string WeightsOnlyVerdict(const WriteReport& report) {
+  if (report.unsafe_globals.empty()) return "accepts it";
+  if (report.loadable_after_dtensor_import) return "accepts it once torch.distributed.tensor is imported";
+  std::string out = "refuses it: the input already references";
+  for (const std::string& g : report.unsafe_globals) out += " " + g;
+  return out;
+}
+
 StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, NodeId root, const std::string& path,
                                       const WriteOptions& options) {
   return WriteCheckpoint(input, input.checkpoint(), root, path, options);
@@ -30,6 +40,13 @@ StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpo
   OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<ZipWriter> zip, ZipWriter::Create(path, ArchiveName(path), options.zstd));
   WriteReport report;
   report.unsafe_globals = pickle.unsafe_globals;
+  report.loadable_after_dtensor_import =
+      !report.unsafe_globals.empty() &&
+      std::all_of(report.unsafe_globals.begin(), report.unsafe_globals.end(), [](const std::string& g) {
+        size_t dot = g.rfind('.');
+        return dot != std::string::npos &&
+               IsAllowedOnceDistributedTensorImported(std::string_view(g).substr(0, dot), std::string_view(g).substr(dot + 1));
+      });
   OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("data.pkl", AsBytes(pickle.bytes)));
   OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("byteorder", AsBytes("little")));
   for (size_t key = 0; key < pickle.storages.size(); ++key) {

@@ -183,7 +183,6 @@ class Writer {
   }
 
   Status Tensor(const TensorRef& t) {
-    if (t.is_dtensor) return UnsupportedError("writing DTensor values is not implemented yet");
     if (t.is_parameter) {  // _rebuild_parameter(data, requires_grad, hooks)
       Global("torch._utils", "_rebuild_parameter");
       Op('(');
@@ -333,38 +332,50 @@ class Writer {
         Op('R');
         break;
       case NodeKind::kGlobal: Global(n.module, n.name); return Status();
-      case NodeKind::kTensor: OPTSTATE_RETURN_IF_ERROR(Tensor(cp_.tensors[n.tensor])); break;
-      case NodeKind::kObject: {
-        OPTSTATE_RETURN_IF_ERROR(Emit(n.callable));
-        if (n.args != kNoNode) {
-          OPTSTATE_RETURN_IF_ERROR(Emit(n.args));
-        } else {
-          Op(')');
+      case NodeKind::kTensor:
+        // A DTensor node keeps the call that built it (_rebuild_from_type_v2 with
+        // the mesh, placements and local tensor): written back as that call, the
+        // local tensor inside it as an ordinary tensor.
+        if (cp_.tensors[n.tensor].is_dtensor) {
+          if (n.callable == kNoNode) return UnsupportedError("a DTensor without the call that built it");
+          return Call(id, n);
         }
-        if (n.call == CallOpcode::kNewObjEx) {
-          if (n.kwargs != kNoNode) {
-            OPTSTATE_RETURN_IF_ERROR(Emit(n.kwargs));
-          } else {
-            Op('}');
-          }
-          Op('\x92');
-        } else {
-          Op(n.call == CallOpcode::kNewObj ? '\x81' : 'R');
-        }
-        Remember(id);
-        if (!n.items.empty()) OPTSTATE_RETURN_IF_ERROR(Items(n.items, 'e'));
-        if (!n.entries.empty()) OPTSTATE_RETURN_IF_ERROR(Entries(n.entries));
-        if (n.state != kNoNode) {
-          OPTSTATE_RETURN_IF_ERROR(Emit(n.state));
-          Op('b');
-        }
-        return Status();
-      }
+        OPTSTATE_RETURN_IF_ERROR(Tensor(cp_.tensors[n.tensor]));
+        break;
+      case NodeKind::kObject: return Call(id, n);
       case NodeKind::kPersistentId:
       case NodeKind::kStorage:
         return UnsupportedError("a bare storage reference outside a tensor");
     }
     Remember(id);
+    return Status();
+  }
+
+  // An unperformed call as the pickle asked for it, with its APPENDs, SETITEMs and BUILD.
+  Status Call(NodeId id, const Node& n) {
+    OPTSTATE_RETURN_IF_ERROR(Emit(n.callable));
+    if (n.args != kNoNode) {
+      OPTSTATE_RETURN_IF_ERROR(Emit(n.args));
+    } else {
+      Op(')');
+    }
+    if (n.call == CallOpcode::kNewObjEx) {
+      if (n.kwargs != kNoNode) {
+        OPTSTATE_RETURN_IF_ERROR(Emit(n.kwargs));
+      } else {
+        Op('}');
+      }
+      Op('\x92');
+    } else {
+      Op(n.call == CallOpcode::kNewObj ? '\x81' : 'R');
+    }
+    Remember(id);
+    if (!n.items.empty()) OPTSTATE_RETURN_IF_ERROR(Items(n.items, 'e'));
+    if (!n.entries.empty()) OPTSTATE_RETURN_IF_ERROR(Entries(n.entries));
+    if (n.state != kNoNode) {
+      OPTSTATE_RETURN_IF_ERROR(Emit(n.state));
+      Op('b');
+    }
     return Status();
   }
 

@@ -4,6 +4,8 @@
 #include <map>
 #include <unordered_map>
 
+#include "optstate/model_params.h"
+
 namespace optstate {
 namespace {
 
@@ -23,8 +25,8 @@ class Matcher {
 
   StatusOr<MatchReport> Run() {
     if (params_.size() != st_.param_count) {
-      return InvalidArgumentError("the manifest lists " + std::to_string(params_.size()) +
-                                  " parameters but param_groups has " + std::to_string(st_.param_count));
+      return InvalidArgumentError(std::to_string(params_.size()) + " parameters were given, but param_groups lists " +
+                                  std::to_string(st_.param_count));
     }
     std::vector<size_t> pointer_keys;
     for (size_t i = 0; i < st_.keys.size(); ++i) {
@@ -169,8 +171,30 @@ class Matcher {
       uint64_t extent = k.kind == KeyKind::kPtrShape ? ViewBytes(k, info) : 1;
       if (k.ptr >= begin && k.ptr < end && extent <= end - k.ptr) return Assign(i, p, Confidence::kExact);
     }
-    Orphan(i, "pointer " + std::to_string(k.ptr) + " lies inside no parameter: state of a temporary "
-              "(HeavyBall re-keyed to reshape copies), never used by any parameter");
+    std::string from = k.kind == KeyKind::kPtrShape ? ViewSources(k.shape) : "";
+    Orphan(i, "pointer " + std::to_string(k.ptr) + " lies inside no parameter: state of a temporary " +
+                  (from.empty() ? std::string("(HeavyBall keyed reshape copies)")
+                                : "(a reshape copy of " + from + "?)") +
+                  ", never used by any parameter");
+  }
+
+  // Parameters a key of `shape` could be a view of without being of that shape:
+  // a split along dim 0 (same trailing dims, fewer rows) or a reshape (same
+  // element count, as HeavyBall's merge_dims made). "emb.weight [16, 8], ...".
+  std::string ViewSources(const std::vector<int64_t>& shape) const {
+    auto numel = [](const std::vector<int64_t>& s) {
+      uint64_t n = 1;
+      for (int64_t d : s) n *= static_cast<uint64_t>(d);
+      return n;
+    };
+    std::string out;
+    for (const ParamInfo& p : params_) {
+      if (p.shape == shape || p.shape.empty() || shape.empty()) continue;
+      bool split = p.shape.size() == shape.size() && shape[0] < p.shape[0] &&
+                   std::equal(shape.begin() + 1, shape.end(), p.shape.begin() + 1);
+      if (split || numel(shape) == numel(p.shape)) out += (out.empty() ? "" : ", ") + p.name + " " + ShapeText(p.shape);
+    }
+    return out;
   }
 
   void MatchByShape(const std::vector<size_t>& keys) {
@@ -183,9 +207,18 @@ class Matcher {
       }
       std::sort(ks.begin(), ks.end(), [&](size_t a, size_t b) { return st_.keys[a].ptr < st_.keys[b].ptr; });
       if (owners.empty()) {
+        // Without pointers a view and a temporary copy look alike: refuse rather than guess.
+        std::string from = ViewSources(shape);
         for (size_t k : ks) {
-          Orphan(k, "no parameter has shape " + ShapeText(shape) + " (a split view?); data_ptr in the manifest "
-                    "places views exactly");
+          if (from.empty()) {
+            Orphan(k, "no parameter has shape " + ShapeText(shape) + " or could have a view of that shape");
+          } else {
+            r_.keys[k].fate = KeyFate::kAmbiguous;
+            r_.keys[k].params.clear();
+            r_.keys[k].reason = "no parameter has shape " + ShapeText(shape) + "; it may be a view of " + from +
+                                " (split or merged dims) or a temporary copy: data_ptr in a manifest decides";
+            r_.ambiguous.push_back(k);
+          }
         }
       } else if (owners.size() == 1 && ks.size() == 1) {
         Assign(ks[0], owners[0], Confidence::kShapeUnique);
@@ -197,8 +230,8 @@ class Matcher {
         for (size_t k : ks) {
           r_.keys[k].fate = KeyFate::kAmbiguous;
           r_.keys[k].params = owners;
-          r_.keys[k].reason = std::to_string(owners.size()) + " parameters of shape " + ShapeText(shape) + " and " +
-                              std::to_string(ks.size()) + " keys: " +
+          r_.keys[k].reason = std::to_string(owners.size()) + (owners.size() == 1 ? " parameter" : " parameters") +
+                              " of shape " + ShapeText(shape) + " and " + std::to_string(ks.size()) + " keys: " +
                               (owners.size() == ks.size() ? "pointer order would pair them (--allow-heuristic)"
                                                           : "they cannot be paired without data_ptr");
           r_.ambiguous.push_back(k);
@@ -228,6 +261,7 @@ class Matcher {
       }
     }
     for (const CollisionGroup& c : r_.collisions) r_.unattributable_bytes += c.bytes;
+    std::sort(r_.ambiguous.begin(), r_.ambiguous.end());  // state dict order, like orphans
     // Report collisions in the order their keys appear in the state dict.
     std::sort(r_.collisions.begin(), r_.collisions.end(),
               [](const CollisionGroup& a, const CollisionGroup& b) { return a.keys.front() < b.keys.front(); });
@@ -268,15 +302,54 @@ std::string_view KeyFateName(KeyFate f) {
   return "orphan";
 }
 
+namespace {
+
+Status LoadParams(const std::string& checkpoint, const ParamSource& source, const ReadOptions& read,
+                  MatchedState& m) {
+  if (!source.manifest.empty()) {
+    OPTSTATE_ASSIGN_OR_RETURN(m.params, ReadParamManifest(source.manifest));
+    m.params_from = "manifest " + source.manifest;
+    m.order = "the manifest's order";
+    return Status();
+  }
+  std::unique_ptr<CheckpointFile> own;
+  const Checkpoint* model = &m.file->checkpoint();
+  const std::string& path = source.model.empty() ? checkpoint : source.model;
+  if (!source.model.empty()) {
+    OPTSTATE_ASSIGN_OR_RETURN(own, OpenCheckpoint(source.model, read));
+    model = &own->checkpoint();
+  }
+  std::string found_at;
+  StatusOr<NodeId> dict = LocateModelStateDict(*model, source.model_key, &found_at);
+  if (!dict.ok()) {
+    Status s = std::move(dict).status();
+    if (source.model.empty() && source.model_key.empty() && s.code() == StatusCode::kNotFound) {
+      s = NotFoundError("no parameter list: pass --manifest FILE or --model FILE (this checkpoint has no "
+                        "'model', 'model_state_dict' or 'state_dict' entry; --model-key names another)");
+    }
+    return s.WithContext(path);
+  }
+  StatusOr<ModelParams> params = ParamsFromModel(*model, *dict, m.file->checkpoint(), m.state);
+  if (!params.ok()) return std::move(params).status().WithContext(path);
+  m.params = std::move(params->params);
+  m.order = std::move(params->order);
+  m.tied = std::move(params->tied);
+  m.buffers = std::move(params->buffers);
+  m.params_from = (source.model.empty() ? "" : "model state_dict ") +
+                  (found_at.empty() ? path : "'" + found_at + "' in " + path);
+  return Status();
+}
+
+}  // namespace
+
 StatusOr<MatchedState> OpenAndMatch(const std::string& checkpoint, const std::string& state_key,
-                                    const std::string& manifest, const ReadOptions& read,
-                                    const MatchOptions& match) {
+                                    const ParamSource& source, const ReadOptions& read, const MatchOptions& match) {
   MatchedState m;
   OPTSTATE_ASSIGN_OR_RETURN(m.file, OpenCheckpoint(checkpoint, read));
   StatusOr<OptimizerState> state = LocateOptimizerState(m.file->checkpoint(), state_key);
   if (!state.ok()) return std::move(state).status().WithContext(checkpoint);
   m.state = std::move(*state);
-  OPTSTATE_ASSIGN_OR_RETURN(m.params, ReadParamManifest(manifest));
+  OPTSTATE_RETURN_IF_ERROR(LoadParams(checkpoint, source, read, m));
   StatusOr<MatchReport> report = MatchState(m.file->checkpoint(), m.state, m.params, match);
   if (!report.ok()) return std::move(report).status().WithContext(checkpoint);
   m.match = std::move(*report);

@@ -99,8 +99,30 @@ class Remapper {
                                     std::to_string(c.params.size()) +
                                     " parameters: no single entry to share or reset from; use drop");
       }
+      if (o_.on_collision != CollisionPolicy::kDrop && HasDTensor(st_.keys[c.keys.front()].value, 0)) {
+        return UnsupportedError("merged entry " + st_.keys[c.keys.front()].text +
+                                " holds DTensors, which share and reset cannot copy yet; use drop");
+      }
     }
     return Status();
+  }
+
+  // Optimizer state values are a few levels deep; a value that contains itself
+  // (possible in a hostile pickle) must not recurse forever.
+  static constexpr int kMaxValueDepth = 256;
+
+  bool HasDTensor(NodeId id, int depth) const {
+    const ObjectGraph& g = r_.checkpoint.graph;
+    const Node& n = g.at(id);
+    if (n.kind == NodeKind::kTensor) return r_.checkpoint.tensors[n.tensor].is_dtensor;
+    if (depth > kMaxValueDepth) return false;
+    for (auto [k, v] : n.entries) {
+      if (HasDTensor(v, depth + 1)) return true;
+    }
+    for (NodeId i : n.items) {
+      if (HasDTensor(i, depth + 1)) return true;
+    }
+    return false;
   }
 
   // A copy of a state value that owns its tensors: each tensor gets a new
@@ -111,6 +133,7 @@ class Remapper {
     ObjectGraph& g = r_.checkpoint.graph;
     Node n = g.at(id);  // a copy: New() may move the arena
     if (depth == 0) storage_copies_.clear();
+    if (depth > kMaxValueDepth) return id;  // a cycle; the pickle writer refuses it with a clear error
     switch (n.kind) {
       case NodeKind::kTensor: {
         TensorRef t = r_.checkpoint.tensors[n.tensor];

@@ -83,6 +83,15 @@ bool IsWeightsOnlyAllowed(std::string_view module_in, std::string_view name) {
   return false;
 }
 
+bool IsAllowedOnceDistributedTensorImported(std::string_view module, std::string_view name) {
+  // Listed by torch.serialization.get_safe_globals() after the import, torch 2.6.0.
+  return (module == "torch.distributed.tensor" && name == "DTensor") ||
+         (module == "torch.distributed.device_mesh" && name == "DeviceMesh") ||
+         (module == "torch.distributed.tensor._dtensor_spec" && (name == "DTensorSpec" || name == "TensorMeta")) ||
+         (module == "torch.distributed.tensor.placement_types" &&
+          (name == "Shard" || name == "Replicate" || name == "Partial"));
+}
+
 bool IsDangerousGlobal(std::string_view module_in, std::string_view name) {
   std::string_view module = NormalizeModule(module_in);
   std::string_view top = module.substr(0, module.find('.'));

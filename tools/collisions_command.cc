@@ -7,6 +7,7 @@
 
 #include "optstate/inspect_report.h"
 #include "optstate/param_manifest.h"
+#include "param_source_flags.h"
 
 namespace optstate::tools {
 namespace {
@@ -19,32 +20,35 @@ std::string Names(const std::vector<ParamInfo>& params, const std::vector<size_t
   return out;
 }
 
-void WriteText(const CollisionsOptions& o, const OptimizerState& st, const std::vector<ParamInfo>& params,
-               const MatchReport& r, std::ostream& out) {
+void WriteText(const CollisionsOptions& o, const MatchedState& m, std::ostream& out) {
+  const OptimizerState& st = m.state;
+  const std::vector<ParamInfo>& params = m.params;
+  const MatchReport& r = m.match;
   out << o.path << ": optimizer state at " << (st.path.empty() ? "(root)" : st.path) << "\n";
   out << "  key scheme   " << KeyKindName(st.scheme) << ": " << KeyKindOrigin(st.scheme)
       << (st.mixed ? " (mixed with other kinds)" : "") << "\n";
-  out << "  keys         " << st.keys.size() << " for " << params.size() << " parameters (manifest "
-      << o.manifest << ")\n\n";
+  out << "  keys         " << st.keys.size() << "\n";
+  WriteParamSourceText(m, out);
+  out << "\n";
   size_t width = 10;
   for (const ParamInfo& p : params) width = std::max(width, p.name.size());
   out << "  " << std::left << std::setw(static_cast<int>(width)) << "parameter" << "  " << std::setw(14) << "shape"
       << "state\n";
   for (size_t p = 0; p < params.size(); ++p) {
-    const ParamMatch& m = r.params[p];
+    const ParamMatch& pm = r.params[p];
     out << "  " << std::setw(static_cast<int>(width)) << params[p].name << "  " << std::setw(14)
         << ShapeText(params[p].shape);
-    if (m.collided) {
+    if (pm.collided) {
       out << "MERGED with others (see collisions)";
-    } else if (m.keys.empty()) {
+    } else if (pm.keys.empty()) {
       out << "none";
     } else {
-      out << m.keys.size() << (m.keys.size() == 1 ? " entry" : " entries (views)") << ", "
-          << ConfidenceName(m.confidence);
-      if (m.keys.size() > 1) {
+      out << pm.keys.size() << (pm.keys.size() == 1 ? " entry" : " entries (views)") << ", "
+          << ConfidenceName(pm.confidence);
+      if (pm.keys.size() > 1) {
         std::string shapes;
-        for (size_t k : m.keys) shapes += (shapes.empty() ? "" : " + ") + ShapeText(st.keys[k].shape);
-        if (st.keys[m.keys.front()].kind == KeyKind::kPtrShape) out << ": " << shapes;
+        for (size_t k : pm.keys) shapes += (shapes.empty() ? "" : " + ") + ShapeText(st.keys[k].shape);
+        if (st.keys[pm.keys.front()].kind == KeyKind::kPtrShape) out << ": " << shapes;
       }
     }
     out << "\n";
@@ -70,10 +74,12 @@ void WriteText(const CollisionsOptions& o, const OptimizerState& st, const std::
       << "\n";
 }
 
-nlohmann::ordered_json ToJson(const CollisionsOptions& o, const OptimizerState& st,
-                              const std::vector<ParamInfo>& params, const MatchReport& r) {
+nlohmann::ordered_json ToJson(const CollisionsOptions& o, const MatchedState& m) {
   using J = nlohmann::ordered_json;
-  J doc = {{"file", o.path}, {"manifest", o.manifest}, {"state_path", st.path},
+  const OptimizerState& st = m.state;
+  const std::vector<ParamInfo>& params = m.params;
+  const MatchReport& r = m.match;
+  J doc = {{"file", o.path}, {"params_source", ParamSourceJson(m)}, {"state_path", st.path},
            {"scheme", KeyKindName(st.scheme)}, {"mixed", st.mixed},
            {"key_count", st.keys.size()}, {"param_count", params.size()}};
   doc["keys"] = J::array();
@@ -104,13 +110,13 @@ nlohmann::ordered_json ToJson(const CollisionsOptions& o, const OptimizerState& 
 }  // namespace
 
 int RunCollisions(const CollisionsOptions& o, CommandOutput& output) {
-  auto m = OpenAndMatch(o.path, o.state_key, o.manifest, o.read, o.match);
+  auto m = OpenAndMatch(o.path, o.state_key, o.params, o.read, o.match);
   if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
   const MatchReport& report = m->match;
   if (o.json) {
-    WriteJson(output, ToJson(o, m->state, m->params, report));
+    WriteJson(output, ToJson(o, *m));
   } else {
-    WriteText(o, m->state, m->params, report, output.out);
+    WriteText(o, *m, output.out);
   }
   bool clean = report.collisions.empty() && report.orphans.empty() && report.ambiguous.empty();
   return clean ? kExitOk : kExitFindings;
@@ -121,10 +127,7 @@ CommandRunner AddCollisionsCommand(CLI::App& parent) {
   CLI::App* cmd = parent.add_subcommand(
       kName, "Match optimizer state to parameters and report merged (collided) and orphaned state");
   cmd->add_option("path", o->path, "torch.save checkpoint holding an optimizer state dict")->required();
-  cmd->add_option("--manifest", o->manifest,
-                  "Parameters in optimizer order, with data_ptr for pointer keys\n"
-                  "(schemas/param-manifest.schema.json; the README shows how to write one)")
-      ->required();
+  AddParamSourceFlags(*cmd, o->params);
   cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is, e.g. optimizer (default: find it)");
   cmd->add_flag("--allow-heuristic", o->match.allow_heuristic,
                 "Pair same-shape parameters with keys by pointer order when data_ptr is unknown");
@@ -134,6 +137,8 @@ CommandRunner AddCollisionsCommand(CLI::App& parent) {
       "ambiguous keys found; 2 could not do the job.\n"
       "\nExamples:\n"
       "  optstate collisions --manifest params.json heavyball.pt\n"
+      "  optstate collisions --model model.pt heavyball_optim.pt\n"
+      "  optstate collisions checkpoint.pt       # the parameters from its own 'model' entry\n"
       "  optstate collisions --manifest params.json --state-key optimizer --json checkpoint.pt");
   return [o](CommandOutput& output) { return RunCollisions(*o, output); };
 }

@@ -1,4 +1,4 @@
-// `optstate collisions FILE --manifest M`: which optimizer state belongs to which
+// `optstate collisions FILE [--manifest M | --model F]`: which optimizer state belongs to which
 // parameter, which parameters had their state merged, and what is orphaned.
 #ifndef OPTSTATE_TOOLS_COLLISIONS_COMMAND_H_
 #define OPTSTATE_TOOLS_COLLISIONS_COMMAND_H_
@@ -13,7 +13,7 @@ namespace optstate::tools {
 
 struct CollisionsOptions {
   std::string path;
-  std::string manifest;
+  ParamSource params;
   std::string state_key;  // where the optimizer state dict is; "" = find it
   bool json = false;
   MatchOptions match;

@@ -9,19 +9,22 @@
 #include "optstate/file_io.h"
 #include "optstate/inspect_report.h"
 #include "optstate/param_manifest.h"
+#include "param_source_flags.h"
 
 namespace optstate::tools {
 namespace {
 
 constexpr const char* kName = "remap";
 
-nlohmann::ordered_json ReportJson(const RemapCommandOptions& o, const OptimizerState& st,
-                                  const RemapResult& r, const WriteReport& w) {
+nlohmann::ordered_json ReportJson(const RemapCommandOptions& o, const MatchedState& m, const RemapResult& r,
+                                  const WriteReport& w) {
   using J = nlohmann::ordered_json;
-  J doc = {{"input", o.input}, {"output", o.output}, {"manifest", o.manifest}, {"state_path", st.path},
+  const OptimizerState& st = m.state;
+  J doc = {{"input", o.input}, {"output", o.output}, {"params_source", ParamSourceJson(m)}, {"state_path", st.path},
            {"input_scheme", KeyKindName(st.scheme)}, {"to", o.to}, {"on_collision", o.on_collision},
            {"moved", r.moved}, {"dropped", r.dropped}, {"bytes", w.bytes},
-           {"weights_only_loadable", w.unsafe_globals.empty()}, {"unsafe_globals", w.unsafe_globals}};
+           {"weights_only_loadable", w.unsafe_globals.empty()}, {"unsafe_globals", w.unsafe_globals},
+           {"loadable_after_dtensor_import", w.loadable_after_dtensor_import}};
   doc["entries"] = J::array();
   for (const RemapEntry& e : r.entries) {
     J j = {{"input_key", e.input_key}, {"fate", e.fate}, {"params", e.params}};
@@ -56,7 +59,7 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
                     : o.on_collision == "share" ? CollisionPolicy::kShare
                     : o.on_collision == "reset" ? CollisionPolicy::kReset
                                                 : CollisionPolicy::kFail;
-  auto m = OpenAndMatch(o.input, o.state_key, o.manifest, o.read, o.match);
+  auto m = OpenAndMatch(o.input, o.state_key, o.params, o.read, o.match);
   if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
   const OptimizerState* state = &m->state;
   auto remapped = RemapState(m->file->checkpoint(), m->state, m->params, m->match, ro);
@@ -69,7 +72,7 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   wo.zstd = o.zstd;
   auto written = WriteCheckpoint(*m->file, remapped->checkpoint, remapped->checkpoint.graph.root, o.output, wo);
   if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
-  nlohmann::ordered_json doc = ReportJson(o, *state, *remapped, *written);
+  nlohmann::ordered_json doc = ReportJson(o, *m, *remapped, *written);
   if (!o.report.empty()) {
     Status s = WriteReportFile(o.report, doc);
     if (!s.ok()) return ReportError(output, kName, s, o.json);
@@ -81,6 +84,7 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   output.out << o.output << ": " << HumanBytes(written->bytes) << "; optimizer state at "
              << (state->path.empty() ? "(root)" : state->path) << " rekeyed from " << KeyKindName(state->scheme)
              << " to " << o.to << "\n";
+  WriteParamSourceText(*m, output.out);
   output.out << "  " << remapped->moved << " of " << state->keys.size() << " entries carried over, "
              << remapped->dropped << " dropped\n";
   for (const RemapEntry& e : remapped->entries) {
@@ -93,7 +97,7 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
     output.out << ": " << e.reason << "\n";
   }
   output.out << "  " << (o.zstd ? "after zstd -d, " : "") << "torch.load(weights_only=True) "
-             << (written->unsafe_globals.empty() ? "accepts it" : "refuses it") << "\n";
+             << WeightsOnlyVerdict(*written) << "\n";
   return kExitOk;
 }
 
@@ -104,7 +108,7 @@ CommandRunner AddRemapCommand(CLI::App& parent) {
              "(pointer, string and (Parameter, i) keys to indices or FQNs; split views nested per view)");
   cmd->add_option("input", o->input, "Checkpoint with the optimizer state")->required();
   cmd->add_option("-o,--output", o->output, "Output checkpoint (temporary file beside it, then renamed)")->required();
-  cmd->add_option("--manifest", o->manifest, "Parameters in optimizer order (see collisions --help)")->required();
+  AddParamSourceFlags(*cmd, o->params);
   cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is (default: find it)");
   cmd->add_option("--to", o->to, "Key the state by parameter index (torch.optim) or FQN (DCP)")
       ->check(CLI::IsMember({"index", "fqn"}))
@@ -122,6 +126,8 @@ CommandRunner AddRemapCommand(CLI::App& parent) {
       "\nExit codes: 0 written; 1 refused because state cannot be attributed; 2 could not do the job.\n"
       "\nExamples:\n"
       "  optstate remap --manifest params.json heavyball.pt -o fixed.pt\n"
+      "  optstate remap --model model.pt --to fqn heavyball_optim.pt -o fixed.pt\n"
+      "  optstate remap checkpoint.pt -o fixed.pt   # parameters from its own 'model' entry\n"
       "  optstate remap --manifest params.json --to fqn --report remap.json ckpt.pt -o fixed.pt\n"
       "  optstate remap --manifest params.json --on-collision drop fsdp.pt -o fixed.pt");
   return [o](CommandOutput& output) { return RunRemap(*o, output); };

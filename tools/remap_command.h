@@ -1,4 +1,4 @@
-// `optstate remap FILE --manifest M -o OUT`: write a checkpoint whose optimizer
+// `optstate remap FILE [--manifest M | --model F] -o OUT`: write a checkpoint whose optimizer
 // state torch.optim maps to the right parameters.
 #ifndef OPTSTATE_TOOLS_REMAP_COMMAND_H_
 #define OPTSTATE_TOOLS_REMAP_COMMAND_H_
@@ -14,7 +14,7 @@ namespace optstate::tools {
 struct RemapCommandOptions {
   std::string input;
   std::string output;
-  std::string manifest;
+  ParamSource params;
   std::string state_key;
   std::string to = "index";          // index | fqn
   std::string on_collision = "fail";  // fail | reset | share | drop

@@ -37,19 +37,14 @@ int RunRepack(const RepackOptions& o, CommandOutput& output) {
                                   {"storages", report->storages},
                                   {"storage_bytes", report->storage_bytes},
                                   {"weights_only_loadable", report->unsafe_globals.empty()},
-                                  {"unsafe_globals", report->unsafe_globals}};
+                                  {"unsafe_globals", report->unsafe_globals},
+                                  {"loadable_after_dtensor_import", report->loadable_after_dtensor_import}};
     WriteJson(output, doc);
     return kExitOk;
   }
   output.out << o.output << ": " << HumanBytes(report->bytes) << ", " << report->storages << " storages ("
              << HumanBytes(report->storage_bytes) << ")\n";
-  if (report->unsafe_globals.empty()) {
-    output.out << "  torch.load(weights_only=True) accepts it\n";
-  } else {
-    output.out << "  torch.load(weights_only=True) refuses it: the input already references";
-    for (const std::string& g : report->unsafe_globals) output.out << " " << g;
-    output.out << "\n";
-  }
+  output.out << "  torch.load(weights_only=True) " << WeightsOnlyVerdict(*report) << "\n";
   return kExitOk;
 }
 

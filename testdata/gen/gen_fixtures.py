@@ -57,6 +57,49 @@ class TiedNet(nn.Module):
         return self.out(self.bn(self.emb(idx)))
 
 
+class TiedLM(nn.Module):
+    """A tied output projection (out.weight is emb.weight), BatchNorm buffers without
+    affine parameters, and every parameter of its own shape: the case in which a model
+    state_dict alone gives the optimizer's parameter order, once the tied duplicate
+    and the buffers are dropped."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+        self.proj = nn.Linear(4, 6, bias=False)
+        self.bn = nn.BatchNorm1d(6, affine=False)
+        self.fc = nn.Linear(6, 4, bias=False)
+        self.out = nn.Linear(4, 10)
+        self.out.weight = self.emb.weight
+
+    def forward(self, idx):
+        return self.out(self.fc(torch.relu(self.bn(self.proj(self.emb(idx))))))
+
+
+class ConvNet(nn.Module):
+    """conv1 is contiguous, conv2 channels_last: reshaping conv2's weight copies it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3)
+        self.conv2 = nn.Conv2d(4, 4, 3).to(memory_format=torch.channels_last)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        h = torch.relu(self.conv2(torch.relu(self.conv1(x))))
+        return self.head(h.mean((2, 3)))
+
+
+def train_on(model, opt, make_batch, steps=3):
+    g = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        x, tgt = make_batch(g)
+        loss = ((model(x) - tgt) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
 def make_net(dtype=torch.float32):
     torch.manual_seed(0)
     return Net().to(dtype)
@@ -77,6 +120,12 @@ def train(model, opt, steps=3):
         opt.step()
 
 
+def inside(view, p):
+    """Whether `view` lies in p's memory (a view of it) rather than in a copy."""
+    begin = p.data_ptr()
+    return begin <= view.data_ptr() < begin + p.numel() * p.element_size()
+
+
 class PtrKeyedAdam(torch.optim.Optimizer):
     """A small Adam whose state is keyed the way HeavyBall 0.12-0.24 keyed it.
 
@@ -89,23 +138,37 @@ class PtrKeyedAdam(torch.optim.Optimizer):
     split_rows=N:    parameters with more than N rows are split on dim 0 into views of
                      N rows (the last may be shorter); each view has its own state at
                      its own, offset, pointer, as HeavyBall's split=True did.
+    merge_dims=True: parameters of more than 2 dims are seen as (rows, -1) through
+                     .reshape(), as HeavyBall 0.24's dim merger did: a view at the
+                     parameter's pointer when it is contiguous, but a fresh copy for a
+                     channels_last weight, so that state is keyed by a temporary's
+                     pointer and never reaches the parameter (recorded in the truth as
+                     temporary_of: an orphan a remap must not attach to anything).
+    adamw_fields=True: a per-entry `step` tensor beside exp_avg/exp_avg_sq, the fields
+                     torch.optim.AdamW keeps, so a real AdamW can load the remapped state.
     state_dtype:     dtype the moments are stored in (HeavyBall's storage_dtype); the
                      arithmetic is float32 either way.
     The step counter lives in the group ("k"), as in HeavyBall's Foreach* optimizers.
     """
 
     def __init__(self, params, lr=1e-2, betas=(0.9, 0.99), eps=1e-8, key="ptr_shape",
-                 fsdp=False, split_rows=None, state_dtype=torch.float32):
+                 fsdp=False, split_rows=None, merge_dims=False, adamw_fields=False,
+                 state_dtype=torch.float32):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, k=0))
         self.key, self.fsdp, self.split_rows = key, fsdp, split_rows
+        self.merge_dims, self.adamw_fields = merge_dims, adamw_fields
         self.state_dtype = state_dtype
-        self.names = {}   # id(param) -> name, set by the caller; for the truth record
-        self.truth = {}   # state key -> [(param name, view index)] that used it
+        self.names = {}      # id(param) -> name, set by the caller; for the truth record
+        self.truth = {}      # state key -> [(param name, view index)] that used it
+        self.temporary = {}  # state key -> name of the parameter whose temporary copy it was
 
-    def views(self, p):
-        if self.split_rows and p.dim() >= 1 and p.shape[0] > self.split_rows:
-            return list(p.data.split(self.split_rows, dim=0))
-        return [p.data]
+    def views(self, t):
+        """The views of a parameter's data (or its grad) that get their own state."""
+        if self.merge_dims and t.dim() > 2:
+            return [t.reshape(t.shape[0], -1)]
+        if self.split_rows and t.dim() >= 1 and t.shape[0] > self.split_rows:
+            return list(t.split(self.split_rows, dim=0))
+        return [t]
 
     def state_key(self, view, param=None, index=0):
         if self.key == "param_view":
@@ -121,26 +184,30 @@ class PtrKeyedAdam(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                for i, (view, grad) in enumerate(zip(self.views(p), self.views_of_grad(p))):
+                for i, (view, grad) in enumerate(zip(self.views(p.data), self.views(p.grad))):
                     key = self.state_key(view, p, i)
-                    used_by = self.truth.setdefault(key, [])
-                    if (self.names.get(id(p)), i) not in used_by:
-                        used_by.append((self.names.get(id(p)), i))
+                    if not inside(view, p):
+                        self.temporary[key] = self.names.get(id(p))
+                    else:
+                        used_by = self.truth.setdefault(key, [])
+                        if (self.names.get(id(p)), i) not in used_by:
+                            used_by.append((self.names.get(id(p)), i))
                     st = self.state[key]
                     if not st:
-                        st["exp_avg"] = torch.zeros_like(view, dtype=self.state_dtype)
-                        st["exp_avg_sq"] = torch.zeros_like(view, dtype=self.state_dtype)
+                        if self.adamw_fields:
+                            st["step"] = torch.tensor(0.0)
+                        st["exp_avg"] = torch.zeros_like(view, dtype=self.state_dtype,
+                                                         memory_format=torch.contiguous_format)
+                        st["exp_avg_sq"] = torch.zeros_like(view, dtype=self.state_dtype,
+                                                            memory_format=torch.contiguous_format)
+                    if self.adamw_fields:
+                        st["step"] += 1
                     m = st["exp_avg"].float().mul_(b1).add_(grad, alpha=1 - b1)
                     v = st["exp_avg_sq"].float().mul_(b2).addcmul_(grad, grad, value=1 - b2)
                     st["exp_avg"].copy_(m)
                     st["exp_avg_sq"].copy_(v)
                     denom = (v / (1 - b2 ** group["k"])).sqrt_().add_(group["eps"])
                     view.addcdiv_(m, denom, value=-group["lr"] / (1 - b1 ** group["k"]))
-
-    def views_of_grad(self, p):
-        if self.split_rows and p.dim() >= 1 and p.shape[0] > self.split_rows:
-            return list(p.grad.split(self.split_rows, dim=0))
-        return [p.grad]
 
 
 def ptr_keyed(model, **kwargs):
@@ -151,10 +218,15 @@ def ptr_keyed(model, **kwargs):
 
 def truth(opt):
     """Which parameter (and view) really used each state key, in state order: what a
-    correct remap must reproduce. A key used by several parameters is a collision."""
-    return {"format": "optstate-fixture-truth", "version": 1,
-            "keys": [{"used_by": [{"param": n, "view": v} for n, v in opt.truth[k]]}
-                     for k in opt.state_dict()["state"].keys()]}
+    correct remap must reproduce. A key used by several parameters is a collision; a
+    key of a temporary copy is used by none (temporary_of names whose copy it was)."""
+    keys = []
+    for k in opt.state_dict()["state"].keys():
+        if k in opt.temporary:
+            keys.append({"used_by": [], "temporary_of": opt.temporary[k]})
+        else:
+            keys.append({"used_by": [{"param": n, "view": v} for n, v in opt.truth[k]]})
+    return {"format": "optstate-fixture-truth", "version": 1, "keys": keys}
 
 
 def manifest(model, opt):
@@ -262,6 +334,25 @@ def build_all():
     train(m, o)
     yield ("heavyball_param_view.pt", {"model": m.state_dict(), "optimizer": o.state_dict()},
            "HeavyBall 0.25-1.5 (Parameter, view_idx) keys saved with the model in one file",
+           {}, (manifest(m, o), truth(o)))
+
+    torch.manual_seed(0)
+    m = TiedLM()
+    o = ptr_keyed(m, key="ptr_shape", adamw_fields=True)
+    train_on(m, o, lambda g: (torch.randint(0, 10, (8,), generator=g), torch.randn(8, 10, generator=g)))
+    yield ("heavyball_tied.pt", {"model": m.state_dict(), "optimizer": o.state_dict()},
+           "(data_ptr, shape) keys with AdamW's field names, saved with a model that has a tied "
+           "weight and BatchNorm buffers; every parameter of its own shape",
+           {}, (manifest(m, o), truth(o)))
+    yield ("heavyball_tied_model.pt", m.state_dict(), "heavyball_tied.pt's model state_dict alone", {}, None)
+
+    torch.manual_seed(0)
+    m = ConvNet()
+    o = ptr_keyed(m, key="ptr_shape", merge_dims=True)
+    train_on(m, o, lambda g: (torch.randn(2, 3, 8, 8, generator=g), torch.randn(2, 2, generator=g)))
+    yield ("heavyball_orphan.pt", o.state_dict(),
+           "HeavyBall 0.24 merge_dims: conv weights keyed as (rows, -1); the channels_last one through "
+           "a reshape copy, so its state is keyed by a freed temporary (orphans)",
            {}, (manifest(m, o), truth(o)))
 
     yield ("meta_tensors.pt", {"weight": torch.empty(4, 3, device="meta"),

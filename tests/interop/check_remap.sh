@@ -1,8 +1,9 @@
 #!/bin/bash
 # optstate remap of every pointer-keyed fixture, checked by real torch 1.13 and
-# 2.6 against the generator's truth (check_remapped.py). The collision fixture is
-# remapped with each of --on-collision drop, share and reset; the default
-# refusal is a golden CLI case.
+# 2.6 against the generator's truth (check_remapped.py): with the manifest, and
+# where the file allows it with the parameters from a model state_dict. The
+# collision fixture is remapped with each of --on-collision drop, share and
+# reset; the default refusal is a golden CLI case.
 # Usage: tests/interop/check_remap.sh OPTSTATE_BINARY. Skips like with_torch26.sh.
 set -uo pipefail
 bin=$(readlink -f "$1")
@@ -11,21 +12,27 @@ cd "$repo"
 scratch=testdata/.remap-check
 trap 'rm -rf "$scratch"' EXIT
 rm -rf "$scratch"
+remap() {  # remap SRC_NAME VARIANT ARGS...: $scratch/$line/NAME.VARIANT.pt
+  local name=$1 variant=$2
+  shift 2
+  "$bin" remap "$@" testdata/good/$line/$name.pt -o "$scratch/$line/$name.$variant.pt" > /dev/null ||
+    { echo "FAIL remap $line/$name ($variant): $*"; exit 1; }
+}
 for line in torch113 torch26; do
   mkdir -p "$scratch/$line"
-  for name in heavyball_ptr_shape heavyball_bare_ptr ptr_shape_fp16 heavyball_param_view heavyball_fsdp_collision; do
-    src=testdata/good/$line/$name
-    extra=()
-    out=$scratch/$line/$name.pt
-    [ "$name" = heavyball_param_view ] && extra+=(--state-key optimizer)
-    policies=(fail)
-    [ "$name" = heavyball_fsdp_collision ] && policies=(drop share reset)
-    for policy in "${policies[@]}"; do
-      [ "$policy" = fail ] || out=$scratch/$line/$name.$policy.pt
-      "$bin" remap "${extra[@]}" --on-collision "$policy" --manifest "$src.manifest.json" "$src.pt" -o "$out" \
-        > /dev/null || { echo "FAIL remap $src ($policy)"; exit 1; }
-    done
+  for name in heavyball_ptr_shape heavyball_bare_ptr ptr_shape_fp16 heavyball_param_view heavyball_tied \
+      heavyball_orphan; do
+    remap $name manifest --manifest testdata/good/$line/$name.manifest.json
   done
+  for policy in drop share reset; do
+    remap heavyball_fsdp_collision $policy --on-collision $policy \
+      --manifest testdata/good/$line/heavyball_fsdp_collision.manifest.json
+  done
+  # The parameters from a model state_dict instead of a manifest: the file's own
+  # 'model' entry, or a separate model file.
+  remap heavyball_param_view ownmodel
+  remap heavyball_tied ownmodel
+  remap heavyball_tied model --model testdata/good/$line/heavyball_tied_model.pt
 done
 echo "== torch 1.13"
 /usr/bin/python3 tests/interop/check_remapped.py "$scratch" | grep -v '^ok'

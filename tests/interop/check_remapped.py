@@ -1,15 +1,17 @@
 """Real torch checks optstate remap outputs against the fixture truth.
 
 Usage: python3 tests/interop/check_remapped.py SCRATCH
-SCRATCH/<line>/<name>.pt is `optstate remap` of testdata/good/<line>/<name>.pt
-(check_remap.sh makes them; NAME.drop/.share/.reset.pt were remapped with that
---on-collision policy). For every parameter, the remapped entry (or each view of
-it) must equal, tensor for tensor, the original entry that the generator
-recorded as really belonging to it. Parameters whose state was merged get none
-(drop), their own copy of the merged entry that aliases no other parameter's
-(share), or the same structure all zero (reset); torch.optim's load_state_dict must file every entry under the right
-parameter; and torch 2.x
-must load the file with weights_only=True. Ends with 'N passed, N failed, N skipped'.
+SCRATCH/<line>/<name>.<variant>.pt is `optstate remap` of testdata/good/<line>/<name>.pt
+(check_remap.sh makes them; variant drop/share/reset: that --on-collision
+policy; manifest, model, ownmodel: where the parameters came from). For every
+parameter, the remapped entry (or each view of it) must equal, tensor for
+tensor, the original entry that the generator recorded as really belonging to
+it. Parameters whose state was merged get none (drop), their own copy of the
+merged entry that aliases no other parameter's (share), or the same structure
+all zero (reset); state of temporary copies (orphans) goes nowhere; torch.optim's
+load_state_dict must file every entry under the right parameter (AdamW itself
+where the state has AdamW's fields); and torch 2.x must load the file with
+weights_only=True. Ends with 'N passed, N failed, N skipped'.
 """
 import json
 import os
@@ -46,8 +48,8 @@ def same_entry(a, b):
 
 
 def check(line, name, out):
-    base = name.split(".")[0]
-    policy = name.split(".")[1] if name.count(".") == 2 else "fail"
+    base, variant = name.split(".")[0], name.split(".")[1]
+    policy = variant if variant in ("drop", "share", "reset") else "fail"
     src = os.path.join(cf.REPO, "testdata", "good", line, base)
     manifest = json.load(open(src + ".manifest.json"))["params"]
     truth = json.load(open(src + ".truth.json"))["keys"]
@@ -75,6 +77,10 @@ def check(line, name, out):
                 if t.shape != want[k].shape or t.dtype != want[k].dtype or bool(t.count_nonzero()):
                     return f"{info['name']}: reset field {k} is not zeros of the same shape"
             continue
+        if not views:  # its state went to a temporary copy (orphan): it must get none
+            if p in remapped["state"]:
+                return f"{info['name']}: state attached though it never had any"
+            continue
         if p not in remapped["state"]:
             return f"{info['name']}: no state in the output"
         got = remapped["state"][p]
@@ -86,14 +92,20 @@ def check(line, name, out):
     if [g["params"] for g in remapped["param_groups"]] != [list(range(len(manifest)))]:
         return f"param_groups params are {remapped['param_groups'][0]['params'][:5]}..."
     params = [torch.nn.Parameter(torch.zeros(m["shape"], dtype=getattr(torch, m["dtype"]))) for m in manifest]
-    # SGD, not AdamW: AdamW's __setstate__ requires a 'step' field, which
-    # HeavyBall-style state (counter in the group) never had. What is checked is
-    # the mapping: load_state_dict files each entry under the right parameter.
-    opt = torch.optim.SGD(params, lr=0.1)
+    adamw = all("step" in e for e in orig_entries)
+    # AdamW where the state has its fields; otherwise SGD, because AdamW's
+    # __setstate__ requires a 'step' field, which HeavyBall-style state (counter
+    # in the group) never had. Either way load_state_dict must file each entry
+    # under the right parameter.
+    opt = (torch.optim.AdamW if adamw else torch.optim.SGD)(params, lr=0.1)
     opt.load_state_dict(remapped)
     for p, param in enumerate(params):
         if (p in remapped["state"]) != (param in opt.state):
             return f"load_state_dict placed the state of parameter {p} elsewhere"
+        if adamw and p in remapped["state"]:
+            diff = same_entry(opt.state[param], remapped["state"][p])
+            if diff:
+                return f"AdamW.load_state_dict changed parameter {p}'s state: {diff}"
     if policy == "share":
         seen = {}
         for param in params:

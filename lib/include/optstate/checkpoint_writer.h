@@ -21,7 +21,14 @@ struct WriteReport {
   size_t storages = 0;          // storage records written
   uint64_t storage_bytes = 0;
   std::vector<std::string> unsafe_globals;  // torch.load(weights_only=True) would refuse these
+  // ... unless torch.distributed.tensor is imported first: every unsafe global
+  // is a DTensor class that the import allowlists (FSDP2 files).
+  bool loadable_after_dtensor_import = false;
 };
+
+// "accepts it", "accepts it once torch.distributed.tensor is imported" or
+// "refuses it (module.name ...)": what torch 2.6's torch.load(weights_only=True) does.
+std::string WeightsOnlyVerdict(const WriteReport& report);
 
 // `root` is the object to save (usually the checkpoint's root). The zip's top
 // directory is the output file's name without its extension, as torch names it.

@@ -22,8 +22,8 @@ struct PickleOutput {
   std::vector<std::string> unsafe_globals;  // module.name not on the weights_only allowlist
 };
 
-// kUnsupported for objects that cannot be written back faithfully yet (DTensor
-// values, self-containing objects).
+// kUnsupported for objects that cannot be written back faithfully yet
+// (self-containing objects). DTensors are written as the call that built them.
 StatusOr<PickleOutput> WriteTorchPickle(const Checkpoint& checkpoint, NodeId root);
 
 }  // namespace optstate

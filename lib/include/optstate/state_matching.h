@@ -73,19 +73,30 @@ struct MatchOptions {
 StatusOr<MatchReport> MatchState(const Checkpoint& checkpoint, const OptimizerState& state,
                                  const std::vector<ParamInfo>& params, const MatchOptions& options = {});
 
+// Where the parameters come from: a manifest, or a model state_dict in its own
+// file or in the checkpoint itself (see model_params.h for when that works).
+struct ParamSource {
+  std::string manifest;   // --manifest FILE
+  std::string model;      // --model FILE; "" = the checkpoint itself
+  std::string model_key;  // path of the state_dict in that file; "" = find it
+};
+
 // Everything `collisions` and `remap` start from: the checkpoint, its optimizer
-// state (at `state_key`, or the only one), the manifest, and the match.
+// state (at `state_key`, or the only one), the parameters, and the match.
 struct MatchedState {
   std::unique_ptr<CheckpointFile> file;
   OptimizerState state;
   std::vector<ParamInfo> params;
+  std::string params_from;           // "manifest m.json", "model state_dict m.pt", "'model' in ckpt.pt"
+  std::string order;                 // how the parameter order was decided
+  std::vector<std::string> tied;     // model entries dropped as tied duplicates
+  std::vector<std::string> buffers;  // model entries dropped as buffers
   MatchReport match;
 };
 
-// Errors carry the checkpoint's path (or the manifest's, for manifest errors).
+// Errors carry the path of the file they concern (checkpoint, manifest or model).
 StatusOr<MatchedState> OpenAndMatch(const std::string& checkpoint, const std::string& state_key,
-                                    const std::string& manifest, const ReadOptions& read,
-                                    const MatchOptions& match);
+                                    const ParamSource& source, const ReadOptions& read, const MatchOptions& match);
 
 }  // namespace optstate
 

@@ -85,6 +85,12 @@ StatusOr<TorchObjects> ResolveTorchObjects(ObjectGraph& graph, const StorageLoca
 // such as __builtin__.set are mapped first, as torch does.)
 bool IsWeightsOnlyAllowed(std::string_view module, std::string_view name);
 
+// The DTensor classes (DTensor, DeviceMesh, DTensorSpec, TensorMeta, Shard,
+// Replicate, Partial) that torch 2.6 adds to that allowlist when
+// torch.distributed.tensor is imported: FSDP2 files load with
+// weights_only=True only after that import.
+bool IsAllowedOnceDistributedTensorImported(std::string_view module, std::string_view name);
+
 // Python 2 module names in pickles mapped as pickle's compat tables do
 // (__builtin__ -> builtins, copy_reg -> copyreg).
 std::string_view NormalizeModule(std::string_view module);

@@ -1,0 +1,48 @@
+// The parameters an optimizer state refers to, in optimizer order, taken from
+// a model state_dict instead of a manifest.
+//
+// torch.optim numbers parameters in param_groups order; a model state_dict
+// lists tensors in module order and mixes in buffers and tied duplicates. The
+// two orders agree only in a narrow case, so the order is derived only when it
+// can be decided:
+//   param_groups lists FQNs (DSD layout)      those names, looked up in the model
+//   one group of N indices, and the model has
+//   N parameters once tied duplicates and
+//   known buffers are dropped                 model order (what Optimizer(model.parameters()) gives)
+//   anything else                             kInvalidArgument asking for a manifest: e.g. two
+//                                             groups (the weight-decay split), frozen parameters,
+//                                             or buffers this code cannot recognise
+// A state_dict records no data_ptr, so pointer keys are then placed by shape only.
+#ifndef OPTSTATE_MODEL_PARAMS_H_
+#define OPTSTATE_MODEL_PARAMS_H_
+
+#include <string>
+#include <vector>
+
+#include "optstate/checkpoint.h"
+#include "optstate/optimizer_state.h"
+#include "optstate/param_manifest.h"
+
+namespace optstate {
+
+struct ModelParams {
+  std::vector<ParamInfo> params;     // optimizer order
+  std::string order;                 // how the order was decided, for reports
+  std::vector<std::string> tied;     // "head.weight (tied to emb.weight)": dropped
+  std::vector<std::string> buffers;  // dropped as buffers
+};
+
+// A flat {name: tensor} dict at `path` of `checkpoint`; with an empty path, the
+// root when it is one, else the root's "model" (or "model_state_dict",
+// "state_dict") entry. `*found_at` receives the path used ("" = root).
+StatusOr<NodeId> LocateModelStateDict(const Checkpoint& checkpoint, const std::string& path,
+                                      std::string* found_at);
+
+// The parameters `state` (read from `checkpoint`) refers to, from the model
+// state_dict at `dict` of `model` (which may be the same checkpoint).
+StatusOr<ModelParams> ParamsFromModel(const Checkpoint& model, NodeId dict, const Checkpoint& checkpoint,
+                                      const OptimizerState& state);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_MODEL_PARAMS_H_

@@ -1,0 +1,40 @@
+#include "param_source_flags.h"
+
+#include <CLI/CLI.hpp>
+
+namespace optstate::tools {
+
+void AddParamSourceFlags(CLI::App& cmd, ParamSource& source) {
+  CLI::Option* manifest =
+      cmd.add_option("--manifest", source.manifest,
+                     "Parameters in optimizer order, with data_ptr for pointer keys\n"
+                     "(schemas/param-manifest.schema.json; the README shows how to write one)");
+  CLI::Option* model = cmd.add_option(
+      "--model", source.model,
+      "A model state_dict file (or a checkpoint holding one) to take the parameters from.\n"
+      "Without --manifest or --model, the checkpoint's own 'model' entry is used");
+  cmd.add_option("--model-key", source.model_key,
+                 "Where the model state_dict is in that file (default: the root, or its 'model',\n"
+                 "'model_state_dict' or 'state_dict' entry)");
+  manifest->excludes(model);
+}
+
+nlohmann::ordered_json ParamSourceJson(const MatchedState& m) {
+  return {{"from", m.params_from}, {"order", m.order}, {"tied", m.tied}, {"buffers", m.buffers}};
+}
+
+void WriteParamSourceText(const MatchedState& m, std::ostream& out) {
+  out << "  parameters   " << m.params.size() << " from " << m.params_from << ", in " << m.order << "\n";
+  if (!m.tied.empty()) {
+    out << "  not params   tied duplicates:";
+    for (const std::string& t : m.tied) out << " " << t;
+    out << "\n";
+  }
+  if (!m.buffers.empty()) {
+    out << "  not params   buffers:";
+    for (const std::string& b : m.buffers) out << " " << b;
+    out << "\n";
+  }
+}
+
+}  // namespace optstate::tools

@@ -1,0 +1,28 @@
+// The flags that say where the parameters come from (--manifest, --model,
+// --model-key), shared by collisions and remap, and how both report it.
+#ifndef OPTSTATE_TOOLS_PARAM_SOURCE_FLAGS_H_
+#define OPTSTATE_TOOLS_PARAM_SOURCE_FLAGS_H_
+
+#include <ostream>
+
+#include <nlohmann/json.hpp>
+
+#include "optstate/state_matching.h"
+
+namespace CLI {
+class App;
+}
+
+namespace optstate::tools {
+
+void AddParamSourceFlags(CLI::App& cmd, ParamSource& source);
+
+// {"from", "order", "tied", "buffers"} (the "params_source" object of the schemas).
+nlohmann::ordered_json ParamSourceJson(const MatchedState& m);
+
+// "  parameters   9 from manifest m.json" plus the dropped model entries, for text reports.
+void WriteParamSourceText(const MatchedState& m, std::ostream& out);
+
+}  // namespace optstate::tools
+
+#endif  // OPTSTATE_TOOLS_PARAM_SOURCE_FLAGS_H_
