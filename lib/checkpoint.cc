@@ -153,6 +153,13 @@ StatusOr<std::unique_ptr<CheckpointFile>> OpenCheckpoint(const std::string& path
   return file;
 }
 
+std::optional<FileRange> CheckpointFile::FileRangeOf(ByteSpan range) const {
+  if (!mapped_ || mapped_->fd() < 0) return std::nullopt;
+  ByteSpan all = mapped_->bytes();
+  if (range.data() < all.data() || range.data() + range.size() > all.data() + all.size()) return std::nullopt;
+  return FileRange{mapped_->fd(), static_cast<uint64_t>(range.data() - all.data())};
+}
+
 StatusOr<ByteSpan> StorageBytes(ByteSpan bytes, const Checkpoint& checkpoint, const StorageRef& s) {
   if (!s.located) return CorruptError("storage '" + s.key + "' has no data");
   uint64_t offset = s.data_offset;

@@ -37,7 +37,7 @@ StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpo
                                       const std::string& path, const WriteOptions& options) {
   auto release = [&input](ByteSpan chunk) { input.ReleasePages(chunk); };
   OPTSTATE_ASSIGN_OR_RETURN(PickleOutput pickle, WriteTorchPickle(cp, root));
-  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<ZipWriter> zip, ZipWriter::Create(path, ArchiveName(path), options.zstd));
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<ZipWriter> zip, ZipWriter::Create(path, ArchiveName(path), options.zstd, options.durability));
   WriteReport report;
   report.unsafe_globals = pickle.unsafe_globals;
   report.loadable_after_dtensor_import =
@@ -58,7 +58,16 @@ StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpo
       continue;
     }
     OPTSTATE_ASSIGN_OR_RETURN(ByteSpan data, StorageBytes(input.bytes(), cp, s));
-    OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("data/" + std::to_string(key), data, release));
+    // A stored record copied whole keeps the CRC the input's directory gives it,
+    // so the bytes are read once. (A wrong CRC stays as wrong as it was; remap
+    // --verify-crc checks the input first.)
+    std::optional<uint32_t> crc;
+    if (s.zip_entry >= 0) {
+      const ZipEntry& e = cp.container.zip.entries[static_cast<size_t>(s.zip_entry)];
+      if (e.method == 0 && e.size == data.size()) crc = e.crc32;
+    }
+    OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("data/" + std::to_string(key), data, release, crc,
+                                            crc ? input.FileRangeOf(data) : std::nullopt));
     ++report.storages;
     report.storage_bytes += data.size();
   }

@@ -61,12 +61,12 @@ StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
       return ErrnoStatus(path, "cannot map", err);
     }
   }
-  ::close(fd);  // the mapping keeps the file open
-  return MappedFile(path, addr, size);
+  return MappedFile(path, fd, addr, size);
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
-    : path_(std::move(other.path_)), addr_(other.addr_), size_(other.size_) {
+    : path_(std::move(other.path_)), fd_(other.fd_), addr_(other.addr_), size_(other.size_) {
+  other.fd_ = -1;
   other.addr_ = nullptr;
   other.size_ = 0;
 }
@@ -75,6 +75,8 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
     Release();
     path_ = std::move(other.path_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
     addr_ = other.addr_;
     size_ = other.size_;
     other.addr_ = nullptr;
@@ -98,12 +100,14 @@ void MappedFile::ReleasePages(ByteSpan range) const {
 
 void MappedFile::Release() {
   if (addr_ != nullptr) ::munmap(addr_, size_);
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
   addr_ = nullptr;
   size_ = 0;
 }
 
-StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(
-    const std::string& final_path) {
+StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(const std::string& final_path,
+                                                                     Durability durability) {
   if (final_path.empty() || final_path.back() == '/') {
     return InvalidArgumentError("'" + final_path + "': output path names no file");
   }
@@ -116,7 +120,7 @@ StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(
   mode_t mask = ::umask(0);
   ::umask(mask);
   ::fchmod(fd, 0666 & ~mask);
-  auto* writer = new (std::nothrow) AtomicFileWriter(final_path, std::string(buf.data()), fd);
+  auto* writer = new (std::nothrow) AtomicFileWriter(final_path, std::string(buf.data()), fd, durability);
   if (writer == nullptr) {
     ::close(fd);
     ::unlink(buf.data());
@@ -152,19 +156,48 @@ Status AtomicFileWriter::Write(ByteSpan data) {
     left -= static_cast<size_t>(n);
     written_ += static_cast<uint64_t>(n);
   }
+  StartWriteBack();
+  return Status();
+}
+
+StatusOr<uint64_t> AtomicFileWriter::CopyFromFile(int fd, uint64_t offset, uint64_t length) {
+  if (fd_ < 0) return InternalError(final_path_ + ": write after commit or failure");
+  uint64_t copied = 0;
+  auto in_offset = static_cast<off64_t>(offset);
+  while (copied < length) {
+    ssize_t n = ::copy_file_range(fd, &in_offset, fd_, nullptr, length - copied, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && copied == 0 &&
+        (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP || errno == EBADF)) {
+      return uint64_t{0};  // not between these files: the caller writes instead
+    }
+    if (n < 0) {
+      int err = errno;
+      Abandon();
+      return ErrnoStatus(final_path_, "copy failed", err);
+    }
+    if (n == 0) break;  // the input ended early: the caller's write reports it
+    copied += static_cast<uint64_t>(n);
+    written_ += static_cast<uint64_t>(n);
+  }
+  StartWriteBack();
+  return copied;
+}
+
+void AtomicFileWriter::StartWriteBack() {
   constexpr uint64_t kWriteBackStep = 64ull << 20;
-  if (written_ - flushed_ >= kWriteBackStep) {
+  if (durability_ == Durability::kSynced && written_ - flushed_ >= kWriteBackStep) {
     // Asynchronous: starts write-back of the finished range and returns.
     ::sync_file_range(fd_, static_cast<off64_t>(flushed_), static_cast<off64_t>(written_ - flushed_),
                       SYNC_FILE_RANGE_WRITE);
     flushed_ = written_;
   }
-  return Status();
 }
 
 Status AtomicFileWriter::Commit() {
   if (fd_ < 0) return InternalError(final_path_ + ": commit after commit or failure");
-  if (::fsync(fd_) != 0) {
+  bool sync = durability_ == Durability::kSynced;
+  if (sync && ::fsync(fd_) != 0) {
     int err = errno;
     Abandon();
     return ErrnoStatus(final_path_, "fsync failed", err);
@@ -184,7 +217,7 @@ Status AtomicFileWriter::Commit() {
   committed_ = true;
   // Make the rename itself durable; failure here leaves a complete file, so it
   // is not reported.
-  int dir = ::open(DirName(final_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dir = sync ? ::open(DirName(final_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   if (dir >= 0) {
     ::fsync(dir);
     ::close(dir);

@@ -12,6 +12,7 @@ namespace {
 
 constexpr uint64_t kAlignment = 64;  // torch's kFieldAlignment, 1.6 through 2.6
 constexpr uint64_t k4G = 0xFFFFFFFFull;
+constexpr size_t kCopyChunk = 8 << 20;  // bytes written (and pages released) at a time
 
 void U16(std::string& s, uint64_t v) {
   s += static_cast<char>(v & 0xFF);
@@ -28,11 +29,12 @@ void U64(std::string& s, uint64_t v) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<ZipWriter>> ZipWriter::Create(const std::string& path, std::string prefix, bool zstd) {
+StatusOr<std::unique_ptr<ZipWriter>> ZipWriter::Create(const std::string& path, std::string prefix, bool zstd,
+                                                       Durability durability) {
   if (prefix.empty() || prefix.find('/') != std::string::npos) {
     return InvalidArgumentError("zip archive directory '" + prefix + "' must be one non-empty path component");
   }
-  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> file, AtomicFileWriter::Create(path));
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> file, AtomicFileWriter::Create(path, durability));
   std::unique_ptr<OutputStream> out = std::move(file);
   if (zstd) {
     OPTSTATE_ASSIGN_OR_RETURN(out, MakeZstdOutput(std::move(out)));
@@ -42,13 +44,24 @@ StatusOr<std::unique_ptr<ZipWriter>> ZipWriter::Create(const std::string& path, 
 
 Status ZipWriter::Put(const std::string& bytes) { return out_->Write(AsBytes(bytes)); }
 
-Status ZipWriter::AddRecord(const std::string& record, ByteSpan data,
-                            const std::function<void(ByteSpan)>& done_with) {
+Status ZipWriter::AddRecord(const std::string& record, ByteSpan data, const std::function<void(ByteSpan)>& done_with,
+                            std::optional<uint32_t> known_crc, std::optional<FileRange> source) {
   OPTSTATE_RETURN_IF_ERROR(Header(record, data.size()));
-  constexpr size_t kChunk = 8 << 20;
+  if (known_crc) {
+    uint64_t copied = 0;  // by the kernel, in one go: these pages are never mapped in here
+    if (source) {
+      OPTSTATE_ASSIGN_OR_RETURN(copied, out_->CopyFromFile(source->fd, source->offset, data.size()));
+    }
+    for (size_t at = static_cast<size_t>(copied); at < data.size(); at += kCopyChunk) {
+      ByteSpan chunk = data.subspan(at, std::min(kCopyChunk, data.size() - at));
+      OPTSTATE_RETURN_IF_ERROR(out_->Write(chunk));
+      if (done_with) done_with(chunk);
+    }
+    return Descriptor(*known_crc);
+  }
   uint32_t crc = 0;
-  for (size_t at = 0; at < data.size(); at += kChunk) {
-    ByteSpan chunk = data.subspan(at, std::min(kChunk, data.size() - at));
+  for (size_t at = 0; at < data.size(); at += kCopyChunk) {
+    ByteSpan chunk = data.subspan(at, std::min(kCopyChunk, data.size() - at));
     // The CRC and the copy into the page cache each cost about as much CPU as
     // the other: for large chunks they run on two threads at once. Pages are
     // released only after both are done with the chunk.

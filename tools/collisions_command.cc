@@ -7,7 +7,7 @@
 
 #include "optstate/inspect_report.h"
 #include "optstate/param_manifest.h"
-#include "param_source_flags.h"
+#include "shared_flags.h"
 
 namespace optstate::tools {
 namespace {

@@ -9,7 +9,7 @@
 #include "optstate/file_io.h"
 #include "optstate/inspect_report.h"
 #include "optstate/param_manifest.h"
-#include "param_source_flags.h"
+#include "shared_flags.h"
 
 namespace optstate::tools {
 namespace {
@@ -70,6 +70,7 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   }
   WriteOptions wo;
   wo.zstd = o.zstd;
+  wo.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
   auto written = WriteCheckpoint(*m->file, remapped->checkpoint, remapped->checkpoint.graph.root, o.output, wo);
   if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
   nlohmann::ordered_json doc = ReportJson(o, *m, *remapped, *written);
@@ -119,6 +120,7 @@ CommandRunner AddRemapCommand(CLI::App& parent) {
       ->capture_default_str();
   cmd->add_flag("--allow-heuristic", o->match.allow_heuristic,
                 "Pair same-shape parameters with keys by pointer order when data_ptr is unknown");
+  AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
   cmd->add_flag("--zstd", o->zstd, "Compress the output with zstd (name it .zst; optstate reads it directly)");
   cmd->add_option("--report", o->report, "Write the conservation report (every input entry's fate) as JSON");
   cmd->add_flag("--json", o->json, "Write the report to stdout as JSON (schemas/remap.schema.json)");

@@ -21,6 +21,7 @@ struct RemapCommandOptions {
   std::string report;                // conservation report (JSON) path
   bool json = false;
   bool zstd = false;
+  bool no_sync = false;
   MatchOptions match;
   ReadOptions read;
 };

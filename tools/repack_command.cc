@@ -7,6 +7,7 @@
 
 #include "optstate/checkpoint_writer.h"
 #include "optstate/inspect_report.h"
+#include "shared_flags.h"
 
 namespace optstate::tools {
 namespace {
@@ -28,7 +29,9 @@ int RunRepack(const RepackOptions& o, CommandOutput& output) {
   }
   auto file = OpenCheckpoint(o.input, o.read);
   if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
-  auto report = WriteCheckpoint(**file, (*file)->checkpoint().graph.root, o.output);
+  WriteOptions wo;
+  wo.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
+  auto report = WriteCheckpoint(**file, (*file)->checkpoint().graph.root, o.output, wo);
   if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.output), o.json);
   if (o.json) {
     nlohmann::ordered_json doc = {{"input", o.input},
@@ -56,6 +59,7 @@ CommandRunner AddRepackCommand(CLI::App& parent) {
   cmd->add_option("input", o->input, "torch.save file, legacy format, or .zst")->required();
   cmd->add_option("-o,--output", o->output, "Output file; written to a temporary file beside it, then renamed")
       ->required();
+  AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
   cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/repack.schema.json)");
   cmd->footer(
       "\nExamples:\n"

@@ -16,6 +16,7 @@ struct RepackOptions {
   std::string input;
   std::string output;
   bool json = false;
+  bool no_sync = false;
   ReadOptions read;
 };
 

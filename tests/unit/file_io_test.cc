@@ -100,6 +100,32 @@ TEST(AtomicFileWriterTest, AbandonedWriterLeavesNothingAndKeepsOldFile) {
   EXPECT_EQ(dir.Count(), 1u);
 }
 
+// The kernel copies a range of the input; where it cannot (a pipe is no regular
+// file), CopyFromFile says it copied nothing and the caller writes instead.
+TEST(AtomicFileWriterTest, CopyFromFileAppendsTheRangeOrNothing) {
+  TempDir dir;
+  std::string input = testing::RepoPath("testdata/good/torch113/adamw_index.pt");
+  StatusOr<MappedFile> in = MappedFile::Open(input);
+  ASSERT_TRUE(in.ok());
+  auto w = AtomicFileWriter::Create(dir / "out.bin", Durability::kUnsynced);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->Write(AsBytes("head:")).ok());
+  StatusOr<uint64_t> copied = (*w)->CopyFromFile(in->fd(), 100, 1000);
+  ASSERT_TRUE(copied.ok()) << copied.status().ToString();
+  EXPECT_EQ(*copied, 1000u);
+  EXPECT_EQ((*w)->position(), 1005u);
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  StatusOr<uint64_t> from_pipe = (*w)->CopyFromFile(pipe_fds[0], 0, 10);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  ASSERT_TRUE(from_pipe.ok()) << from_pipe.status().ToString();
+  EXPECT_EQ(*from_pipe, 0u);
+  ASSERT_TRUE((*w)->Write(AsBytes(":tail")).ok());
+  ASSERT_TRUE((*w)->Commit().ok());
+  EXPECT_EQ(Slurp(dir / "out.bin"), "head:" + std::string(AsChars(in->bytes()).substr(100, 1000)) + ":tail");
+}
+
 TEST(AtomicFileWriterTest, MissingDirectoryIsNotFound) {
   auto w = AtomicFileWriter::Create("/nonexistent-dir/out.pt");
   ASSERT_FALSE(w.ok());

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,9 @@ class CheckpointFile {
   void ReleasePages(ByteSpan range) const {
     if (mapped_) mapped_->ReleasePages(range);
   }
+  // Where `range` (within bytes()) lies in the input file, for in-kernel
+  // copies; nullopt for decompressed .zst content.
+  std::optional<FileRange> FileRangeOf(ByteSpan range) const;
 
  private:
   friend StatusOr<std::unique_ptr<CheckpointFile>> OpenCheckpoint(const std::string&,

@@ -14,6 +14,7 @@ namespace optstate {
 
 struct WriteOptions {
   bool zstd = false;  // compress the whole file with zstd (a .zst that optstate reads directly)
+  Durability durability = Durability::kSynced;
 };
 
 struct WriteReport {

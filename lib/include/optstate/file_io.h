@@ -19,6 +19,12 @@
 
 namespace optstate {
 
+// Bytes of an open file: what copy_file_range needs.
+struct FileRange {
+  int fd = -1;
+  uint64_t offset = 0;
+};
+
 class MappedFile {
  public:
   // Maps `path` read-only. Errors: kNotFound, kIoError (with errno text), and
@@ -38,13 +44,16 @@ class MappedFile {
   void ReleasePages(ByteSpan range) const;
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // The read-only descriptor behind the mapping, for in-kernel copies.
+  int fd() const { return fd_; }
 
  private:
-  MappedFile(std::string path, void* addr, uint64_t size)
-      : path_(std::move(path)), addr_(addr), size_(size) {}
+  MappedFile(std::string path, int fd, void* addr, uint64_t size)
+      : path_(std::move(path)), fd_(fd), addr_(addr), size_(size) {}
   void Release();
 
   std::string path_;
+  int fd_ = -1;
   void* addr_ = nullptr;  // nullptr for an empty file
   uint64_t size_ = 0;
 };
@@ -56,6 +65,11 @@ class OutputStream {
  public:
   virtual ~OutputStream() = default;
   virtual Status Write(ByteSpan data) = 0;
+  // Appends `length` bytes of the file `fd` from `offset` without passing them
+  // through user space (copy_file_range). Returns how many bytes it appended:
+  // fewer than `length` (0 where the stream or filesystem cannot) means the
+  // caller writes the rest itself.
+  virtual StatusOr<uint64_t> CopyFromFile(int /*fd*/, uint64_t /*offset*/, uint64_t /*length*/) { return 0; }
   virtual uint64_t position() const = 0;
   // Completes the output; after an error nothing is left at the final path.
   virtual Status Commit() = 0;
@@ -65,10 +79,17 @@ class OutputStream {
 // `sink`. The decompressed content equals what was written.
 StatusOr<std::unique_ptr<OutputStream>> MakeZstdOutput(std::unique_ptr<OutputStream> sink);
 
+// kSynced: the output is on disk before it takes the final name, so a crash
+// leaves the old file or the complete new one. kUnsynced (--no-sync, for
+// scratch outputs): still renamed only when complete, but the kernel writes it
+// back whenever it likes, so a crash soon after may leave a partial file.
+enum class Durability { kSynced, kUnsynced };
+
 class AtomicFileWriter : public OutputStream {
  public:
   // Creates the temporary "<dir>/.<name>.tmp-XXXXXX" next to `final_path`.
-  static StatusOr<std::unique_ptr<AtomicFileWriter>> Create(const std::string& final_path);
+  static StatusOr<std::unique_ptr<AtomicFileWriter>> Create(const std::string& final_path,
+                                                            Durability durability = Durability::kSynced);
   ~AtomicFileWriter() override;  // removes the temporary unless committed
 
   AtomicFileWriter(const AtomicFileWriter&) = delete;
@@ -77,25 +98,28 @@ class AtomicFileWriter : public OutputStream {
   // Every 64 MiB, asks the kernel to start writing back what came before, so
   // that dirty pages stay bounded and Commit's fsync has little left to do.
   Status Write(ByteSpan data) override;
+  StatusOr<uint64_t> CopyFromFile(int fd, uint64_t offset, uint64_t length) override;
   uint64_t bytes_written() const { return written_; }
   uint64_t position() const override { return written_; }
-  // fsync, close, rename over final_path, fsync the directory. After an error the
-  // temporary is removed and final_path is untouched.
+  // fsync, close, rename over final_path, fsync the directory (no fsyncs when
+  // kUnsynced). After an error the temporary is removed and final_path is untouched.
   Status Commit() override;
 
   const std::string& final_path() const { return final_path_; }
   const std::string& temp_path() const { return temp_path_; }
 
  private:
-  AtomicFileWriter(std::string final_path, std::string temp_path, int fd)
-      : final_path_(std::move(final_path)), temp_path_(std::move(temp_path)), fd_(fd) {}
+  AtomicFileWriter(std::string final_path, std::string temp_path, int fd, Durability durability)
+      : final_path_(std::move(final_path)), temp_path_(std::move(temp_path)), fd_(fd), durability_(durability) {}
   void Abandon();
+  void StartWriteBack();
 
   std::string final_path_;
   std::string temp_path_;
   int fd_ = -1;
   uint64_t written_ = 0;
   uint64_t flushed_ = 0;  // bytes handed to write-back so far
+  Durability durability_ = Durability::kSynced;
   bool committed_ = false;
 };
 

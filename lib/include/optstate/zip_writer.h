@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,13 +26,19 @@ class ZipWriter {
   // `zstd`: the whole zip goes through a zstd compressor (a .zst file that
   // optstate reads directly and `zstd -d` turns back into the zip).
   static StatusOr<std::unique_ptr<ZipWriter>> Create(const std::string& path, std::string prefix,
-                                                     bool zstd = false);
+                                                     bool zstd = false, Durability durability = Durability::kSynced);
 
   // Adds "<prefix>/<name>" holding `data`.
   // `done_with` (optional) is called with each chunk once it has been written,
   // so a caller copying from a mapped file can release its pages.
+  // `known_crc`: the CRC-32 of `data` when the caller already has it (a record
+  // copied whole from another zip). Then, if `source` says where `data` lies in
+  // a file, the kernel copies it (copy_file_range) and the bytes never pass
+  // through this process; otherwise `data` is written.
   Status AddRecord(const std::string& name, ByteSpan data,
-                   const std::function<void(ByteSpan)>& done_with = nullptr);
+                   const std::function<void(ByteSpan)>& done_with = nullptr,
+                   std::optional<uint32_t> known_crc = std::nullopt,
+                   std::optional<FileRange> source = std::nullopt);
   // Adds a record of `size` zero bytes, streamed without allocating them.
   Status AddZeroRecord(const std::string& name, uint64_t size);
   // Central directory and end records, then the atomic rename.

@@ -1,4 +1,4 @@
-#include "param_source_flags.h"
+#include "shared_flags.h"
 
 #include <CLI/CLI.hpp>
 
@@ -17,6 +17,14 @@ void AddParamSourceFlags(CLI::App& cmd, ParamSource& source) {
                  "Where the model state_dict is in that file (default: the root, or its 'model',\n"
                  "'model_state_dict' or 'state_dict' entry)");
   manifest->excludes(model);
+}
+
+void AddWriteFlags(CLI::App& cmd, bool& no_sync, bool& verify_crc) {
+  cmd.add_flag("--no-sync", no_sync,
+               "Skip the fsyncs (for scratch outputs): still renamed into place only when complete,\n"
+               "but a crash soon after may leave a partial file");
+  cmd.add_flag("--verify-crc", verify_crc,
+               "Check every input record's CRC-32 first (records are copied with the input's CRC)");
 }
 
 nlohmann::ordered_json ParamSourceJson(const MatchedState& m) {

@@ -1,7 +1,8 @@
-// The flags that say where the parameters come from (--manifest, --model,
-// --model-key), shared by collisions and remap, and how both report it.
-#ifndef OPTSTATE_TOOLS_PARAM_SOURCE_FLAGS_H_
-#define OPTSTATE_TOOLS_PARAM_SOURCE_FLAGS_H_
+// Flags shared by several commands: where the parameters come from (--manifest,
+// --model, --model-key; collisions and remap) and how both report it, and how
+// outputs are written (remap, repack).
+#ifndef OPTSTATE_TOOLS_SHARED_FLAGS_H_
+#define OPTSTATE_TOOLS_SHARED_FLAGS_H_
 
 #include <ostream>
 
@@ -17,6 +18,9 @@ namespace optstate::tools {
 
 void AddParamSourceFlags(CLI::App& cmd, ParamSource& source);
 
+// --no-sync and --verify-crc, for the commands that write a checkpoint.
+void AddWriteFlags(CLI::App& cmd, bool& no_sync, bool& verify_crc);
+
 // {"from", "order", "tied", "buffers"} (the "params_source" object of the schemas).
 nlohmann::ordered_json ParamSourceJson(const MatchedState& m);
 
@@ -25,4 +29,4 @@ void WriteParamSourceText(const MatchedState& m, std::ostream& out);
 
 }  // namespace optstate::tools
 
-#endif  // OPTSTATE_TOOLS_PARAM_SOURCE_FLAGS_H_
+#endif  // OPTSTATE_TOOLS_SHARED_FLAGS_H_
