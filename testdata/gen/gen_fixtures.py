@@ -146,6 +146,9 @@ class PtrKeyedAdam(torch.optim.Optimizer):
                      temporary_of: an orphan a remap must not attach to anything).
     adamw_fields=True: a per-entry `step` tensor beside exp_avg/exp_avg_sq, the fields
                      torch.optim.AdamW keeps, so a real AdamW can load the remapped state.
+    soap_fields=True: the non-tensor state HeavyBall's SOAP/PSGD entries carry beside the
+                     moments: an int `step`, per-dim preconditioner lists with `[]` for
+                     skipped dims, (torch.Size, tensor) pairs and a tuple of einsum strings.
     state_dtype:     dtype the moments are stored in (HeavyBall's storage_dtype); the
                      arithmetic is float32 either way.
     The step counter lives in the group ("k"), as in HeavyBall's Foreach* optimizers.
@@ -153,10 +156,10 @@ class PtrKeyedAdam(torch.optim.Optimizer):
 
     def __init__(self, params, lr=1e-2, betas=(0.9, 0.99), eps=1e-8, key="ptr_shape",
                  fsdp=False, split_rows=None, merge_dims=False, adamw_fields=False,
-                 state_dtype=torch.float32):
+                 soap_fields=False, state_dtype=torch.float32):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, k=0))
         self.key, self.fsdp, self.split_rows = key, fsdp, split_rows
-        self.merge_dims, self.adamw_fields = merge_dims, adamw_fields
+        self.merge_dims, self.adamw_fields, self.soap_fields = merge_dims, adamw_fields, soap_fields
         self.state_dtype = state_dtype
         self.names = {}      # id(param) -> name, set by the caller; for the truth record
         self.truth = {}      # state key -> [(param name, view index)] that used it
@@ -200,6 +203,16 @@ class PtrKeyedAdam(torch.optim.Optimizer):
                                                          memory_format=torch.contiguous_format)
                         st["exp_avg_sq"] = torch.zeros_like(view, dtype=self.state_dtype,
                                                             memory_format=torch.contiguous_format)
+                    if self.soap_fields:
+                        if "step" not in st:
+                            rows = view.shape[0]
+                            st["step"] = 0
+                            st["GG"] = [torch.zeros(rows, rows), []] if view.dim() == 2 else [[]]
+                            st["Q"] = [(torch.Size([rows]), torch.ones(rows * (rows + 1) // 2)), None]
+                            st["exprs"] = ("ab,cb->ac", ("ab,ab->b",), "a,b->ab")
+                        st["step"] += 1
+                        if view.dim() == 2:
+                            st["GG"][0].add_(grad @ grad.T)
                     if self.adamw_fields:
                         st["step"] += 1
                     m = st["exp_avg"].float().mul_(b1).add_(grad, alpha=1 - b1)
@@ -348,11 +361,12 @@ def build_all():
 
     torch.manual_seed(0)
     m = ConvNet()
-    o = ptr_keyed(m, key="ptr_shape", merge_dims=True)
+    o = ptr_keyed(m, key="ptr_shape", merge_dims=True, soap_fields=True)
     train_on(m, o, lambda g: (torch.randn(2, 3, 8, 8, generator=g), torch.randn(2, 2, generator=g)))
     yield ("heavyball_orphan.pt", o.state_dict(),
            "HeavyBall 0.24 merge_dims: conv weights keyed as (rows, -1); the channels_last one through "
-           "a reshape copy, so its state is keyed by a freed temporary (orphans)",
+           "a reshape copy, so its state is keyed by a freed temporary (orphans); SOAP/PSGD-style "
+           "non-tensor state (int step, lists with [] placeholders, torch.Size pairs, einsum strings)",
            {}, (manifest(m, o), truth(o)))
 
     yield ("meta_tensors.pt", {"weight": torch.empty(4, 3, device="meta"),

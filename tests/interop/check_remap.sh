@@ -34,6 +34,12 @@ for line in torch113 torch26; do
   remap heavyball_tied ownmodel
   remap heavyball_tied model --model testdata/good/$line/heavyball_tied_model.pt
 done
+# FSDP2 rank files: DTensor values carried through, keys to FQNs from the model
+# of torch's own dcp_to_torch_save.
+line=torch26
+for rank in 0 1; do
+  remap fsdp2_rank${rank}_optim fqn --to fqn --model testdata/good/torch26/fsdp2_dcp.consolidated.pt
+done
 echo "== torch 1.13"
 /usr/bin/python3 tests/interop/check_remapped.py "$scratch" | grep -v '^ok'
 [ "${PIPESTATUS[0]}" = 0 ] || exit 1

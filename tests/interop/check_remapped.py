@@ -34,20 +34,76 @@ def optimizer_dict(obj):
     return obj["optimizer"] if "optimizer" in obj else obj
 
 
+def same_value(x, y, where):
+    """None when x and y are equal in value and type (tensors by dtype, shape and
+    bytes; torch.Size is not a tuple), else what differs."""
+    if type(x) is not type(y):
+        return f"{where}: {type(x).__name__} != {type(y).__name__}"
+    if isinstance(x, torch.Tensor):
+        if x.dtype != y.dtype or x.shape != y.shape or not torch.equal(x, y):
+            return f"{where} differs"
+        return None
+    if isinstance(x, (list, tuple)):
+        if len(x) != len(y):
+            return f"{where}: length {len(x)} != {len(y)}"
+        for i, (a, b) in enumerate(zip(x, y)):
+            diff = same_value(a, b, f"{where}[{i}]")
+            if diff:
+                return diff
+        return None
+    if isinstance(x, dict):
+        if list(x) != list(y):
+            return f"{where}: keys {list(x)} != {list(y)}"
+        for k in x:
+            diff = same_value(x[k], y[k], f"{where}.{k}")
+            if diff:
+                return diff
+        return None
+    return None if x == y else f"{where}: {x!r} != {y!r}"
+
+
 def same_entry(a, b):
     if set(a) != set(b):
         return f"fields {sorted(a)} != {sorted(b)}"
     for k in a:
-        x, y = a[k], b[k]
-        if isinstance(x, torch.Tensor):
-            if x.dtype != y.dtype or x.shape != y.shape or not torch.equal(x, y):
-                return f"field {k} differs"
-        elif x != y:
-            return f"field {k} differs"
+        diff = same_value(a[k], b[k], f"field {k}")
+        if diff:
+            return diff
+    return None
+
+
+def check_dtensor_fqn(line, name, out):
+    """An FSDP2 rank's own optimizer file, remapped to FQN keys with the model of
+    torch's dcp_to_torch_save: each DTensor entry comes through whole (local
+    shard bytes, global shape, placements) under its parameter's name."""
+    if not cf.TORCH2:
+        raise cf.Skip("needs torch 2.x")
+    import torch.distributed.tensor  # noqa: F401  (allowlists the DTensor classes)
+    src = os.path.join(cf.REPO, "testdata", "good", line, name.split(".")[0] + ".pt")
+    names = list(load(os.path.join(cf.REPO, "testdata", "good", line, "fsdp2_dcp.consolidated.pt"),
+                      weights_only=False)["model"])
+    original = load(src, weights_only=False)
+    remapped = load(out, weights_only=True)
+    if list(remapped["state"]) != names or remapped["param_groups"][0]["params"] != names:
+        return f"keys {list(remapped['state'])[:3]}... are not the model's names in order"
+    for i, fqn in enumerate(names):
+        a, b = original["state"][i], remapped["state"][fqn]
+        for k in a:
+            x, y = a[k], b[k]
+            if type(x) is not type(y):
+                return f"{fqn}.{k}: {type(x).__name__} != {type(y).__name__}"
+            if hasattr(x, "to_local"):
+                if (x.shape != y.shape or x.placements != y.placements
+                        or not torch.equal(x.to_local(), y.to_local())):
+                    return f"{fqn}.{k}: DTensor differs"
+            elif not torch.equal(x, y):
+                return f"{fqn}.{k} differs"
     return None
 
 
 def check(line, name, out):
+    if name.startswith("fsdp2_rank"):
+        return check_dtensor_fqn(line, name, out)
     base, variant = name.split(".")[0], name.split(".")[1]
     policy = variant if variant in ("drop", "share", "reset") else "fail"
     src = os.path.join(cf.REPO, "testdata", "good", line, base)
@@ -92,7 +148,8 @@ def check(line, name, out):
     if [g["params"] for g in remapped["param_groups"]] != [list(range(len(manifest)))]:
         return f"param_groups params are {remapped['param_groups'][0]['params'][:5]}..."
     params = [torch.nn.Parameter(torch.zeros(m["shape"], dtype=getattr(torch, m["dtype"]))) for m in manifest]
-    adamw = all("step" in e for e in orig_entries)
+    adamw = all(set(e) == {"step", "exp_avg", "exp_avg_sq"} and isinstance(e["step"], torch.Tensor)
+                for e in orig_entries)
     # AdamW where the state has its fields; otherwise SGD, because AdamW's
     # __setstate__ requires a 'step' field, which HeavyBall-style state (counter
     # in the group) never had. Either way load_state_dict must file each entry
