@@ -25,17 +25,25 @@ CROSS_FIELDS = ("fixture", "covers", "file_size", "container", "root", "storages
 
 
 def first_difference(a, b, path="$"):
+    """None when a and b are equal in value and type (JSON values, and also
+    tensors by dtype, shape and bytes, tuples; torch.Size is not a tuple), else
+    where they first differ."""
+    def show(v):
+        return json.dumps(v, default=repr)[:120]
     if type(a) is not type(b):
-        return f"{path}: {json.dumps(a)[:120]} != {json.dumps(b)[:120]}"
+        return f"{path}: {show(a)} != {show(b)}"
+    if isinstance(a, torch.Tensor):
+        same = a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+        return None if same else f"{path}: tensors differ"
     if isinstance(a, dict):
-        for k in sorted(set(a) | set(b)):
+        for k in sorted(set(a) | set(b), key=str):
             if k not in a or k not in b:
                 return f"{path}.{k}: present on one side only"
             d = first_difference(a[k], b[k], f"{path}.{k}")
             if d:
                 return d
         return None
-    if isinstance(a, list):
+    if isinstance(a, (list, tuple)):
         if len(a) != len(b):
             return f"{path}: {len(a)} items != {len(b)}"
         for i, (x, y) in enumerate(zip(a, b)):
@@ -43,7 +51,7 @@ def first_difference(a, b, path="$"):
             if d:
                 return d
         return None
-    return None if a == b else f"{path}: {json.dumps(a)[:120]} != {json.dumps(b)[:120]}"
+    return None if a == b else f"{path}: {show(a)} != {show(b)}"
 
 
 def fixtures():

@@ -34,39 +34,11 @@ def optimizer_dict(obj):
     return obj["optimizer"] if "optimizer" in obj else obj
 
 
-def same_value(x, y, where):
-    """None when x and y are equal in value and type (tensors by dtype, shape and
-    bytes; torch.Size is not a tuple), else what differs."""
-    if type(x) is not type(y):
-        return f"{where}: {type(x).__name__} != {type(y).__name__}"
-    if isinstance(x, torch.Tensor):
-        if x.dtype != y.dtype or x.shape != y.shape or not torch.equal(x, y):
-            return f"{where} differs"
-        return None
-    if isinstance(x, (list, tuple)):
-        if len(x) != len(y):
-            return f"{where}: length {len(x)} != {len(y)}"
-        for i, (a, b) in enumerate(zip(x, y)):
-            diff = same_value(a, b, f"{where}[{i}]")
-            if diff:
-                return diff
-        return None
-    if isinstance(x, dict):
-        if list(x) != list(y):
-            return f"{where}: keys {list(x)} != {list(y)}"
-        for k in x:
-            diff = same_value(x[k], y[k], f"{where}.{k}")
-            if diff:
-                return diff
-        return None
-    return None if x == y else f"{where}: {x!r} != {y!r}"
-
-
 def same_entry(a, b):
     if set(a) != set(b):
         return f"fields {sorted(a)} != {sorted(b)}"
     for k in a:
-        diff = same_value(a[k], b[k], f"field {k}")
+        diff = cf.first_difference(a[k], b[k], f"field {k}")
         if diff:
             return diff
     return None
