@@ -31,7 +31,7 @@ def first_difference(a, b, path="$"):
     def show(v):
         return json.dumps(v, default=repr)[:120]
     if type(a) is not type(b):
-        return f"{path}: {show(a)} != {show(b)}"
+        return f"{path}: {type(a).__name__} {show(a)} != {type(b).__name__} {show(b)}"
     if isinstance(a, torch.Tensor):
         same = a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
         return None if same else f"{path}: tensors differ"
