@@ -1,0 +1,8 @@
+// The AdamW loop built for avx2; the target flags are set in lib/CMakeLists.txt.
+#include "adamw_kernel.h"
+
+namespace optstate::optim {
+
+void RunChunkAvx2(const Chunk& c) { RunChunkImpl(c); }
+
+}  // namespace optstate::optim

@@ -1,0 +1,139 @@
+// The AdamW inner loop, written once as plain C++ and compiled three times
+// (adamw_generic.cc, adamw_avx2.cc, adamw_avx512.cc) with different target
+// flags, so GCC vectorises it for each instruction set; adamw.cc picks one at
+// run time. Every file that includes this is built with -ffp-contract=off:
+// no FMA contraction, so each variant rounds exactly as adamw_reference.cc.
+// Internal to lib/.
+#ifndef OPTSTATE_OPTIM_ADAMW_KERNEL_H_
+#define OPTSTATE_OPTIM_ADAMW_KERNEL_H_
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace optstate::optim {
+
+// The per-tensor scalars of one step, in float as torch's kernels use them.
+struct StepScalars {
+  float decay;             // 1 - lr * weight_decay
+  float one_minus_beta1;   // lerp weight
+  float beta2;
+  float one_minus_beta2;
+  float neg_step_size;     // -lr / (1 - beta1^step)
+  float bias_correction2_sqrt;
+  float eps;
+  bool amsgrad;
+  bool maximize;
+};
+
+enum class ParamType { kFloat32, kBFloat16, kFloat16 };
+
+// A contiguous piece of one tensor: [begin, end) of its elements.
+struct Chunk {
+  void* param;
+  const void* grad;  // nullptr: a zero gradient
+  float* exp_avg;
+  float* exp_avg_sq;
+  float* max_exp_avg_sq;
+  ParamType type;
+  int64_t begin, end;
+  StepScalars s;
+};
+
+// bfloat16 <-> float as c10::BFloat16 does it: widen by shifting; narrow with
+// round-to-nearest-even, NaN to the canonical quiet NaN.
+inline float Bf16ToFloat(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+inline uint16_t FloatToBf16(float f) {
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  return std::isnan(f) ? uint16_t{0x7FC0} : static_cast<uint16_t>(rounded);
+}
+
+template <typename Storage>
+struct Convert;
+template <>
+struct Convert<float> {
+  static float Load(float x) { return x; }
+  static float Store(float x) { return x; }
+};
+template <>
+struct Convert<uint16_t> {  // bfloat16 bits
+  static float Load(uint16_t x) { return Bf16ToFloat(x); }
+  static uint16_t Store(float x) { return FloatToBf16(x); }
+};
+template <>
+struct Convert<_Float16> {
+  static float Load(_Float16 x) { return static_cast<float>(x); }
+  static _Float16 Store(float x) { return static_cast<_Float16>(x); }  // IEEE round-to-nearest-even
+};
+
+// Which variant of the loop: each combination is compiled separately, so no
+// loop branches per element.
+enum LoopFlags : int { kAmsgrad = 1, kMaximize = 2, kHasGrad = 4, kLerpFromEnd = 8 };
+
+// The order of operations follows torch's single-tensor AdamW and ATen's
+// kernels: lerp as self + w * (end - self) for w < 0.5 and end - (end - self)
+// * (1 - w) otherwise; addcmul as self + (value * a) * b; addcdiv as
+// self + (value * a) / b.
+template <typename P, int kFlags>
+inline void AdamWLoop(P* __restrict param, const P* __restrict grad, float* __restrict m, float* __restrict v,
+                      float* __restrict vmax, int64_t n, const StepScalars& s) {
+  const float decay = s.decay, w = s.one_minus_beta1, one_minus_w = 1.0f - w;
+  const float beta2 = s.beta2, omb2 = s.one_minus_beta2;
+  const float nss = s.neg_step_size, bc2 = s.bias_correction2_sqrt, eps = s.eps;
+  for (int64_t i = 0; i < n; ++i) {
+    float g = (kFlags & kHasGrad) ? Convert<P>::Load(grad[i]) : 0.0f;
+    if (kFlags & kMaximize) g = -g;
+    float p = Convert<P>::Load(param[i]) * decay;
+    float mi = (kFlags & kLerpFromEnd) ? g - (g - m[i]) * one_minus_w : m[i] + w * (g - m[i]);
+    float vi = v[i] * beta2 + (omb2 * g) * g;
+    m[i] = mi;
+    v[i] = vi;
+    if (kFlags & kAmsgrad) {
+      float a = vmax[i];
+      vi = (a != a || a > vi) ? a : vi;  // torch.maximum: a NaN on either side wins
+      vmax[i] = vi;
+    }
+    float denom = std::sqrt(vi) / bc2 + eps;
+    param[i] = Convert<P>::Store(p + (nss * mi) / denom);
+  }
+}
+
+template <typename P>
+inline void RunChunkAs(const Chunk& c) {
+  auto* p = static_cast<P*>(c.param) + c.begin;
+  const P* g = c.grad ? static_cast<const P*>(c.grad) + c.begin : nullptr;
+  float* m = c.exp_avg + c.begin;
+  float* v = c.exp_avg_sq + c.begin;
+  float* vmax = c.max_exp_avg_sq ? c.max_exp_avg_sq + c.begin : nullptr;
+  int64_t n = c.end - c.begin;
+  const StepScalars& s = c.s;
+  int flags = (s.amsgrad ? kAmsgrad : 0) | (s.maximize ? kMaximize : 0) | (g ? kHasGrad : 0) |
+              (s.one_minus_beta1 < 0.5f ? 0 : kLerpFromEnd);
+  switch (flags) {
+#define OPTSTATE_ADAMW_CASE(f) \
+  case f: return AdamWLoop<P, f>(p, g, m, v, vmax, n, s);
+    OPTSTATE_ADAMW_CASE(0) OPTSTATE_ADAMW_CASE(1) OPTSTATE_ADAMW_CASE(2) OPTSTATE_ADAMW_CASE(3)
+    OPTSTATE_ADAMW_CASE(4) OPTSTATE_ADAMW_CASE(5) OPTSTATE_ADAMW_CASE(6) OPTSTATE_ADAMW_CASE(7)
+    OPTSTATE_ADAMW_CASE(8) OPTSTATE_ADAMW_CASE(9) OPTSTATE_ADAMW_CASE(10) OPTSTATE_ADAMW_CASE(11)
+    OPTSTATE_ADAMW_CASE(12) OPTSTATE_ADAMW_CASE(13) OPTSTATE_ADAMW_CASE(14) OPTSTATE_ADAMW_CASE(15)
+#undef OPTSTATE_ADAMW_CASE
+  }
+}
+
+inline void RunChunkImpl(const Chunk& c) {
+  switch (c.type) {
+    case ParamType::kFloat32: return RunChunkAs<float>(c);
+    case ParamType::kBFloat16: return RunChunkAs<uint16_t>(c);
+    case ParamType::kFloat16: return RunChunkAs<_Float16>(c);
+  }
+}
+
+// One per instruction set, each in its own file.
+void RunChunkGeneric(const Chunk& c);
+void RunChunkAvx2(const Chunk& c);
+void RunChunkAvx512(const Chunk& c);
+
+}  // namespace optstate::optim
+
+#endif  // OPTSTATE_OPTIM_ADAMW_KERNEL_H_
