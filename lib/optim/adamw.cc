@@ -69,7 +69,7 @@ optim::StepScalars Scalars(const AdamWHyper& h, float step) {
   s.beta2 = static_cast<float>(h.beta2);
   s.one_minus_beta2 = static_cast<float>(1 - h.beta2);
   s.neg_step_size = static_cast<float>(-(h.lr / bc1));
-  s.bias_correction2_sqrt = static_cast<float>(std::sqrt(bc2));
+  s.inv_bias_correction2_sqrt = static_cast<float>(1 / std::sqrt(bc2));
   s.eps = static_cast<float>(h.eps);
   s.amsgrad = h.amsgrad;
   s.maximize = h.maximize;

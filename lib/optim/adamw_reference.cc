@@ -52,7 +52,9 @@ Status AdamWStepReference(std::span<const AdamWTensor> tensors, const AdamWHyper
     float beta2 = static_cast<float>(h.beta2);
     float sq_weight = static_cast<float>(1 - h.beta2);
     float value = static_cast<float>(-step_size);
-    float bc2_sqrt = static_cast<float>(bias_correction2_sqrt);
+    // One departure from torch, shared with the fast kernel: multiply by the
+    // reciprocal instead of dividing (at most an ulp apart).
+    float inv_bc2_sqrt = static_cast<float>(1 / bias_correction2_sqrt);
     float eps = static_cast<float>(h.eps);
     for (int64_t i = 0; i < t.numel; ++i) {
       float grad = t.grad == nullptr ? 0.0f : LoadParam(t.grad, t.dtype, i);
@@ -83,7 +85,7 @@ Status AdamWStepReference(std::span<const AdamWTensor> tensors, const AdamWHyper
         t.max_exp_avg_sq[i] = second;
       }
       // denom = (v.sqrt() / bias_correction2_sqrt).add_(eps)
-      float denom = std::sqrt(second) / bc2_sqrt + eps;
+      float denom = std::sqrt(second) * inv_bc2_sqrt + eps;
       // param.addcdiv_(exp_avg, denom, value=-step_size)
       param = param + (value * exp_avg) / denom;
       StoreParam(t.param, t.dtype, i, param);

@@ -11,7 +11,9 @@
 //   exp_avg     = exp_avg + (1 - beta1) * (g - exp_avg)     (torch's lerp, weight < 0.5)
 //   exp_avg_sq  = exp_avg_sq * beta2 + (1 - beta2) * g * g
 //   v           = amsgrad ? (max_exp_avg_sq = max(max_exp_avg_sq, exp_avg_sq)) : exp_avg_sq
-//   param      -= lr / (1 - beta1^step) * exp_avg / (sqrt(v) / sqrt(1 - beta2^step) + eps)
+//   param      -= lr / (1 - beta1^step) * exp_avg / (sqrt(v) * (1 / sqrt(1 - beta2^step)) + eps)
+// (torch divides by sqrt(1 - beta2^step); the reciprocal saves a division per
+// element and differs by at most an ulp).
 // with `step` (a 0-d float32, as torch stores it) incremented first. The
 // per-step scalars are computed in double, as torch computes them in Python.
 // Hyperparameters come from the call, never from copies kept per parameter,
