@@ -33,11 +33,22 @@ StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, NodeId root, 
   return WriteCheckpoint(input, input.checkpoint(), root, path, options);
 }
 
-StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpoint& cp, NodeId root,
-                                      const std::string& path, const WriteOptions& options) {
-  auto release = [&input](ByteSpan chunk) { input.ReleasePages(chunk); };
+namespace {
+
+// One storage's bytes for the zip writer, and what it may know about them.
+struct StorageData {
+  ByteSpan bytes;
+  std::optional<uint32_t> crc;        // when the record is copied whole from a zip
+  std::optional<FileRange> source;    // where the bytes lie in a file
+  std::function<void(ByteSpan)> release;
+};
+using StorageDataFn = std::function<StatusOr<StorageData>(const StorageRef&, size_t index)>;
+
+StatusOr<WriteReport> WriteWith(const Checkpoint& cp, NodeId root, const std::string& path,
+                                const WriteOptions& options, const StorageDataFn& data_of) {
   OPTSTATE_ASSIGN_OR_RETURN(PickleOutput pickle, WriteTorchPickle(cp, root));
-  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<ZipWriter> zip, ZipWriter::Create(path, ArchiveName(path), options.zstd, options.durability));
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<ZipWriter> zip,
+                            ZipWriter::Create(path, ArchiveName(path), options.zstd, options.durability));
   WriteReport report;
   report.unsafe_globals = pickle.unsafe_globals;
   report.loadable_after_dtensor_import =
@@ -51,31 +62,54 @@ StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpo
   OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("byteorder", AsBytes("little")));
   for (size_t key = 0; key < pickle.storages.size(); ++key) {
     const StorageRef& s = cp.storages[pickle.storages[key]];
+    ++report.storages;
+    report.storage_bytes += s.nbytes;
     if (s.zero_fill) {
       OPTSTATE_RETURN_IF_ERROR(zip->AddZeroRecord("data/" + std::to_string(key), s.nbytes));
-      ++report.storages;
-      report.storage_bytes += s.nbytes;
       continue;
     }
-    OPTSTATE_ASSIGN_OR_RETURN(ByteSpan data, StorageBytes(input.bytes(), cp, s));
-    // A stored record copied whole keeps the CRC the input's directory gives it,
-    // so the bytes are read once. (A wrong CRC stays as wrong as it was; remap
-    // --verify-crc checks the input first.)
-    std::optional<uint32_t> crc;
-    if (s.zip_entry >= 0) {
-      const ZipEntry& e = cp.container.zip.entries[static_cast<size_t>(s.zip_entry)];
-      if (e.method == 0 && e.size == data.size()) crc = e.crc32;
+    OPTSTATE_ASSIGN_OR_RETURN(StorageData d, data_of(s, pickle.storages[key]));
+    if (d.bytes.size() != s.nbytes) {
+      return InternalError("storage '" + s.key + "': " + std::to_string(d.bytes.size()) + " bytes for " +
+                           std::to_string(s.nbytes));
     }
-    OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("data/" + std::to_string(key), data, release, crc,
-                                            crc ? input.FileRangeOf(data) : std::nullopt));
-    ++report.storages;
-    report.storage_bytes += data.size();
+    OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("data/" + std::to_string(key), d.bytes, d.release, d.crc, d.source));
   }
   OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("version", AsBytes("3\n")));
   OPTSTATE_RETURN_IF_ERROR(zip->Finish());
   std::error_code ec;
   report.bytes = std::filesystem::file_size(path, ec);
   return report;
+}
+
+}  // namespace
+
+StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpoint& cp, NodeId root,
+                                      const std::string& path, const WriteOptions& options) {
+  auto release = [&input](ByteSpan chunk) { input.ReleasePages(chunk); };
+  return WriteWith(cp, root, path, options, [&](const StorageRef& s, size_t) -> StatusOr<StorageData> {
+    StorageData d;
+    OPTSTATE_ASSIGN_OR_RETURN(d.bytes, StorageBytes(input.bytes(), cp, s));
+    // A stored record copied whole keeps the CRC the input's directory gives it,
+    // so the bytes are read once, by the kernel where it can. (A wrong CRC stays
+    // as wrong as it was; --verify-crc checks the input first.)
+    if (s.zip_entry >= 0) {
+      const ZipEntry& e = cp.container.zip.entries[static_cast<size_t>(s.zip_entry)];
+      if (e.method == 0 && e.size == d.bytes.size()) d.crc = e.crc32;
+    }
+    if (d.crc) d.source = input.FileRangeOf(d.bytes);
+    d.release = release;
+    return d;
+  });
+}
+
+StatusOr<WriteReport> WriteNewCheckpoint(const Checkpoint& checkpoint, NodeId root, const std::string& path,
+                                         const StorageSource& source, const WriteOptions& options) {
+  return WriteWith(checkpoint, root, path, options, [&](const StorageRef&, size_t index) -> StatusOr<StorageData> {
+    StorageData d;
+    OPTSTATE_ASSIGN_OR_RETURN(d.bytes, source(index));
+    return d;
+  });
 }
 
 }  // namespace optstate

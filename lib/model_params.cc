@@ -79,16 +79,37 @@ StatusOr<NodeId> LocateModelStateDict(const Checkpoint& cp, const std::string& p
                        "'model_state_dict' or 'state_dict' entry that is one; name it with --model-key");
 }
 
+ModelParams ParamsOfModel(const Checkpoint& model, NodeId dict) {
+  const ObjectGraph& g = model.graph;
+  ModelParams out;
+  std::map<std::tuple<int64_t, uint64_t, std::vector<int64_t>, std::vector<int64_t>>, std::string> first_of;
+  for (auto [k, v] : g.at(dict).entries) {
+    if (g.at(v).kind != NodeKind::kTensor) continue;  // _extra_state and other non-tensors
+    const std::string& name = g.at(k).text;
+    const TensorRef* t = &model.tensors[g.at(v).tensor];
+    if (IsKnownBufferName(name) || !CanBeParameter(t->dtype)) {
+      out.buffers.push_back(name);
+      continue;
+    }
+    if (t->storage >= 0) {
+      auto [it, fresh] = first_of.emplace(std::make_tuple(t->storage, t->storage_offset, t->sizes, t->strides), name);
+      if (!fresh) {
+        out.tied.push_back(name + " (tied to " + it->second + ")");
+        continue;
+      }
+    }
+    out.params.push_back(InfoOf(name, *t));
+  }
+  out.order = "module order (tied duplicates and buffers dropped)";
+  return out;
+}
+
 StatusOr<ModelParams> ParamsFromModel(const Checkpoint& model, NodeId dict, const Checkpoint& checkpoint,
                                       const OptimizerState& state) {
   const ObjectGraph& g = model.graph;
   std::map<std::string, const TensorRef*> by_name;
-  std::vector<std::pair<std::string, const TensorRef*>> in_order;
   for (auto [k, v] : g.at(dict).entries) {
-    if (g.at(v).kind != NodeKind::kTensor) continue;  // _extra_state and other non-tensors
-    const TensorRef* t = &model.tensors[g.at(v).tensor];
-    by_name.emplace(g.at(k).text, t);
-    in_order.emplace_back(g.at(k).text, t);
+    if (g.at(v).kind == NodeKind::kTensor) by_name.emplace(g.at(k).text, &model.tensors[g.at(v).tensor]);
   }
   ModelParams out;
 
@@ -115,22 +136,10 @@ StatusOr<ModelParams> ParamsFromModel(const Checkpoint& model, NodeId dict, cons
   }
 
   // Module order, without what cannot be a trained parameter.
-  std::map<std::tuple<int64_t, uint64_t, std::vector<int64_t>, std::vector<int64_t>>, std::string> first_of;
-  std::vector<ParamInfo> candidates;
-  for (const auto& [name, t] : in_order) {
-    if (IsKnownBufferName(name) || !CanBeParameter(t->dtype)) {
-      out.buffers.push_back(name);
-      continue;
-    }
-    if (t->storage >= 0) {
-      auto [it, fresh] = first_of.emplace(std::make_tuple(t->storage, t->storage_offset, t->sizes, t->strides), name);
-      if (!fresh) {
-        out.tied.push_back(name + " (tied to " + it->second + ")");
-        continue;
-      }
-    }
-    candidates.push_back(InfoOf(name, *t));
-  }
+  ModelParams module = ParamsOfModel(model, dict);
+  out.tied = std::move(module.tied);
+  out.buffers = std::move(module.buffers);
+  std::vector<ParamInfo> candidates = std::move(module.params);
   std::string dropped = Count(candidates.size(), "parameter") + " once " + Count(out.tied.size(), "tied duplicate") +
                         " and " + Count(out.buffers.size(), "buffer") + " are dropped";
   if (state.group_params.size() != 1) {

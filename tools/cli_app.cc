@@ -8,6 +8,7 @@
 
 #include "collisions_command.h"
 #include "inspect_command.h"
+#include "regenerate_command.h"
 #include "remap_command.h"
 #include "repack_command.h"
 
@@ -41,6 +42,7 @@ int RunCli(int argc, const char* const* argv, CommandOutput& output) {
   add(AddCollisionsCommand(app));
   add(AddRemapCommand(app));
   add(AddRepackCommand(app));
+  add(AddRegenerateCommand(app));
 
   try {
     app.parse(argc, argv);

@@ -5,6 +5,7 @@
 #ifndef OPTSTATE_CHECKPOINT_WRITER_H_
 #define OPTSTATE_CHECKPOINT_WRITER_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,15 @@ StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, NodeId root, 
 // refer to input's bytes.
 StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpoint& checkpoint, NodeId root,
                                       const std::string& path, const WriteOptions& options = {});
+
+// A checkpoint made from scratch (regenerate, export): the graph's storages
+// have no input file behind them, and `source` hands over each one's bytes
+// when its record is written, in the order the pickle first uses them (so a
+// producer can compute them one tensor at a time). The span must stay valid
+// until the next call.
+using StorageSource = std::function<StatusOr<ByteSpan>(size_t storage_index)>;
+StatusOr<WriteReport> WriteNewCheckpoint(const Checkpoint& checkpoint, NodeId root, const std::string& path,
+                                         const StorageSource& source, const WriteOptions& options = {});
 
 }  // namespace optstate
 

@@ -38,6 +38,11 @@ struct ModelParams {
 StatusOr<NodeId> LocateModelStateDict(const Checkpoint& checkpoint, const std::string& path,
                                       std::string* found_at);
 
+// Every parameter of the model state_dict at `dict`, in module order, with tied
+// duplicates and known buffers dropped (what model.parameters() would give, as
+// far as a state_dict can tell).
+ModelParams ParamsOfModel(const Checkpoint& model, NodeId dict);
+
 // The parameters `state` (read from `checkpoint`) refers to, from the model
 // state_dict at `dict` of `model` (which may be the same checkpoint).
 StatusOr<ModelParams> ParamsFromModel(const Checkpoint& model, NodeId dict, const Checkpoint& checkpoint,

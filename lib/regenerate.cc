@@ -1,0 +1,407 @@
+#include "optstate/regenerate.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <map>
+#include <new>
+
+#include "optstate/checkpoint.h"
+
+namespace optstate {
+namespace {
+
+uint64_t SplitMix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Deterministic values in about [-scale, scale], peaked at 0 (the sum of two
+// uniforms), from (seed, parameter, step): cheap, and the same on every machine.
+void FillValues(float* out, int64_t n, uint64_t seed, size_t param, int step, float scale) {
+  uint64_t x = SplitMix(seed ^ SplitMix(param * 0x100000001B3ull + static_cast<uint64_t>(step) + 1));
+  for (int64_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    float a = static_cast<float>(x & 0xFFFFFF) * (1.0f / 16777216.0f);
+    float b = static_cast<float>((x >> 24) & 0xFFFFFF) * (1.0f / 16777216.0f);
+    out[i] = scale * (a + b - 1.0f);
+  }
+}
+
+int64_t Numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= std::max<int64_t>(shape[i], 1);
+  }
+  return strides;
+}
+
+void StoreAs(DType dtype, const float* in, std::byte* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (dtype == DType::kBFloat16) {
+      uint32_t u = std::bit_cast<uint32_t>(in[i]);
+      auto h = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+      std::memcpy(out + 2 * i, &h, 2);
+    } else if (dtype == DType::kFloat16) {
+      auto h = static_cast<_Float16>(in[i]);
+      std::memcpy(out + 2 * i, &h, 2);
+    } else {
+      std::memcpy(out + 4 * i, &in[i], 4);
+    }
+  }
+}
+
+// What one storage of the output holds.
+enum class Field { kParam, kStep, kExpAvg, kExpAvgSq, kMaxExpAvgSq };
+struct StorageJob {
+  size_t group;
+  size_t member;        // kParam: which parameter of the group
+  Field field;
+  uint64_t byte_offset; // into the field's buffer (a view's slice)
+  uint64_t nbytes;
+};
+
+// The parameters trained together: one, or (ptr-shape-fsdp) all of one shape,
+// which share a single merged state.
+struct Computed {
+  size_t group = SIZE_MAX;
+  std::vector<std::vector<std::byte>> params;  // final values, one per member, in the parameter dtype
+  std::vector<float> m, v, vmax;
+  float step = 0;
+};
+
+class Builder {
+ public:
+  explicit Builder(Checkpoint& cp) : cp_(cp) {}
+  NodeId New(NodeKind kind) {
+    cp_.graph.nodes.emplace_back();
+    cp_.graph.nodes.back().kind = kind;
+    return static_cast<NodeId>(cp_.graph.nodes.size() - 1);
+  }
+  NodeId Int(int64_t v) {
+    NodeId id = New(NodeKind::kInt);
+    cp_.graph.at(id).int_value = v;
+    return id;
+  }
+  NodeId Float(double v) {
+    NodeId id = New(NodeKind::kFloat);
+    cp_.graph.at(id).float_value = v;
+    return id;
+  }
+  NodeId Bool(bool v) {
+    NodeId id = New(NodeKind::kBool);
+    cp_.graph.at(id).bool_value = v;
+    return id;
+  }
+  NodeId Str(const std::string& s) {
+    NodeId id = New(NodeKind::kStr);
+    cp_.graph.at(id).text = s;
+    return id;
+  }
+  NodeId Tuple(std::vector<NodeId> items) {
+    NodeId id = New(NodeKind::kTuple);
+    cp_.graph.at(id).items = std::move(items);
+    return id;
+  }
+  NodeId List(std::vector<NodeId> items) {
+    NodeId id = New(NodeKind::kList);
+    cp_.graph.at(id).items = std::move(items);
+    return id;
+  }
+  NodeId Dict(const std::string& class_name = "") {
+    NodeId id = New(NodeKind::kDict);
+    cp_.graph.at(id).class_name = class_name;
+    return id;
+  }
+  void Set(NodeId dict, NodeId key, NodeId value) { cp_.graph.at(dict).entries.emplace_back(key, value); }
+  void Set(NodeId dict, const std::string& key, NodeId value) { Set(dict, Str(key), value); }
+  // A contiguous tensor with a storage of its own, whose bytes `job` produces.
+  NodeId Tensor(DType dtype, const std::vector<int64_t>& shape, const StorageJob& job) {
+    StorageRef s;
+    s.key = std::to_string(cp_.storages.size());
+    s.dtype = dtype;
+    s.location = "cpu";
+    s.numel = static_cast<uint64_t>(Numel(shape));
+    s.nbytes = s.numel * GetDTypeInfo(dtype).element_size;
+    s.located = true;
+    cp_.storages.push_back(s);
+    jobs.push_back(job);
+    TensorRef t;
+    t.storage = static_cast<int64_t>(cp_.storages.size() - 1);
+    t.dtype = dtype;
+    t.sizes = shape;
+    t.strides = ContiguousStrides(shape);
+    cp_.tensors.push_back(t);
+    NodeId id = New(NodeKind::kTensor);
+    cp_.graph.at(id).tensor = static_cast<uint32_t>(cp_.tensors.size() - 1);
+    return id;
+  }
+  std::vector<StorageJob> jobs;  // parallel to the storages
+
+ private:
+  Checkpoint& cp_;
+};
+
+}  // namespace
+
+std::string_view KeySchemeName(KeyScheme scheme) {
+  switch (scheme) {
+    case KeyScheme::kIndex: return "index";
+    case KeyScheme::kFqn: return "fqn";
+    case KeyScheme::kStringIndex: return "string-index";
+    case KeyScheme::kPtrShape: return "ptr-shape";
+    case KeyScheme::kPtrShapeFsdp: return "ptr-shape-fsdp";
+  }
+  return "index";
+}
+
+std::optional<KeyScheme> KeySchemeFromName(std::string_view name) {
+  for (KeyScheme k : {KeyScheme::kIndex, KeyScheme::kFqn, KeyScheme::kStringIndex, KeyScheme::kPtrShape,
+                      KeyScheme::kPtrShapeFsdp}) {
+    if (KeySchemeName(k) == name) return k;
+  }
+  return std::nullopt;
+}
+
+StatusOr<RegenerateReport> Regenerate(const std::vector<ParamInfo>& params_in, const RegenerateOptions& o,
+                                      const std::string& out_path) {
+  if (o.steps < 1) return InvalidArgumentError("steps must be at least 1");
+  std::vector<ParamInfo> params = params_in;
+  for (ParamInfo& p : params) {
+    if (p.dtype != DType::kFloat32 && p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) {
+      return InvalidArgumentError(p.name + ": AdamW regenerates float32, bfloat16 and float16 parameters, not " +
+                                  std::string(GetDTypeInfo(p.dtype).name));
+    }
+    p.nbytes = static_cast<uint64_t>(Numel(p.shape)) * GetDTypeInfo(p.dtype).element_size;
+  }
+  // Addresses an allocator would hand out, unless the caller has real ones.
+  bool have_ptrs = !params.empty() && std::all_of(params.begin(), params.end(), [](const ParamInfo& p) { return p.data_ptr.has_value(); });
+  uint64_t next = 0x7f3a00000000ull;
+  for (ParamInfo& p : params) {
+    if (!have_ptrs) p.data_ptr = next;
+    next += (p.nbytes + 63) / 64 * 64 + 64;
+  }
+
+  // Groups: one parameter each, or all of one shape under FSDP's pointer 0.
+  std::vector<std::vector<size_t>> groups;
+  if (o.scheme == KeyScheme::kPtrShapeFsdp) {
+    std::map<std::vector<int64_t>, size_t> by_shape;
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto [it, fresh] = by_shape.emplace(params[i].shape, groups.size());
+      if (fresh) groups.emplace_back();
+      groups[it->second].push_back(i);
+    }
+  } else {
+    for (size_t i = 0; i < params.size(); ++i) groups.push_back({i});
+  }
+
+  Checkpoint cp;
+  Builder b(cp);
+  RegenerateReport report;
+  NodeId state = b.Dict();
+  auto add_entry = [&](size_t g, NodeId key, const std::vector<int64_t>& shape, uint64_t offset) {
+    NodeId entry = b.Dict();
+    uint64_t bytes = static_cast<uint64_t>(Numel(shape)) * 4;
+    b.Set(entry, "step", b.Tensor(DType::kFloat32, {}, {g, 0, Field::kStep, 0, 4}));
+    b.Set(entry, "exp_avg", b.Tensor(DType::kFloat32, shape, {g, 0, Field::kExpAvg, offset, bytes}));
+    b.Set(entry, "exp_avg_sq", b.Tensor(DType::kFloat32, shape, {g, 0, Field::kExpAvgSq, offset, bytes}));
+    if (o.hyper.amsgrad) {
+      b.Set(entry, "max_exp_avg_sq", b.Tensor(DType::kFloat32, shape, {g, 0, Field::kMaxExpAvgSq, offset, bytes}));
+    }
+    b.Set(state, key, entry);
+    report.state_bytes += 4 + bytes * (o.hyper.amsgrad ? 3 : 2);
+    ++report.state_entries;
+  };
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const ParamInfo& p = params[groups[g].front()];
+    auto ptr_key = [&](uint64_t ptr, const std::vector<int64_t>& shape) {
+      std::vector<NodeId> dims;
+      for (int64_t d : shape) dims.push_back(b.Int(d));
+      return b.Tuple({b.Int(static_cast<int64_t>(ptr)), b.Tuple(dims)});
+    };
+    switch (o.scheme) {
+      case KeyScheme::kIndex: add_entry(g, b.Int(static_cast<int64_t>(g)), p.shape, 0); break;
+      case KeyScheme::kStringIndex: add_entry(g, b.Str(std::to_string(g)), p.shape, 0); break;
+      case KeyScheme::kFqn: add_entry(g, b.Str(p.name), p.shape, 0); break;
+      case KeyScheme::kPtrShapeFsdp: add_entry(g, ptr_key(0, p.shape), p.shape, 0); break;
+      case KeyScheme::kPtrShape: {
+        // HeavyBall's split: views of split_rows rows at rising pointers, the last shorter.
+        int64_t rows = p.shape.empty() ? 1 : p.shape[0];
+        bool split = o.split_rows > 0 && !p.shape.empty() && rows > o.split_rows;
+        int64_t row_bytes = rows > 0 ? static_cast<int64_t>(p.nbytes) / rows : 0;
+        int64_t row_state_bytes = rows > 0 ? Numel(p.shape) / rows * 4 : 0;
+        for (int64_t r = 0; r < rows || r == 0; r += split ? o.split_rows : std::max<int64_t>(rows, 1)) {
+          std::vector<int64_t> shape = p.shape;
+          if (split) shape[0] = std::min(o.split_rows, rows - r);
+          add_entry(g, ptr_key(*p.data_ptr + static_cast<uint64_t>(r * row_bytes), shape), shape,
+                    static_cast<uint64_t>(r * row_state_bytes));
+          if (!split) break;
+        }
+        break;
+      }
+    }
+  }
+  NodeId group = b.Dict();
+  b.Set(group, "lr", b.Float(o.hyper.lr));
+  b.Set(group, "betas", b.Tuple({b.Float(o.hyper.beta1), b.Float(o.hyper.beta2)}));
+  b.Set(group, "eps", b.Float(o.hyper.eps));
+  b.Set(group, "weight_decay", b.Float(o.hyper.weight_decay));
+  b.Set(group, "amsgrad", b.Bool(o.hyper.amsgrad));
+  b.Set(group, "maximize", b.Bool(o.hyper.maximize));
+  b.Set(group, "foreach", b.New(NodeKind::kNone));
+  b.Set(group, "capturable", b.Bool(false));
+  b.Set(group, "differentiable", b.Bool(false));
+  b.Set(group, "fused", b.New(NodeKind::kNone));
+  std::vector<NodeId> ids;
+  for (size_t i = 0; i < params.size(); ++i) {
+    ids.push_back(o.scheme == KeyScheme::kFqn ? b.Str(params[i].name) : b.Int(static_cast<int64_t>(i)));
+  }
+  b.Set(group, "params", b.List(ids));
+  NodeId optimizer = b.Dict();
+  b.Set(optimizer, "state", state);
+  b.Set(optimizer, "param_groups", b.List({group}));
+  NodeId root = optimizer;
+  if (o.with_model) {
+    NodeId model = b.Dict("collections.OrderedDict");
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (size_t m = 0; m < groups[g].size(); ++m) {
+        const ParamInfo& p = params[groups[g][m]];
+        b.Set(model, p.name, b.Tensor(p.dtype, p.shape, {g, m, Field::kParam, 0, p.nbytes}));
+      }
+    }
+    root = b.Dict();
+    b.Set(root, "model", model);
+    b.Set(root, "optimizer", optimizer);
+  }
+  cp.graph.root = root;
+  for (const ParamInfo& p : params) report.param_bytes += p.nbytes;
+  report.params = params.size();
+  report.manifest = params;
+
+  // Tensors computed one group at a time, as the writer asks for their bytes.
+  Computed c;
+  auto compute = [&](size_t g) -> Status {
+    if (c.group == g) return Status();
+    c = Computed();
+    c.group = g;
+    const int64_t n = Numel(params[groups[g].front()].shape);
+    c.m.assign(static_cast<size_t>(n), 0.0f);
+    c.v.assign(static_cast<size_t>(n), 0.0f);
+    if (o.hyper.amsgrad) c.vmax.assign(static_cast<size_t>(n), 0.0f);
+    std::vector<float> values(static_cast<size_t>(n)), grads(static_cast<size_t>(n));
+    for (size_t member : groups[g]) {
+      const ParamInfo& p = params[member];
+      const size_t elem = GetDTypeInfo(p.dtype).element_size;
+      std::vector<std::byte> param(static_cast<size_t>(n) * elem), grad(static_cast<size_t>(n) * elem);
+      FillValues(values.data(), n, o.seed, member, 0, 0.05f);
+      StoreAs(p.dtype, values.data(), param.data(), n);
+      for (int s = 1; s <= o.steps; ++s) {
+        FillValues(grads.data(), n, o.seed, member, s, 0.01f);
+        StoreAs(p.dtype, grads.data(), grad.data(), n);
+        AdamWTensor t;
+        t.param = param.data();
+        t.grad = grad.data();
+        t.dtype = p.dtype;
+        t.exp_avg = c.m.data();
+        t.exp_avg_sq = c.v.data();
+        t.max_exp_avg_sq = o.hyper.amsgrad ? c.vmax.data() : nullptr;
+        t.step = &c.step;
+        t.numel = n;
+        OPTSTATE_RETURN_IF_ERROR(AdamWStep(std::span<const AdamWTensor>(&t, 1), o.hyper, o.kernel));
+      }
+      c.params.push_back(std::move(param));
+    }
+    return Status();
+  };
+  uint64_t done = 0, total = report.state_bytes + (o.with_model ? report.param_bytes : 0);
+  StorageSource source = [&](size_t index) -> StatusOr<ByteSpan> {
+    const StorageJob& job = b.jobs[index];
+    try {
+      OPTSTATE_RETURN_IF_ERROR(compute(job.group));
+    } catch (const std::bad_alloc&) {
+      return LimitExceededError("out of memory computing " + params[groups[job.group].front()].name);
+    }
+    const std::byte* base = nullptr;
+    switch (job.field) {
+      case Field::kParam: base = c.params[job.member].data(); break;
+      case Field::kStep: base = reinterpret_cast<const std::byte*>(&c.step); break;
+      case Field::kExpAvg: base = reinterpret_cast<const std::byte*>(c.m.data()); break;
+      case Field::kExpAvgSq: base = reinterpret_cast<const std::byte*>(c.v.data()); break;
+      case Field::kMaxExpAvgSq: base = reinterpret_cast<const std::byte*>(c.vmax.data()); break;
+    }
+    done += job.nbytes;
+    if (o.progress) o.progress(done, total);
+    return ByteSpan(base + job.byte_offset, static_cast<size_t>(job.nbytes));
+  };
+  OPTSTATE_ASSIGN_OR_RETURN(report.write, WriteNewCheckpoint(cp, root, out_path, source, o.write));
+  return report;
+}
+
+std::vector<ParamInfo> SyntheticParams(uint64_t bytes) {
+  // Width grows with the size so that small models still have several layers.
+  int64_t d = bytes >= (1ull << 30) ? 1024 : bytes >= (64ull << 20) ? 512 : bytes >= (4ull << 20) ? 128 : 32;
+  int64_t vocab = 8 * d;
+  auto param = [](std::string name, std::vector<int64_t> shape) {
+    ParamInfo p;
+    p.name = std::move(name);
+    p.shape = std::move(shape);
+    p.dtype = DType::kFloat32;
+    p.nbytes = static_cast<uint64_t>(Numel(p.shape)) * 4;
+    return p;
+  };
+  std::vector<ParamInfo> out = {param("embed.weight", {vocab, d})};
+  uint64_t used = out[0].nbytes + static_cast<uint64_t>(d) * 8;  // + the final norm
+  uint64_t layer = static_cast<uint64_t>(12 * d * d + 9 * d) * 4;
+  int64_t layers = std::max<int64_t>(1, static_cast<int64_t>((bytes > used ? bytes - used : 0) / layer));
+  for (int64_t l = 0; l < layers; ++l) {
+    std::string pre = "layers." + std::to_string(l) + ".";
+    out.push_back(param(pre + "attn_norm.weight", {d}));
+    out.push_back(param(pre + "attn.qkv.weight", {3 * d, d}));
+    out.push_back(param(pre + "attn.qkv.bias", {3 * d}));
+    out.push_back(param(pre + "attn.out.weight", {d, d}));
+    out.push_back(param(pre + "mlp_norm.weight", {d}));
+    out.push_back(param(pre + "mlp.up.weight", {4 * d, d}));
+    out.push_back(param(pre + "mlp.down.weight", {d, 4 * d}));
+    out.push_back(param(pre + "mlp.down.bias", {d}));
+  }
+  out.push_back(param("norm.weight", {d}));
+  out.push_back(param("norm.bias", {d}));
+  return out;
+}
+
+StatusOr<uint64_t> ParseSize(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && ((text[digits] >= '0' && text[digits] <= '9') || text[digits] == '.')) ++digits;
+  std::string number(text.substr(0, digits));
+  std::string unit(text.substr(digits));
+  double value = 0;
+  try {
+    size_t used = 0;
+    value = number.empty() ? -1 : std::stod(number, &used);
+    if (used != number.size()) value = -1;
+  } catch (const std::exception&) {
+    value = -1;
+  }
+  static const std::map<std::string, double> kUnits = {
+      {"", 1}, {"B", 1}, {"K", 1e3}, {"KB", 1e3}, {"M", 1e6}, {"MB", 1e6}, {"G", 1e9}, {"GB", 1e9},
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  auto it = kUnits.find(unit);
+  if (value < 0 || it == kUnits.end()) {
+    return InvalidArgumentError("'" + std::string(text) + "' is not a size: use e.g. 4GiB, 512MiB, 10MB or 123");
+  }
+  return static_cast<uint64_t>(value * it->second);
+}
+
+}  // namespace optstate

@@ -1,0 +1,31 @@
+#!/bin/bash
+# optstate regenerate, checked by real torch 1.13 and 2.6 (check_regenerate_command.py):
+# the files load (2.6: weights_only=True), torch.optim.AdamW takes the state, and
+# the broken layouts, once remapped, give back exactly the canonical state of
+# the same seed.
+# Usage: tests/interop/check_regenerate_command.sh OPTSTATE_BINARY. Skips like with_torch26.sh.
+set -uo pipefail
+bin=$(readlink -f "$1")
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+scratch=testdata/.regenerate-check
+trap 'rm -rf "$scratch"' EXIT
+rm -rf "$scratch"
+mkdir -p "$scratch"
+run() { "$bin" "$@" -q > /dev/null || { echo "FAIL optstate $*"; exit 1; }; }
+quiet() { "$bin" "$@" > /dev/null || { echo "FAIL optstate $*"; exit 1; }; }
+s=$scratch
+run regenerate --synthetic 1MiB -o $s/plain.pt
+run regenerate --synthetic 1MiB --with-model --amsgrad --steps 5 -o $s/model_amsgrad.pt
+run regenerate --synthetic 1MiB --key-scheme fqn -o $s/fqn.pt
+run regenerate --synthetic 1MiB --key-scheme ptr-shape --split-rows 64 --manifest-out $s/ptr.manifest.json -o $s/ptr.pt
+quiet remap --manifest $s/ptr.manifest.json $s/ptr.pt -o $s/ptr.remapped.pt
+run regenerate --synthetic 1MiB --key-scheme string-index -o $s/str.pt
+quiet remap --manifest $s/ptr.manifest.json $s/str.pt -o $s/str.remapped.pt
+run regenerate --synthetic 1MiB --key-scheme ptr-shape-fsdp --with-model -o $s/fsdp.pt
+"$bin" collisions $s/fsdp.pt > /dev/null
+[ $? = 1 ] || { echo "FAIL collisions on the ptr-shape-fsdp file should exit 1"; exit 1; }
+echo "== torch 1.13"
+/usr/bin/python3 tests/interop/check_regenerate_command.py "$scratch" || exit 1
+echo "== torch 2.6"
+bash tests/interop/with_torch26.sh tests/interop/check_regenerate_command.py "$scratch"

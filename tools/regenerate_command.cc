@@ -1,0 +1,132 @@
+#include "regenerate_command.h"
+
+#include <chrono>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "optstate/checkpoint.h"
+#include "optstate/file_io.h"
+#include "optstate/inspect_report.h"
+#include "optstate/model_params.h"
+
+namespace optstate::tools {
+namespace {
+
+constexpr const char* kName = "regenerate";
+
+StatusOr<std::vector<ParamInfo>> LoadParams(const RegenerateCommandOptions& o) {
+  int sources = !o.synthetic.empty() + !o.manifest.empty() + !o.model.empty();
+  if (sources != 1) return InvalidArgumentError("give exactly one of --synthetic, --manifest and --model");
+  if (!o.synthetic.empty()) {
+    OPTSTATE_ASSIGN_OR_RETURN(uint64_t bytes, ParseSize(o.synthetic));
+    return SyntheticParams(bytes);
+  }
+  if (!o.manifest.empty()) return ReadParamManifest(o.manifest);
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointFile> file, OpenCheckpoint(o.model));
+  std::string found_at;
+  StatusOr<NodeId> dict = LocateModelStateDict(file->checkpoint(), o.model_key, &found_at);
+  if (!dict.ok()) return std::move(dict).status().WithContext(o.model);
+  return ParamsOfModel(file->checkpoint(), *dict).params;
+}
+
+Status WriteManifest(const std::string& path, const std::vector<ParamInfo>& params) {
+  nlohmann::ordered_json doc = {{"format", "optstate-param-manifest"}, {"version", 1}};
+  doc["params"] = nlohmann::ordered_json::array();
+  for (const ParamInfo& p : params) {
+    doc["params"].push_back({{"name", p.name}, {"shape", p.shape}, {"dtype", GetDTypeInfo(p.dtype).name},
+                             {"data_ptr", *p.data_ptr}, {"nbytes", p.nbytes}});
+  }
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> w, AtomicFileWriter::Create(path));
+  std::string text = doc.dump(1) + "\n";
+  OPTSTATE_RETURN_IF_ERROR(w->Write(AsBytes(text)));
+  return w->Commit();
+}
+
+}  // namespace
+
+int RunRegenerate(const RegenerateCommandOptions& o, CommandOutput& output) {
+  auto params = LoadParams(o);
+  if (!params.ok()) return ReportError(output, kName, params.status(), o.json);
+  std::optional<KeyScheme> scheme = KeySchemeFromName(o.key_scheme);
+  RegenerateOptions run = o.run;
+  run.scheme = *scheme;  // CLI11 checked the name
+  run.kernel.threads = o.threads;
+  run.kernel.isa = o.isa == "generic" ? Isa::kGeneric : o.isa == "avx2" ? Isa::kAvx2 : o.isa == "avx512" ? Isa::kAvx512 : Isa::kAuto;
+  run.write.zstd = o.zstd;
+  run.write.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
+  auto started = std::chrono::steady_clock::now();
+  int last_percent = -1;
+  if (!o.quiet && !o.json) {
+    run.progress = [&](uint64_t done, uint64_t total) {
+      int percent = total ? static_cast<int>(100 * done / total) : 100;
+      if (percent / 10 == last_percent / 10) return;
+      last_percent = percent;
+      output.err << "optstate regenerate: " << percent << "% (" << HumanBytes(done) << " of " << HumanBytes(total)
+                 << ")\n";
+    };
+  }
+  auto report = Regenerate(*params, run, o.output);
+  if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.output), o.json);
+  if (!o.manifest_out.empty()) {
+    Status s = WriteManifest(o.manifest_out, report->manifest);
+    if (!s.ok()) return ReportError(output, kName, s, o.json);
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (o.json) {
+    WriteJson(output, {{"output", o.output}, {"key_scheme", o.key_scheme}, {"params", report->params},
+                       {"state_entries", report->state_entries}, {"param_bytes", report->param_bytes},
+                       {"state_bytes", report->state_bytes}, {"steps", run.steps}, {"seed", run.seed},
+                       {"with_model", run.with_model}, {"bytes", report->write.bytes},
+                       {"isa", IsaName(run.kernel.isa == Isa::kAuto ? DetectIsa() : run.kernel.isa)}});
+    return kExitOk;
+  }
+  output.out << o.output << ": " << HumanBytes(report->write.bytes) << "; " << report->params << " parameters ("
+             << HumanBytes(report->param_bytes) << "), " << report->state_entries << " state entries keyed "
+             << o.key_scheme << ", " << run.steps << " AdamW steps, seed " << run.seed << "\n";
+  if (!o.quiet) output.err << "optstate regenerate: done in " << static_cast<int>(seconds * 10) / 10.0 << " s\n";
+  return kExitOk;
+}
+
+CommandRunner AddRegenerateCommand(CLI::App& parent) {
+  auto o = std::make_shared<RegenerateCommandOptions>();
+  CLI::App* cmd = parent.add_subcommand(
+      kName, "Write a realistic AdamW checkpoint: K fused AdamW steps with seeded synthetic gradients,\n"
+             "keyed the way you choose (including HeavyBall's broken layouts)");
+  cmd->add_option("-o,--output", o->output, "Output checkpoint (temporary file beside it, then renamed)")->required();
+  cmd->add_option("--synthetic", o->synthetic, "A transformer-like model of this many bytes of float32 parameters (4GiB)");
+  cmd->add_option("--manifest", o->manifest, "The parameters of a manifest (schemas/param-manifest.schema.json)");
+  cmd->add_option("--model", o->model, "The parameters of a model state_dict (or a checkpoint holding one)");
+  cmd->add_option("--model-key", o->model_key, "Where the model state_dict is in --model (default: find it)");
+  cmd->add_option("--key-scheme", o->key_scheme, "How to key the state")
+      ->check(CLI::IsMember({"index", "fqn", "string-index", "ptr-shape", "ptr-shape-fsdp"}))
+      ->capture_default_str();
+  cmd->add_option("--split-rows", o->run.split_rows, "ptr-shape: split parameters with more rows into views of N rows");
+  cmd->add_flag("--with-model", o->run.with_model, "Save {'model': state_dict, 'optimizer': ...} in one file");
+  cmd->add_option("--manifest-out", o->manifest_out, "Also write the parameters with the data_ptr their keys use");
+  cmd->add_option("--steps", o->run.steps, "AdamW steps")->capture_default_str();
+  cmd->add_option("--seed", o->run.seed, "Seed of the synthetic values and gradients")->capture_default_str();
+  cmd->add_option("--lr", o->run.hyper.lr)->capture_default_str();
+  cmd->add_option("--beta1", o->run.hyper.beta1)->capture_default_str();
+  cmd->add_option("--beta2", o->run.hyper.beta2)->capture_default_str();
+  cmd->add_option("--eps", o->run.hyper.eps)->capture_default_str();
+  cmd->add_option("--weight-decay", o->run.hyper.weight_decay)->capture_default_str();
+  cmd->add_flag("--amsgrad", o->run.hyper.amsgrad);
+  cmd->add_option("--threads", o->threads, "Threads for the AdamW kernel (default: all)");
+  cmd->add_option("--isa", o->isa, "AdamW kernel: auto (the best this CPU has), generic, avx2 or avx512")
+      ->check(CLI::IsMember({"auto", "generic", "avx2", "avx512"}))
+      ->capture_default_str();
+  cmd->add_flag("--zstd", o->zstd, "Compress the output with zstd");
+  cmd->add_flag("--no-sync", o->no_sync, "Skip the fsyncs (scratch outputs)");
+  cmd->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
+  cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/regenerate.schema.json)");
+  cmd->footer(
+      "\nExit codes: 0 written; 2 could not do the job.\n"
+      "\nExamples:\n"
+      "  optstate regenerate --synthetic 4GiB -o big.pt\n"
+      "  optstate regenerate --synthetic 64MiB --key-scheme ptr-shape --split-rows 256 --manifest-out params.json -o hb.pt\n"
+      "  optstate regenerate --model model.pt --key-scheme ptr-shape-fsdp --with-model -o fsdp_bug.pt");
+  return [o](CommandOutput& output) { return RunRegenerate(*o, output); };
+}
+
+}  // namespace optstate::tools
