@@ -11,6 +11,7 @@
 #include "regenerate_command.h"
 #include "remap_command.h"
 #include "repack_command.h"
+#include "verify_command.h"
 
 namespace optstate::tools {
 namespace {
@@ -43,6 +44,7 @@ int RunCli(int argc, const char* const* argv, CommandOutput& output) {
   add(AddRemapCommand(app));
   add(AddRepackCommand(app));
   add(AddRegenerateCommand(app));
+  add(AddVerifyCommand(app));
 
   try {
     app.parse(argc, argv);

@@ -369,6 +369,20 @@ def build_all():
            "non-tensor state (int step, lists with [] placeholders, torch.Size pairs, einsum strings)",
            {}, (manifest(m, o), truth(o)))
 
+    # DCP builds optimizer state by one step with zero gradients at lr=0
+    # (torch.distributed.checkpoint.state_dict's _init_optim_state): a file saved
+    # right after that has step 1 and all-zero moments that never trained anything.
+    m = make_net()
+    o = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01)
+    for p in m.parameters():
+        p.grad = torch.zeros_like(p)
+    lr = o.param_groups[0]["lr"]
+    o.param_groups[0]["lr"] = 0.0
+    o.step()
+    o.param_groups[0]["lr"] = lr
+    yield ("dcp_init_untrained.pt", {"model": m.state_dict(), "optimizer": o.state_dict()},
+           "AdamW state from DCP's init step only (zero grads, lr=0): step 1, all-zero moments", {}, None)
+
     yield ("meta_tensors.pt", {"weight": torch.empty(4, 3, device="meta"),
                                "bias": torch.empty(4, device="meta", dtype=torch.float16)},
            "meta tensors (no storage)", {}, None)

@@ -20,6 +20,13 @@ run regenerate --synthetic 1MiB --with-model --amsgrad --steps 5 -o $s/model_ams
 run regenerate --synthetic 1MiB --key-scheme fqn -o $s/fqn.pt
 run regenerate --synthetic 1MiB --key-scheme ptr-shape --split-rows 64 --manifest-out $s/ptr.manifest.json -o $s/ptr.pt
 quiet remap --manifest $s/ptr.manifest.json $s/ptr.pt -o $s/ptr.remapped.pt
+# verify: a pointer-keyed file is cold everywhere (exit 1); remapped, it is clean.
+# (Without split views: nested per-view state is not what torch.optim.AdamW runs.)
+run regenerate --synthetic 1MiB --key-scheme ptr-shape --manifest-out $s/whole.manifest.json -o $s/whole.pt
+"$bin" verify --manifest $s/whole.manifest.json $s/whole.pt > /dev/null
+[ $? = 1 ] || { echo "FAIL verify of the ptr-shape file should exit 1"; exit 1; }
+quiet remap --manifest $s/whole.manifest.json $s/whole.pt -o $s/whole.remapped.pt
+quiet verify --manifest $s/whole.manifest.json $s/whole.remapped.pt
 run regenerate --synthetic 1MiB --key-scheme string-index -o $s/str.pt
 quiet remap --manifest $s/ptr.manifest.json $s/str.pt -o $s/str.remapped.pt
 run regenerate --synthetic 1MiB --key-scheme ptr-shape-fsdp --with-model -o $s/fsdp.pt

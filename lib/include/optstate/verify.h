@@ -1,0 +1,45 @@
+// Does a checkpoint's AdamW state actually belong to, and act on, the model's
+// parameters? Static checks on every entry, then a replay: one AdamW step
+// with a fixed probe gradient, once with the loaded state and once with fresh
+// state. A parameter whose two updates come out identical is "cold": its state
+// is missing, zero, or was never mapped to it (what HeavyBall's pointer keys
+// did silently).
+#ifndef OPTSTATE_VERIFY_H_
+#define OPTSTATE_VERIFY_H_
+
+#include <string>
+#include <vector>
+
+#include "optstate/state_matching.h"
+
+namespace optstate {
+
+struct VerifyFinding {
+  std::string param;    // "" for findings about the whole state
+  std::string check;    // stable id: "no-state", "non-canonical-keys", "shape", "dtype", "step-mismatch",
+                        // "negative-exp-avg-sq", "non-finite", "cold", "non-finite-update", "unreplayable"
+  std::string message;
+};
+
+struct VerifyReport {
+  size_t params = 0;
+  size_t replayed = 0;              // parameters whose step was replayed
+  std::vector<std::string> cold;    // parameter names
+  std::vector<VerifyFinding> findings;
+  bool values_from_model = false;   // false: synthetic parameter values (manifest only)
+};
+
+struct VerifyOptions {
+  uint64_t probe_seed = 0;  // the probe gradient is a pure function of this and the parameter index
+};
+
+// `m` comes from OpenAndMatch. Parameter values are read from the model
+// state_dict the parameters came from (`model_path`, or the checkpoint itself
+// when empty and the match used its model entry); with a manifest, they are
+// synthetic (the replay compares updates, which weight decay alone does not
+// make differ). Errors only for input that cannot be read.
+StatusOr<VerifyReport> VerifyState(const MatchedState& m, const ParamSource& source, const VerifyOptions& options = {});
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_VERIFY_H_
