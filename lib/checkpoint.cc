@@ -1,5 +1,8 @@
 #include "optstate/checkpoint.h"
 
+#include <bit>
+#include <cstring>
+
 #include <zstd.h>
 
 #include <new>
@@ -200,6 +203,38 @@ StatusOr<std::vector<std::byte>> ReadTensorBytes(ByteSpan bytes, const Checkpoin
       }
       offset -= static_cast<uint64_t>(t.strides[d]) * static_cast<uint64_t>(t.sizes[d] - 1);
       index[d] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace optstate
+
+namespace optstate {
+
+StatusOr<std::vector<float>> ReadTensorAsFloat(ByteSpan bytes, const Checkpoint& checkpoint, const TensorRef& t) {
+  if (t.dtype != DType::kFloat32 && t.dtype != DType::kBFloat16 && t.dtype != DType::kFloat16) {
+    return UnsupportedError(std::string(GetDTypeInfo(t.dtype).name) + " is not a float32, bfloat16 or float16 tensor");
+  }
+  OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::byte> raw, ReadTensorBytes(bytes, checkpoint, t));
+  size_t elem = GetDTypeInfo(t.dtype).element_size;
+  std::vector<float> out;
+  try {
+    out.resize(raw.size() / elem);
+  } catch (const std::bad_alloc&) {
+    return LimitExceededError("out of memory for a tensor of " + std::to_string(raw.size()) + " bytes");
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (t.dtype == DType::kFloat32) {
+      std::memcpy(&out[i], raw.data() + 4 * i, 4);
+    } else if (t.dtype == DType::kBFloat16) {
+      uint16_t h;
+      std::memcpy(&h, raw.data() + 2 * i, 2);
+      out[i] = std::bit_cast<float>(static_cast<uint32_t>(h) << 16);  // bfloat16 is float32's top half
+    } else {
+      _Float16 h;
+      std::memcpy(&h, raw.data() + 2 * i, 2);
+      out[i] = static_cast<float>(h);
     }
   }
   return out;

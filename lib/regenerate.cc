@@ -305,7 +305,16 @@ StatusOr<RegenerateReport> Regenerate(const std::vector<ParamInfo>& params_in, c
       const ParamInfo& p = params[member];
       const size_t elem = GetDTypeInfo(p.dtype).element_size;
       std::vector<std::byte> param(static_cast<size_t>(n) * elem), grad(static_cast<size_t>(n) * elem);
-      FillValues(values.data(), n, o.seed, member, 0, 0.05f);
+      if (o.initial_values) {
+        OPTSTATE_ASSIGN_OR_RETURN(std::vector<float> start, o.initial_values(member));
+        if (start.size() != values.size()) {
+          return InvalidArgumentError(p.name + ": " + std::to_string(start.size()) + " starting values for " +
+                                      std::to_string(n) + " elements");
+        }
+        values = std::move(start);
+      } else {
+        FillValues(values.data(), n, o.seed, member, 0, 0.05f);
+      }
       StoreAs(p.dtype, values.data(), param.data(), n);
       for (int s = 1; s <= o.steps; ++s) {
         FillValues(grads.data(), n, o.seed, member, s, 0.01f);

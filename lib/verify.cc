@@ -4,35 +4,14 @@
 #include <cstring>
 #include <map>
 
-#include "optim/adamw_kernel.h"
 #include "optstate/adamw.h"
 #include "optstate/model_params.h"
 
 namespace optstate {
 namespace {
 
-// A tensor's elements as float, for the dtypes AdamW runs on.
 StatusOr<std::vector<float>> ReadFloats(const CheckpointFile& f, const TensorRef& t) {
-  if (t.dtype != DType::kFloat32 && t.dtype != DType::kBFloat16 && t.dtype != DType::kFloat16) {
-    return UnsupportedError(std::string(GetDTypeInfo(t.dtype).name) + " cannot be replayed");
-  }
-  OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, ReadTensorBytes(f.bytes(), f.checkpoint(), t));
-  size_t elem = GetDTypeInfo(t.dtype).element_size;
-  std::vector<float> out(bytes.size() / elem);
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (t.dtype == DType::kFloat32) {
-      std::memcpy(&out[i], bytes.data() + 4 * i, 4);
-    } else if (t.dtype == DType::kBFloat16) {
-      uint16_t h;
-      std::memcpy(&h, bytes.data() + 2 * i, 2);
-      out[i] = optim::Bf16ToFloat(h);
-    } else {
-      _Float16 h;
-      std::memcpy(&h, bytes.data() + 2 * i, 2);
-      out[i] = static_cast<float>(h);
-    }
-  }
-  return out;
+  return ReadTensorAsFloat(f.bytes(), f.checkpoint(), t);
 }
 
 // Deterministic values in about [-scale, scale] (parameter values without a
@@ -145,6 +124,13 @@ class Verifier {
       return Status();
     }
     for (const TensorRef* t : {m, v}) {
+      // torch keeps moments in the parameter's dtype; float32 moments for a
+      // low-precision parameter are the mixed-precision layout.
+      if (t->dtype != info.dtype && t->dtype != DType::kFloat32) {
+        Add(info.name, "dtype", std::string("state dtype ") + std::string(GetDTypeInfo(t->dtype).name) +
+                                    " does not fit the parameter's " + std::string(GetDTypeInfo(info.dtype).name));
+        return Status();
+      }
       if (t->sizes != info.shape) {
         Add(info.name, "shape", "state shape " + ShapeText(t->sizes) + " does not fit the parameter's " +
                                     ShapeText(info.shape));

@@ -9,13 +9,20 @@
 #include "optstate/file_io.h"
 #include "optstate/inspect_report.h"
 #include "optstate/model_params.h"
+#include "optstate/optimizer_state.h"
 
 namespace optstate::tools {
 namespace {
 
 constexpr const char* kName = "regenerate";
 
-StatusOr<std::vector<ParamInfo>> LoadParams(const RegenerateCommandOptions& o) {
+// With --model, the model file stays open so that its weights are the starting values.
+struct ModelSource {
+  std::unique_ptr<CheckpointFile> file;
+  std::vector<NodeId> tensors;  // per parameter
+};
+
+StatusOr<std::vector<ParamInfo>> LoadParams(const RegenerateCommandOptions& o, ModelSource& model) {
   int sources = !o.synthetic.empty() + !o.manifest.empty() + !o.model.empty();
   if (sources != 1) return InvalidArgumentError("give exactly one of --synthetic, --manifest and --model");
   if (!o.synthetic.empty()) {
@@ -23,11 +30,14 @@ StatusOr<std::vector<ParamInfo>> LoadParams(const RegenerateCommandOptions& o) {
     return SyntheticParams(bytes);
   }
   if (!o.manifest.empty()) return ReadParamManifest(o.manifest);
-  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointFile> file, OpenCheckpoint(o.model));
+  OPTSTATE_ASSIGN_OR_RETURN(model.file, OpenCheckpoint(o.model));
+  const Checkpoint& cp = model.file->checkpoint();
   std::string found_at;
-  StatusOr<NodeId> dict = LocateModelStateDict(file->checkpoint(), o.model_key, &found_at);
+  StatusOr<NodeId> dict = LocateModelStateDict(cp, o.model_key, &found_at);
   if (!dict.ok()) return std::move(dict).status().WithContext(o.model);
-  return ParamsOfModel(file->checkpoint(), *dict).params;
+  std::vector<ParamInfo> params = ParamsOfModel(cp, *dict).params;
+  for (const ParamInfo& p : params) model.tensors.push_back(DictLookup(cp.graph, *dict, p.name));
+  return params;
 }
 
 Status WriteManifest(const std::string& path, const std::vector<ParamInfo>& params) {
@@ -46,10 +56,20 @@ Status WriteManifest(const std::string& path, const std::vector<ParamInfo>& para
 }  // namespace
 
 int RunRegenerate(const RegenerateCommandOptions& o, CommandOutput& output) {
-  auto params = LoadParams(o);
+  ModelSource model;
+  auto params = LoadParams(o, model);
   if (!params.ok()) return ReportError(output, kName, params.status(), o.json);
   std::optional<KeyScheme> scheme = KeySchemeFromName(o.key_scheme);
   RegenerateOptions run = o.run;
+  if (model.file) {
+    run.initial_values = [&model](size_t i) -> StatusOr<std::vector<float>> {
+      const Checkpoint& cp = model.file->checkpoint();
+      StatusOr<std::vector<float>> v =
+          ReadTensorAsFloat(model.file->bytes(), cp, cp.tensors[cp.graph.at(model.tensors[i]).tensor]);
+      if (!v.ok()) return std::move(v).status().WithContext(model.file->path());
+      return v;
+    };
+  }
   run.scheme = *scheme;  // CLI11 checked the name
   run.kernel.threads = o.threads;
   run.kernel.isa = o.isa == "generic" ? Isa::kGeneric : o.isa == "avx2" ? Isa::kAvx2 : o.isa == "avx512" ? Isa::kAvx512 : Isa::kAuto;
@@ -96,7 +116,8 @@ CommandRunner AddRegenerateCommand(CLI::App& parent) {
   cmd->add_option("-o,--output", o->output, "Output checkpoint (temporary file beside it, then renamed)")->required();
   cmd->add_option("--synthetic", o->synthetic, "A transformer-like model of this many bytes of float32 parameters (4GiB)");
   cmd->add_option("--manifest", o->manifest, "The parameters of a manifest (schemas/param-manifest.schema.json)");
-  cmd->add_option("--model", o->model, "The parameters of a model state_dict (or a checkpoint holding one)");
+  cmd->add_option("--model", o->model, "The parameters of a model state_dict (or a checkpoint holding one),\n"
+                                       "starting from its weights");
   cmd->add_option("--model-key", o->model_key, "Where the model state_dict is in --model (default: find it)");
   cmd->add_option("--key-scheme", o->key_scheme, "How to key the state")
       ->check(CLI::IsMember({"index", "fqn", "string-index", "ptr-shape", "ptr-shape-fsdp"}))

@@ -45,6 +45,18 @@ def check_fqn(s):
     return None
 
 
+def check_model_start(s):
+    got = load(os.path.join(s, "model_lr0.pt"))["model"]
+    want = load(os.path.join(cf.REPO, "testdata", "good", "torch113", "heavyball_tied_model.pt"))
+    if list(got) != ["emb.weight", "proj.weight", "fc.weight", "out.bias"]:
+        return f"parameters {list(got)}: tied duplicate or buffers not dropped"
+    for name, t in got.items():
+        diff = cf.first_difference(t, want[name], name)
+        if diff:
+            return diff
+    return None
+
+
 def state_of(entry):
     """A per-view nested entry ({0: {...}, 1: {...}}) as one entry, views concatenated on dim 0."""
     if all(isinstance(k, int) for k in entry):
@@ -70,6 +82,7 @@ def main():
     checks = {
         "with model, amsgrad: AdamW.load_state_dict and a step": lambda: check_model_amsgrad(s),
         "fqn keys": lambda: check_fqn(s),
+        "--model: its weights are the starting values": lambda: check_model_start(s),
         "ptr-shape with split views, remapped: the canonical state of the same seed":
             lambda: same_state(os.path.join(s, "ptr.remapped.pt"), plain),
         "string-index, remapped: the canonical state of the same seed":

@@ -30,6 +30,8 @@ quiet verify --manifest $s/whole.manifest.json $s/whole.remapped.pt
 run regenerate --synthetic 1MiB --key-scheme string-index -o $s/str.pt
 quiet remap --manifest $s/ptr.manifest.json $s/str.pt -o $s/str.remapped.pt
 run regenerate --synthetic 1MiB --key-scheme ptr-shape-fsdp --with-model -o $s/fsdp.pt
+# --model: its weights are the starting values (at lr=0 they come back unchanged).
+run regenerate --model testdata/good/torch113/heavyball_tied_model.pt --lr 0 --with-model -o $s/model_lr0.pt
 "$bin" collisions $s/fsdp.pt > /dev/null
 [ $? = 1 ] || { echo "FAIL collisions on the ptr-shape-fsdp file should exit 1"; exit 1; }
 echo "== torch 1.13"

@@ -86,6 +86,10 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
 // from), checked against its bounds.
 StatusOr<ByteSpan> StorageBytes(ByteSpan bytes, const Checkpoint& checkpoint, const StorageRef& storage);
 
+// A float32, bfloat16 or float16 tensor's elements as float (exact), in C order;
+// kUnsupported for other dtypes.
+StatusOr<std::vector<float>> ReadTensorAsFloat(ByteSpan bytes, const Checkpoint& checkpoint, const TensorRef& t);
+
 // The tensor's elements in C order (what `tensor.contiguous()` holds), read from
 // `bytes` (the buffer the checkpoint was parsed from). Meta tensors have none.
 StatusOr<std::vector<std::byte>> ReadTensorBytes(ByteSpan bytes, const Checkpoint& checkpoint,

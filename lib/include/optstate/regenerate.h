@@ -40,6 +40,9 @@ struct RegenerateOptions {
   bool with_model = false;    // {"model": state_dict, "optimizer": ...} instead of the optimizer alone
   AdamWOptions kernel;
   WriteOptions write;
+  // The starting values of parameter i (numel floats), e.g. a model's weights;
+  // without it they are synthetic.
+  std::function<StatusOr<std::vector<float>>(size_t param)> initial_values;
   // Called as records are written: bytes of tensor data done and in all.
   std::function<void(uint64_t done, uint64_t total)> progress;
 };
