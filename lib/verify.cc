@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <sstream>
 
 #include "optstate/adamw.h"
 #include "optstate/model_params.h"
@@ -83,7 +84,11 @@ class Verifier {
       }
       if (steps.size() > 1) {
         std::string list;
-        for (const auto& [s, name] : steps) list += (list.empty() ? "" : ", ") + std::to_string(s) + " (" + name + ")";
+        for (const auto& [s, name] : steps) {
+          std::ostringstream text;
+          text << s;  // 3, 12.5: as Python prints a float step
+          list += (list.empty() ? "" : ", ") + text.str() + " (" + name + ")";
+        }
         Add("", "step-mismatch", "param_groups[" + std::to_string(gi) + "] has different steps: " + list);
       }
     }
