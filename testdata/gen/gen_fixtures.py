@@ -164,6 +164,7 @@ class PtrKeyedAdam(torch.optim.Optimizer):
         self.names = {}      # id(param) -> name, set by the caller; for the truth record
         self.truth = {}      # state key -> [(param name, view index)] that used it
         self.temporary = {}  # state key -> name of the parameter whose temporary copy it was
+        self.copies = []     # the temporary copies, kept alive (see step)
 
     def views(self, t):
         """The views of a parameter's data (or its grad) that get their own state."""
@@ -191,6 +192,10 @@ class PtrKeyedAdam(torch.optim.Optimizer):
                     key = self.state_key(view, p, i)
                     if not inside(view, p):
                         self.temporary[key] = self.names.get(id(p))
+                        # HeavyBall freed the copy, and the allocator may or may not hand
+                        # the same address out again next step; keeping it alive makes
+                        # every step's copy a new key, so the fixture is reproducible.
+                        self.copies.append(view)
                     else:
                         used_by = self.truth.setdefault(key, [])
                         if (self.names.get(id(p)), i) not in used_by:
