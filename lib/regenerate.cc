@@ -1,10 +1,13 @@
 #include "optstate/regenerate.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <map>
 #include <new>
+#include <system_error>
+#include <thread>
 
 #include "optstate/checkpoint.h"
 
@@ -19,9 +22,13 @@ uint64_t SplitMix(uint64_t x) {
 }
 
 // Deterministic values in about [-scale, scale], peaked at 0 (the sum of two
-// uniforms), from (seed, parameter, step): cheap, and the same on every machine.
-void FillValues(float* out, int64_t n, uint64_t seed, size_t param, int step, float scale) {
-  uint64_t x = SplitMix(seed ^ SplitMix(param * 0x100000001B3ull + static_cast<uint64_t>(step) + 1));
+// uniforms), from (seed, parameter, step, block): cheap, the same on every
+// machine, and the same whatever the number of threads that fill the blocks.
+constexpr int64_t kBlock = 1 << 20;
+
+void FillBlock(float* out, int64_t n, uint64_t seed, size_t param, int step, int64_t block, float scale) {
+  uint64_t x = SplitMix(seed ^ SplitMix(param * 0x100000001B3ull + static_cast<uint64_t>(step) + 1) ^
+                        SplitMix(static_cast<uint64_t>(block) + 0x51ED27u));
   for (int64_t i = 0; i < n; ++i) {
     x ^= x << 13;
     x ^= x >> 7;
@@ -30,6 +37,26 @@ void FillValues(float* out, int64_t n, uint64_t seed, size_t param, int step, fl
     float b = static_cast<float>((x >> 24) & 0xFFFFFF) * (1.0f / 16777216.0f);
     out[i] = scale * (a + b - 1.0f);
   }
+}
+
+// Runs fn(block) for every block of a tensor of n elements, on all hardware threads.
+void ForEachBlock(int64_t n, const std::function<void(int64_t block, int64_t begin, int64_t end)>& fn) {
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::atomic<int64_t> next{0};
+  auto worker = [&] {
+    for (int64_t b = next++; b < blocks; b = next++) fn(b, b * kBlock, std::min(n, (b + 1) * kBlock));
+  };
+  std::vector<std::thread> pool;
+  int64_t threads = std::min<int64_t>(blocks, std::max(1u, std::thread::hardware_concurrency()));
+  for (int64_t t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+      break;  // the threads there are share the work
+    }
+  }
+  worker();
+  for (std::thread& t : pool) t.join();
 }
 
 int64_t Numel(const std::vector<int64_t>& shape) {
@@ -48,8 +75,8 @@ std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) {
   return strides;
 }
 
-void StoreAs(DType dtype, const float* in, std::byte* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
+void StoreAs(DType dtype, const float* in, std::byte* out, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
     if (dtype == DType::kBFloat16) {
       uint32_t u = std::bit_cast<uint32_t>(in[i]);
       auto h = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
@@ -61,6 +88,15 @@ void StoreAs(DType dtype, const float* in, std::byte* out, int64_t n) {
       std::memcpy(out + 4 * i, &in[i], 4);
     }
   }
+}
+
+// `values` (synthetic for this parameter and step, unless given) stored into `out` in `dtype`.
+void Generate(std::vector<float>& values, std::byte* out, DType dtype, uint64_t seed, size_t param, int step,
+              float scale, bool fill) {
+  ForEachBlock(static_cast<int64_t>(values.size()), [&](int64_t block, int64_t begin, int64_t end) {
+    if (fill) FillBlock(values.data() + begin, end - begin, seed, param, step, block, scale);
+    StoreAs(dtype, values.data(), out, begin, end);
+  });
 }
 
 // What one storage of the output holds.
@@ -312,13 +348,10 @@ StatusOr<RegenerateReport> Regenerate(const std::vector<ParamInfo>& params_in, c
                                       std::to_string(n) + " elements");
         }
         values = std::move(start);
-      } else {
-        FillValues(values.data(), n, o.seed, member, 0, 0.05f);
       }
-      StoreAs(p.dtype, values.data(), param.data(), n);
+      Generate(values, param.data(), p.dtype, o.seed, member, 0, 0.05f, !o.initial_values);
       for (int s = 1; s <= o.steps; ++s) {
-        FillValues(grads.data(), n, o.seed, member, s, 0.01f);
-        StoreAs(p.dtype, grads.data(), grad.data(), n);
+        Generate(grads, grad.data(), p.dtype, o.seed, member, s, 0.01f, true);
         AdamWTensor t;
         t.param = param.data();
         t.grad = grad.data();
