@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "optstate/checkpoint.h"
+#include "optstate/graph_builder.h"
 
 namespace optstate {
 namespace {
@@ -65,15 +66,6 @@ int64_t Numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size());
-  int64_t s = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    strides[i] = s;
-    s *= std::max<int64_t>(shape[i], 1);
-  }
-  return strides;
-}
 
 void StoreAs(DType dtype, const float* in, std::byte* out, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
@@ -118,76 +110,14 @@ struct Computed {
   float step = 0;
 };
 
-class Builder {
- public:
-  explicit Builder(Checkpoint& cp) : cp_(cp) {}
-  NodeId New(NodeKind kind) {
-    cp_.graph.nodes.emplace_back();
-    cp_.graph.nodes.back().kind = kind;
-    return static_cast<NodeId>(cp_.graph.nodes.size() - 1);
-  }
-  NodeId Int(int64_t v) {
-    NodeId id = New(NodeKind::kInt);
-    cp_.graph.at(id).int_value = v;
-    return id;
-  }
-  NodeId Float(double v) {
-    NodeId id = New(NodeKind::kFloat);
-    cp_.graph.at(id).float_value = v;
-    return id;
-  }
-  NodeId Bool(bool v) {
-    NodeId id = New(NodeKind::kBool);
-    cp_.graph.at(id).bool_value = v;
-    return id;
-  }
-  NodeId Str(const std::string& s) {
-    NodeId id = New(NodeKind::kStr);
-    cp_.graph.at(id).text = s;
-    return id;
-  }
-  NodeId Tuple(std::vector<NodeId> items) {
-    NodeId id = New(NodeKind::kTuple);
-    cp_.graph.at(id).items = std::move(items);
-    return id;
-  }
-  NodeId List(std::vector<NodeId> items) {
-    NodeId id = New(NodeKind::kList);
-    cp_.graph.at(id).items = std::move(items);
-    return id;
-  }
-  NodeId Dict(const std::string& class_name = "") {
-    NodeId id = New(NodeKind::kDict);
-    cp_.graph.at(id).class_name = class_name;
-    return id;
-  }
-  void Set(NodeId dict, NodeId key, NodeId value) { cp_.graph.at(dict).entries.emplace_back(key, value); }
-  void Set(NodeId dict, const std::string& key, NodeId value) { Set(dict, Str(key), value); }
-  // A contiguous tensor with a storage of its own, whose bytes `job` produces.
+// GraphBuilder plus what each storage must hold, in storage order.
+struct JobBuilder : GraphBuilder {
+  using GraphBuilder::GraphBuilder;
   NodeId Tensor(DType dtype, const std::vector<int64_t>& shape, const StorageJob& job) {
-    StorageRef s;
-    s.key = std::to_string(cp_.storages.size());
-    s.dtype = dtype;
-    s.location = "cpu";
-    s.numel = static_cast<uint64_t>(Numel(shape));
-    s.nbytes = s.numel * GetDTypeInfo(dtype).element_size;
-    s.located = true;
-    cp_.storages.push_back(s);
     jobs.push_back(job);
-    TensorRef t;
-    t.storage = static_cast<int64_t>(cp_.storages.size() - 1);
-    t.dtype = dtype;
-    t.sizes = shape;
-    t.strides = ContiguousStrides(shape);
-    cp_.tensors.push_back(t);
-    NodeId id = New(NodeKind::kTensor);
-    cp_.graph.at(id).tensor = static_cast<uint32_t>(cp_.tensors.size() - 1);
-    return id;
+    return GraphBuilder::Tensor(dtype, shape);
   }
   std::vector<StorageJob> jobs;  // parallel to the storages
-
- private:
-  Checkpoint& cp_;
 };
 
 }  // namespace
@@ -244,7 +174,7 @@ StatusOr<RegenerateReport> Regenerate(const std::vector<ParamInfo>& params_in, c
   }
 
   Checkpoint cp;
-  Builder b(cp);
+  JobBuilder b(cp);
   RegenerateReport report;
   NodeId state = b.Dict();
   auto add_entry = [&](size_t g, NodeId key, const std::vector<int64_t>& shape, uint64_t offset) {
