@@ -136,8 +136,11 @@ class Verifier {
                                     " does not fit the parameter's " + std::string(GetDTypeInfo(info.dtype).name));
         return Status();
       }
-      if (t->sizes != info.shape) {
-        Add(info.name, "shape", "state shape " + ShapeText(t->sizes) + " does not fit the parameter's " +
+      // A DTensor (FSDP2) holds this rank's shard: its global shape must fit,
+      // and the replay runs on the shard.
+      const std::vector<int64_t>& shape = t->is_dtensor ? t->global_sizes : t->sizes;
+      if (shape != info.shape) {
+        Add(info.name, "shape", "state shape " + ShapeText(shape) + " does not fit the parameter's " +
                                     ShapeText(info.shape));
         return Status();
       }
@@ -188,7 +191,10 @@ class Verifier {
                                   ReadFloats(*model, model->checkpoint().tensors[model->checkpoint().graph.at(t).tensor]));
       }
     }
-    if (values.size() != n) values = Probe(n, o_.probe_seed + 1000, p, 0.05f);
+    if (values.size() != n) {
+      values = Probe(n, o_.probe_seed + 1000, p, 0.05f);  // no model, or a DTensor shard of it
+      r_.values_from_model = false;
+    }
     std::vector<float> grad = Probe(n, o_.probe_seed, p, 0.01f);
     std::vector<float> loaded = values, fresh = values;
     std::vector<float> fm(n, 0.0f), fv(n, 0.0f), fvmax(hyper.amsgrad ? n : 0, 0.0f);

@@ -37,7 +37,10 @@ int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
              << KeyKindName(m->state.scheme) << "\n";
   WriteParamSourceText(*m, output.out);
   output.out << "  replayed     " << r.replayed << " of " << r.params << " parameters, one AdamW step each from "
-             << (r.values_from_model ? "the model's values" : "synthetic values (no model values)") << "\n";
+             << (r.values_from_model        ? "the model's values"
+                 : !o.params.manifest.empty() ? "synthetic values (a manifest has none)"
+                                              : "synthetic values where the model's do not fit (DTensor shards)")
+             << "\n";
   output.out << "  cold         " << r.cold.size() << (r.cold.empty() ? "" : ": state missing, zero or unmapped")
              << "\n";
   if (r.findings.empty()) {

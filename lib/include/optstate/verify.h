@@ -26,7 +26,8 @@ struct VerifyReport {
   size_t replayed = 0;              // parameters whose step was replayed
   std::vector<std::string> cold;    // parameter names
   std::vector<VerifyFinding> findings;
-  bool values_from_model = false;   // false: synthetic parameter values (manifest only)
+  bool values_from_model = false;   // every replay started from the model's values (else synthetic:
+                                    // a manifest only, or DTensor shards of the model's tensors)
 };
 
 struct VerifyOptions {
