@@ -1,12 +1,10 @@
 #include "optstate/checkpoint.h"
 
-#include <bit>
-#include <cstring>
-
 #include <zstd.h>
 
 #include <new>
 
+#include "half_float.h"
 #include "legacy_format.h"
 
 namespace optstate {
@@ -224,19 +222,7 @@ StatusOr<std::vector<float>> ReadTensorAsFloat(ByteSpan bytes, const Checkpoint&
   } catch (const std::bad_alloc&) {
     return LimitExceededError("out of memory for a tensor of " + std::to_string(raw.size()) + " bytes");
   }
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (t.dtype == DType::kFloat32) {
-      std::memcpy(&out[i], raw.data() + 4 * i, 4);
-    } else if (t.dtype == DType::kBFloat16) {
-      uint16_t h;
-      std::memcpy(&h, raw.data() + 2 * i, 2);
-      out[i] = std::bit_cast<float>(static_cast<uint32_t>(h) << 16);  // bfloat16 is float32's top half
-    } else {
-      _Float16 h;
-      std::memcpy(&h, raw.data() + 2 * i, 2);
-      out[i] = static_cast<float>(h);
-    }
-  }
+  for (size_t i = 0; i < out.size(); ++i) out[i] = LoadAsFloat(raw.data(), t.dtype, i);
   return out;
 }
 

@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
-#include <cstring>
 #include <map>
 #include <new>
 #include <system_error>
 #include <thread>
 
+#include "half_float.h"
 #include "optstate/checkpoint.h"
 #include "optstate/graph_builder.h"
 
@@ -68,18 +67,7 @@ int64_t Numel(const std::vector<int64_t>& shape) {
 
 
 void StoreAs(DType dtype, const float* in, std::byte* out, int64_t begin, int64_t end) {
-  for (int64_t i = begin; i < end; ++i) {
-    if (dtype == DType::kBFloat16) {
-      uint32_t u = std::bit_cast<uint32_t>(in[i]);
-      auto h = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-      std::memcpy(out + 2 * i, &h, 2);
-    } else if (dtype == DType::kFloat16) {
-      auto h = static_cast<_Float16>(in[i]);
-      std::memcpy(out + 2 * i, &h, 2);
-    } else {
-      std::memcpy(out + 4 * i, &in[i], 4);
-    }
-  }
+  for (int64_t i = begin; i < end; ++i) StoreFromFloat(out, dtype, static_cast<size_t>(i), in[i]);
 }
 
 // `values` (synthetic for this parameter and step, unless given) stored into `out` in `dtype`.

@@ -7,9 +7,10 @@
 #ifndef OPTSTATE_OPTIM_ADAMW_KERNEL_H_
 #define OPTSTATE_OPTIM_ADAMW_KERNEL_H_
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
+
+#include "../half_float.h"
 
 namespace optstate::optim {
 
@@ -39,15 +40,6 @@ struct Chunk {
   int64_t begin, end;
   StepScalars s;
 };
-
-// bfloat16 <-> float as c10::BFloat16 does it: widen by shifting; narrow with
-// round-to-nearest-even, NaN to the canonical quiet NaN.
-inline float Bf16ToFloat(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
-inline uint16_t FloatToBf16(float f) {
-  uint32_t u = std::bit_cast<uint32_t>(f);
-  uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  return std::isnan(f) ? uint16_t{0x7FC0} : static_cast<uint16_t>(rounded);
-}
 
 template <typename Storage>
 struct Convert;

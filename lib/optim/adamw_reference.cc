@@ -1,33 +1,13 @@
 // AdamWStepReference: torch.optim.AdamW's single-tensor algorithm written out
 // one element at a time, the yardstick for the vectorised kernels (built with
 // -fno-tree-vectorize -ffp-contract=off). Deliberately shares no code with
-// adamw_kernel.h beyond the dtype conversions, which must round as c10 does.
+// adamw_kernel.h beyond the dtype conversions (half_float.h), which must round as c10 does.
 #include <cmath>
 
-#include "adamw_kernel.h"
+#include "../half_float.h"
 #include "optstate/adamw.h"
 
 namespace optstate {
-namespace {
-
-float LoadParam(const void* base, DType dtype, int64_t i) {
-  switch (dtype) {
-    case DType::kBFloat16: return optim::Bf16ToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DType::kFloat16: return static_cast<float>(static_cast<const _Float16*>(base)[i]);
-    default: return static_cast<const float*>(base)[i];
-  }
-}
-
-void StoreParam(void* base, DType dtype, int64_t i, float value) {
-  switch (dtype) {
-    case DType::kBFloat16: static_cast<uint16_t*>(base)[i] = optim::FloatToBf16(value); break;
-    case DType::kFloat16: static_cast<_Float16*>(base)[i] = static_cast<_Float16>(value); break;
-    default: static_cast<float*>(base)[i] = value; break;
-  }
-}
-
-}  // namespace
-
 Status AdamWStepReference(std::span<const AdamWTensor> tensors, const AdamWHyper& h) {
   for (const AdamWTensor& t : tensors) {
     if (t.step == nullptr || (t.numel > 0 && (t.param == nullptr || t.exp_avg == nullptr || t.exp_avg_sq == nullptr)) ||
@@ -57,10 +37,10 @@ Status AdamWStepReference(std::span<const AdamWTensor> tensors, const AdamWHyper
     float inv_bc2_sqrt = static_cast<float>(1 / bias_correction2_sqrt);
     float eps = static_cast<float>(h.eps);
     for (int64_t i = 0; i < t.numel; ++i) {
-      float grad = t.grad == nullptr ? 0.0f : LoadParam(t.grad, t.dtype, i);
+      float grad = t.grad == nullptr ? 0.0f : LoadAsFloat(t.grad, t.dtype, static_cast<size_t>(i));
       if (h.maximize) grad = -grad;
       // param.mul_(1 - lr * weight_decay)
-      float param = LoadParam(t.param, t.dtype, i) * decay;
+      float param = LoadAsFloat(t.param, t.dtype, static_cast<size_t>(i)) * decay;
       // exp_avg.lerp_(grad, 1 - beta1)
       float exp_avg = t.exp_avg[i];
       if (lerp_weight < 0.5f) {
@@ -88,7 +68,7 @@ Status AdamWStepReference(std::span<const AdamWTensor> tensors, const AdamWHyper
       float denom = std::sqrt(second) * inv_bc2_sqrt + eps;
       // param.addcdiv_(exp_avg, denom, value=-step_size)
       param = param + (value * exp_avg) / denom;
-      StoreParam(t.param, t.dtype, i, param);
+      StoreFromFloat(t.param, t.dtype, static_cast<size_t>(i), param);
     }
   }
   return Status();

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "../../lib/optim/adamw_kernel.h"
+#include "../../lib/half_float.h"
 #include "fixtures.h"
 #include "optstate/checkpoint.h"
 #include "optstate/optimizer_state.h"
@@ -47,35 +47,11 @@ size_t ElementSize(DType d) { return GetDTypeInfo(d).element_size; }
 // Packs floats into `dtype` elements inside a uint32 buffer (bf16/f16 use 2 bytes each).
 std::vector<uint32_t> Pack(const std::vector<float>& values, DType dtype) {
   std::vector<uint32_t> out((values.size() * ElementSize(dtype) + 3) / 4 + 1);
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (dtype == DType::kFloat32) {
-      std::memcpy(reinterpret_cast<char*>(out.data()) + 4 * i, &values[i], 4);
-    } else if (dtype == DType::kBFloat16) {
-      uint16_t h = optim::FloatToBf16(values[i]);
-      std::memcpy(reinterpret_cast<char*>(out.data()) + 2 * i, &h, 2);
-    } else {
-      _Float16 h = static_cast<_Float16>(values[i]);
-      std::memcpy(reinterpret_cast<char*>(out.data()) + 2 * i, &h, 2);
-    }
-  }
+  for (size_t i = 0; i < values.size(); ++i) StoreFromFloat(out.data(), dtype, i, values[i]);
   return out;
 }
 
-float Unpack(const std::vector<uint32_t>& buf, DType dtype, size_t i) {
-  if (dtype == DType::kFloat32) {
-    float f;
-    std::memcpy(&f, reinterpret_cast<const char*>(buf.data()) + 4 * i, 4);
-    return f;
-  }
-  if (dtype == DType::kBFloat16) {
-    uint16_t h;
-    std::memcpy(&h, reinterpret_cast<const char*>(buf.data()) + 2 * i, 2);
-    return optim::Bf16ToFloat(h);
-  }
-  _Float16 h;
-  std::memcpy(&h, reinterpret_cast<const char*>(buf.data()) + 2 * i, 2);
-  return static_cast<float>(h);
-}
+float Unpack(const std::vector<uint32_t>& buf, DType dtype, size_t i) { return LoadAsFloat(buf.data(), dtype, i); }
 
 Model RandomModel(DType dtype, const std::vector<int64_t>& numels, uint32_t seed) {
   std::mt19937 rng(seed);
