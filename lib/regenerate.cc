@@ -1,13 +1,11 @@
 #include "optstate/regenerate.h"
 
 #include <algorithm>
-#include <atomic>
 #include <map>
 #include <new>
-#include <system_error>
-#include <thread>
 
 #include "half_float.h"
+#include "parallel_for.h"
 #include "optstate/checkpoint.h"
 #include "optstate/graph_builder.h"
 
@@ -39,24 +37,13 @@ void FillBlock(float* out, int64_t n, uint64_t seed, size_t param, int step, int
   }
 }
 
-// Runs fn(block) for every block of a tensor of n elements, on all hardware threads.
+// Runs fn(block, begin, end) for every block of a tensor of n elements, on all hardware threads.
 void ForEachBlock(int64_t n, const std::function<void(int64_t block, int64_t begin, int64_t end)>& fn) {
   const int64_t blocks = (n + kBlock - 1) / kBlock;
-  std::atomic<int64_t> next{0};
-  auto worker = [&] {
-    for (int64_t b = next++; b < blocks; b = next++) fn(b, b * kBlock, std::min(n, (b + 1) * kBlock));
-  };
-  std::vector<std::thread> pool;
-  int64_t threads = std::min<int64_t>(blocks, std::max(1u, std::thread::hardware_concurrency()));
-  for (int64_t t = 1; t < threads; ++t) {
-    try {
-      pool.emplace_back(worker);
-    } catch (const std::system_error&) {
-      break;  // the threads there are share the work
-    }
-  }
-  worker();
-  for (std::thread& t : pool) t.join();
+  ParallelFor(static_cast<size_t>(blocks), 0, [&](size_t i) {
+    auto b = static_cast<int64_t>(i);
+    fn(b, b * kBlock, std::min(n, (b + 1) * kBlock));
+  });
 }
 
 int64_t Numel(const std::vector<int64_t>& shape) {

@@ -3,12 +3,10 @@
 #include "optstate/adamw.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <system_error>
-#include <thread>
 #include <vector>
 
+#include "../parallel_for.h"
 #include "adamw_kernel.h"
 
 namespace optstate {
@@ -86,22 +84,6 @@ ChunkFn KernelFor(Isa isa) {
   }
 }
 
-void RunAll(const std::vector<Chunk>& chunks, ChunkFn run, int threads) {
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < chunks.size(); i = next++) run(chunks[i]);
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) {
-    try {
-      pool.emplace_back(worker);
-    } catch (const std::system_error&) {
-      break;  // fewer threads than asked: the others share the work
-    }
-  }
-  worker();
-  for (std::thread& t : pool) t.join();
-}
 
 }  // namespace
 
@@ -148,9 +130,8 @@ Status AdamWStep(std::span<const AdamWTensor> tensors, const AdamWHyper& hyper, 
     }
     total += t.numel;
   }
-  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-  if (total < kThreadedElements) threads = 1;
-  RunAll(chunks, KernelFor(isa), std::max(threads, 1));
+  ChunkFn run = KernelFor(isa);
+  ParallelFor(chunks.size(), total < kThreadedElements ? 1 : options.threads, [&](size_t i) { run(chunks[i]); });
   return Status();
 }
 
