@@ -337,6 +337,8 @@ Status LoadParams(const std::string& checkpoint, const ParamSource& source, cons
   m.buffers = std::move(params->buffers);
   m.params_from = (source.model.empty() ? "" : "model state_dict ") +
                   (found_at.empty() ? path : "'" + found_at + "' in " + path);
+  m.model_file = std::move(own);
+  m.model_dict = *dict;
   return Status();
 }
 

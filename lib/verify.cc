@@ -6,7 +6,6 @@
 #include <sstream>
 
 #include "optstate/adamw.h"
-#include "optstate/model_params.h"
 
 namespace optstate {
 namespace {
@@ -229,27 +228,9 @@ class Verifier {
 
 }  // namespace
 
-StatusOr<VerifyReport> VerifyState(const MatchedState& m, const ParamSource& source, const VerifyOptions& options) {
-  std::unique_ptr<CheckpointFile> own;
-  const CheckpointFile* model = nullptr;
-  NodeId dict = kNoNode;
-  if (source.manifest.empty()) {
-    if (!source.model.empty()) {
-      OPTSTATE_ASSIGN_OR_RETURN(own, OpenCheckpoint(source.model));
-      model = own.get();
-    } else {
-      model = m.file.get();
-    }
-    std::string found_at;
-    StatusOr<NodeId> d = LocateModelStateDict(model->checkpoint(), source.model_key, &found_at);
-    if (d.ok()) {
-      dict = *d;
-    } else {
-      model = nullptr;
-    }
-  }
+StatusOr<VerifyReport> VerifyState(const MatchedState& m, const VerifyOptions& options) {
   Verifier v(m, options);
-  return v.Run(model, dict);
+  return v.Run(m.model(), m.model_dict);
 }
 
 }  // namespace optstate

@@ -16,7 +16,7 @@ constexpr const char* kName = "verify";
 int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
   auto m = OpenAndMatch(o.path, o.state_key, o.params, o.read, o.match);
   if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
-  auto report = VerifyState(*m, o.params, o.verify);
+  auto report = VerifyState(*m, o.verify);
   if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.path), o.json);
   const VerifyReport& r = *report;
   int exit = r.findings.empty() ? kExitOk : kExitFindings;

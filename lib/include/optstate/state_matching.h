@@ -92,6 +92,15 @@ struct MatchedState {
   std::vector<std::string> tied;     // model entries dropped as tied duplicates
   std::vector<std::string> buffers;  // model entries dropped as buffers
   MatchReport match;
+  // The model state_dict the parameters came from, kept for its values (verify):
+  // in a file of its own (model_file), or in the checkpoint itself (model_file
+  // empty); model_dict is kNoNode when the parameters came from a manifest.
+  std::unique_ptr<CheckpointFile> model_file;
+  NodeId model_dict = kNoNode;
+  const CheckpointFile* model() const {
+    if (model_dict == kNoNode) return nullptr;
+    return model_file ? model_file.get() : file.get();
+  }
 };
 
 // Errors carry the path of the file they concern (checkpoint, manifest or model).

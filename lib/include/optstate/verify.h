@@ -35,11 +35,10 @@ struct VerifyOptions {
 };
 
 // `m` comes from OpenAndMatch. Parameter values are read from the model
-// state_dict the parameters came from (`model_path`, or the checkpoint itself
-// when empty and the match used its model entry); with a manifest, they are
+// state_dict the parameters came from (m.model()); with a manifest, they are
 // synthetic (the replay compares updates, which weight decay alone does not
 // make differ). Errors only for input that cannot be read.
-StatusOr<VerifyReport> VerifyState(const MatchedState& m, const ParamSource& source, const VerifyOptions& options = {});
+StatusOr<VerifyReport> VerifyState(const MatchedState& m, const VerifyOptions& options = {});
 
 }  // namespace optstate
 
