@@ -64,6 +64,18 @@ StatusOr<std::vector<ParamInfo>> ParseParamManifest(std::string_view text) {
   return out;
 }
 
+std::string ParamManifestText(const std::vector<ParamInfo>& params) {
+  nlohmann::ordered_json doc = {{"format", "optstate-param-manifest"}, {"version", 1}};
+  doc["params"] = nlohmann::ordered_json::array();
+  for (const ParamInfo& p : params) {
+    nlohmann::ordered_json j = {{"name", p.name}, {"shape", p.shape}, {"dtype", GetDTypeInfo(p.dtype).name}};
+    if (p.data_ptr) j["data_ptr"] = *p.data_ptr;
+    j["nbytes"] = p.nbytes;
+    doc["params"].push_back(std::move(j));
+  }
+  return doc.dump(1) + "\n";
+}
+
 StatusOr<std::vector<ParamInfo>> ReadParamManifest(const std::string& path) {
   OPTSTATE_ASSIGN_OR_RETURN(MappedFile f, MappedFile::Open(path));
   StatusOr<std::vector<ParamInfo>> params = ParseParamManifest(AsChars(f.bytes()));

@@ -1,6 +1,9 @@
 #include "command.h"
 
+#include <memory>
 #include <string>
+
+#include "optstate/file_io.h"
 
 namespace optstate::tools {
 
@@ -33,6 +36,12 @@ int ReportError(CommandOutput& output, std::string_view command, const Status& s
   }
   output.err << "optstate " << command << ": error: " << status.ToString() << "\n";
   return kExitError;
+}
+
+Status WriteFileAtomically(const std::string& path, std::string_view text) {
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> w, AtomicFileWriter::Create(path));
+  OPTSTATE_RETURN_IF_ERROR(w->Write(AsBytes(text)));
+  return w->Commit();
 }
 
 }  // namespace optstate::tools

@@ -44,6 +44,9 @@ int ReportError(CommandOutput& output, std::string_view command, const Status& s
 // Writes `doc` as indented JSON plus a newline.
 void WriteJson(CommandOutput& output, const nlohmann::ordered_json& doc);
 
+// Writes `text` to `path` through a temporary file beside it (complete or not at all).
+Status WriteFileAtomically(const std::string& path, std::string_view text);
+
 // Machine-readable code names used in JSON: "truncated", "corrupt", ...
 std::string_view StatusCodeId(StatusCode code);
 

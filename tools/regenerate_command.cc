@@ -6,7 +6,6 @@
 #include <CLI/CLI.hpp>
 
 #include "optstate/checkpoint.h"
-#include "optstate/file_io.h"
 #include "optstate/inspect_report.h"
 #include "optstate/model_params.h"
 #include "optstate/optimizer_state.h"
@@ -40,18 +39,6 @@ StatusOr<std::vector<ParamInfo>> LoadParams(const RegenerateCommandOptions& o, M
   return params;
 }
 
-Status WriteManifest(const std::string& path, const std::vector<ParamInfo>& params) {
-  nlohmann::ordered_json doc = {{"format", "optstate-param-manifest"}, {"version", 1}};
-  doc["params"] = nlohmann::ordered_json::array();
-  for (const ParamInfo& p : params) {
-    doc["params"].push_back({{"name", p.name}, {"shape", p.shape}, {"dtype", GetDTypeInfo(p.dtype).name},
-                             {"data_ptr", *p.data_ptr}, {"nbytes", p.nbytes}});
-  }
-  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> w, AtomicFileWriter::Create(path));
-  std::string text = doc.dump(1) + "\n";
-  OPTSTATE_RETURN_IF_ERROR(w->Write(AsBytes(text)));
-  return w->Commit();
-}
 
 }  // namespace
 
@@ -89,7 +76,7 @@ int RunRegenerate(const RegenerateCommandOptions& o, CommandOutput& output) {
   auto report = Regenerate(*params, run, o.output);
   if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.output), o.json);
   if (!o.manifest_out.empty()) {
-    Status s = WriteManifest(o.manifest_out, report->manifest);
+    Status s = WriteFileAtomically(o.manifest_out, ParamManifestText(report->manifest));
     if (!s.ok()) return ReportError(output, kName, s, o.json);
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

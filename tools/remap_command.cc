@@ -6,7 +6,6 @@
 #include <CLI/CLI.hpp>
 
 #include "optstate/checkpoint_writer.h"
-#include "optstate/file_io.h"
 #include "optstate/inspect_report.h"
 #include "optstate/param_manifest.h"
 #include "shared_flags.h"
@@ -37,12 +36,6 @@ nlohmann::ordered_json ReportJson(const RemapCommandOptions& o, const MatchedSta
   return doc;
 }
 
-Status WriteReportFile(const std::string& path, const nlohmann::ordered_json& doc) {
-  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> w, AtomicFileWriter::Create(path));
-  std::string text = doc.dump(2) + "\n";
-  OPTSTATE_RETURN_IF_ERROR(w->Write(AsBytes(text)));
-  return w->Commit();
-}
 
 }  // namespace
 
@@ -75,7 +68,7 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
   nlohmann::ordered_json doc = ReportJson(o, *m, *remapped, *written);
   if (!o.report.empty()) {
-    Status s = WriteReportFile(o.report, doc);
+    Status s = WriteFileAtomically(o.report, doc.dump(2) + "\n");
     if (!s.ok()) return ReportError(output, kName, s, o.json);
   }
   if (o.json) {

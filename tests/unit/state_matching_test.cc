@@ -191,6 +191,25 @@ TEST(StateMatchingTest, WithoutPointersSameShapeParametersAreHeldBack) {
   EXPECT_TRUE(r->ambiguous.empty());
 }
 
+// What regenerate --manifest-out writes is what ReadParamManifest reads.
+TEST(StateMatchingTest, ManifestTextReadsBack) {
+  auto params = ReadParamManifest(testing::RepoPath("testdata/good/torch26/heavyball_orphan.manifest.json"));
+  ASSERT_TRUE(params.ok());
+  (*params)[1].data_ptr.reset();
+  (*params)[2].dtype = DType::kBFloat16;
+  (*params)[2].nbytes /= 2;
+  auto back = ParseParamManifest(ParamManifestText(*params));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->size(), params->size());
+  for (size_t i = 0; i < params->size(); ++i) {
+    EXPECT_EQ((*back)[i].name, (*params)[i].name);
+    EXPECT_EQ((*back)[i].shape, (*params)[i].shape);
+    EXPECT_EQ((*back)[i].dtype, (*params)[i].dtype);
+    EXPECT_EQ((*back)[i].data_ptr, (*params)[i].data_ptr);
+    EXPECT_EQ((*back)[i].nbytes, (*params)[i].nbytes);
+  }
+}
+
 TEST(StateMatchingTest, ManifestErrorsNameTheField) {
   EXPECT_EQ(ParseParamManifest("{\"format\": \"optstate-param-manifest\", \"version\": 1, \"params\": "
                                "[{\"name\": \"w\", \"shape\": [2, -1], \"dtype\": \"float32\"}]}")

@@ -27,6 +27,10 @@ struct ParamInfo {
 StatusOr<std::vector<ParamInfo>> ReadParamManifest(const std::string& path);
 StatusOr<std::vector<ParamInfo>> ParseParamManifest(std::string_view json_text);
 
+// The manifest of `params` as JSON text (data_ptr where known), which
+// ParseParamManifest reads back to the same list.
+std::string ParamManifestText(const std::vector<ParamInfo>& params);
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_PARAM_MANIFEST_H_
