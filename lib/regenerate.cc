@@ -6,36 +6,16 @@
 
 #include "half_float.h"
 #include "parallel_for.h"
+#include "synthetic_values.h"
 #include "optstate/checkpoint.h"
 #include "optstate/graph_builder.h"
 
 namespace optstate {
 namespace {
 
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// Deterministic values in about [-scale, scale], peaked at 0 (the sum of two
-// uniforms), from (seed, parameter, step, block): cheap, the same on every
-// machine, and the same whatever the number of threads that fill the blocks.
+// Synthetic values are made in blocks, each seeded on its own, so that threads
+// can fill them in any order.
 constexpr int64_t kBlock = 1 << 20;
-
-void FillBlock(float* out, int64_t n, uint64_t seed, size_t param, int step, int64_t block, float scale) {
-  uint64_t x = SplitMix(seed ^ SplitMix(param * 0x100000001B3ull + static_cast<uint64_t>(step) + 1) ^
-                        SplitMix(static_cast<uint64_t>(block) + 0x51ED27u));
-  for (int64_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    float a = static_cast<float>(x & 0xFFFFFF) * (1.0f / 16777216.0f);
-    float b = static_cast<float>((x >> 24) & 0xFFFFFF) * (1.0f / 16777216.0f);
-    out[i] = scale * (a + b - 1.0f);
-  }
-}
 
 // Runs fn(block, begin, end) for every block of a tensor of n elements, on all hardware threads.
 void ForEachBlock(int64_t n, const std::function<void(int64_t block, int64_t begin, int64_t end)>& fn) {
@@ -61,7 +41,7 @@ void StoreAs(DType dtype, const float* in, std::byte* out, int64_t begin, int64_
 void Generate(std::vector<float>& values, std::byte* out, DType dtype, uint64_t seed, size_t param, int step,
               float scale, bool fill) {
   ForEachBlock(static_cast<int64_t>(values.size()), [&](int64_t block, int64_t begin, int64_t end) {
-    if (fill) FillBlock(values.data() + begin, end - begin, seed, param, step, block, scale);
+    if (fill) FillSynthetic(values.data() + begin, end - begin, seed, param, step, block, scale);
     StoreAs(dtype, values.data(), out, begin, end);
   });
 }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "optstate/adamw.h"
+#include "synthetic_values.h"
 
 namespace optstate {
 namespace {
@@ -14,17 +15,11 @@ StatusOr<std::vector<float>> ReadFloats(const CheckpointFile& f, const TensorRef
   return ReadTensorAsFloat(f.bytes(), f.checkpoint(), t);
 }
 
-// Deterministic values in about [-scale, scale] (parameter values without a
-// model, and the probe gradient).
-std::vector<float> Probe(size_t n, uint64_t seed, size_t param, float scale) {
+// Synthetic values for a parameter: its starting values without a model
+// (step 0), and the probe gradient (step 1).
+std::vector<float> Probe(size_t n, uint64_t seed, size_t param, int step, float scale) {
   std::vector<float> out(n);
-  uint64_t x = (seed + 1) * 0x9E3779B97F4A7C15ull ^ (param + 1) * 0xBF58476D1CE4E5B9ull;
-  for (float& v : out) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    v = scale * (static_cast<float>(x & 0xFFFFFF) * (2.0f / 16777216.0f) - 1.0f);
-  }
+  FillSynthetic(out.data(), static_cast<int64_t>(n), seed, param, step, 0, scale);
   return out;
 }
 
@@ -191,10 +186,10 @@ class Verifier {
       }
     }
     if (values.size() != n) {
-      values = Probe(n, o_.probe_seed + 1000, p, 0.05f);  // no model, or a DTensor shard of it
+      values = Probe(n, o_.probe_seed, p, 0, 0.05f);  // no model, or a DTensor shard of it
       r_.values_from_model = false;
     }
-    std::vector<float> grad = Probe(n, o_.probe_seed, p, 0.01f);
+    std::vector<float> grad = Probe(n, o_.probe_seed, p, 1, 0.01f);
     std::vector<float> loaded = values, fresh = values;
     std::vector<float> fm(n, 0.0f), fv(n, 0.0f), fvmax(hyper.amsgrad ? n : 0, 0.0f);
     float loaded_step = step, fresh_step = 0;
