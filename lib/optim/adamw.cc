@@ -98,15 +98,19 @@ std::string_view IsaName(Isa isa) {
 }
 
 Isa DetectIsa() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl")) {
-    return Isa::kAvx512;
-  }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
-    return Isa::kAvx2;
-  }
-  return Isa::kGeneric;
+  // Asked on every step (regenerate steps each parameter separately): answer once.
+  static const Isa best = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl")) {
+      return Isa::kAvx512;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+      return Isa::kAvx2;
+    }
+    return Isa::kGeneric;
+  }();
+  return best;
 }
 
 Status AdamWStep(std::span<const AdamWTensor> tensors, const AdamWHyper& hyper, const AdamWOptions& options) {
