@@ -1,10 +1,8 @@
 #include "optstate/checkpoint_writer.h"
 
-#include <algorithm>
 #include <filesystem>
 
 #include "optstate/pickle_writer.h"
-#include "optstate/torch_objects.h"
 #include "optstate/zip_writer.h"
 
 namespace optstate {
@@ -51,13 +49,7 @@ StatusOr<WriteReport> WriteWith(const Checkpoint& cp, NodeId root, const std::st
                             ZipWriter::Create(path, ArchiveName(path), options.zstd, options.durability));
   WriteReport report;
   report.unsafe_globals = pickle.unsafe_globals;
-  report.loadable_after_dtensor_import =
-      !report.unsafe_globals.empty() &&
-      std::all_of(report.unsafe_globals.begin(), report.unsafe_globals.end(), [](const std::string& g) {
-        size_t dot = g.rfind('.');
-        return dot != std::string::npos &&
-               IsAllowedOnceDistributedTensorImported(std::string_view(g).substr(0, dot), std::string_view(g).substr(dot + 1));
-      });
+  report.loadable_after_dtensor_import = pickle.only_dtensor_globals_unsafe;
   OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("data.pkl", AsBytes(pickle.bytes)));
   OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("byteorder", AsBytes("little")));
   for (size_t key = 0; key < pickle.storages.size(); ++key) {

@@ -143,6 +143,9 @@ class Writer {
       if (std::find(out_.unsafe_globals.begin(), out_.unsafe_globals.end(), full) == out_.unsafe_globals.end()) {
         out_.unsafe_globals.push_back(full);
       }
+      out_.only_dtensor_globals_unsafe =
+          (out_.unsafe_globals.size() == 1 || out_.only_dtensor_globals_unsafe) &&
+          IsAllowedOnceDistributedTensorImported(module, name);
     }
   }
   void EmptyOrderedDict() {

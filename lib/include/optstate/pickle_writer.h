@@ -20,6 +20,9 @@ struct PickleOutput {
   std::string bytes;                        // the data.pkl record
   std::vector<size_t> storages;             // output key "i" -> input storage index
   std::vector<std::string> unsafe_globals;  // module.name not on the weights_only allowlist
+  // unsafe_globals is not empty and holds only DTensor classes, which torch 2.6
+  // allowlists once torch.distributed.tensor is imported.
+  bool only_dtensor_globals_unsafe = false;
 };
 
 // kUnsupported for objects that cannot be written back faithfully yet
