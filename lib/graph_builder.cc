@@ -77,6 +77,55 @@ NodeId GraphBuilder::Tensor(DType dtype, const std::vector<int64_t>& shape) {
   return id;
 }
 
+StatusOr<NodeId> GraphBuilder::Import(const ObjectGraph& from, NodeId id) {
+  std::unordered_map<NodeId, NodeId> copied;
+  return ImportNode(from, id, copied);
+}
+
+StatusOr<NodeId> GraphBuilder::ImportNode(const ObjectGraph& from, NodeId id,
+                                          std::unordered_map<NodeId, NodeId>& copied) {
+  if (id == kNoNode) return kNoNode;
+  if (auto it = copied.find(id); it != copied.end()) return it->second;
+  const Node& src = from.at(id);
+  if (src.kind == NodeKind::kTensor || src.kind == NodeKind::kStorage || src.kind == NodeKind::kPersistentId) {
+    return UnsupportedError("offset " + std::to_string(src.offset) + ": a " + TypeName(from, id) +
+                            " inside a non-tensor value cannot be carried over");
+  }
+  NodeId out = New(src.kind);
+  copied.emplace(id, out);
+  {
+    Node& n = cp_.graph.at(out);  // copy the scalars now: later New() calls may move the arena
+    Node copy = src;
+    copy.items.clear();
+    copy.entries.clear();
+    copy.callable = copy.args = copy.kwargs = copy.state = kNoNode;
+    n = std::move(copy);
+  }
+  std::vector<NodeId> items;
+  for (NodeId i : src.items) {
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId c, ImportNode(from, i, copied));
+    items.push_back(c);
+  }
+  std::vector<std::pair<NodeId, NodeId>> entries;
+  for (auto [k, v] : src.entries) {
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId ck, ImportNode(from, k, copied));
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId cv, ImportNode(from, v, copied));
+    entries.emplace_back(ck, cv);
+  }
+  NodeId refs[4] = {src.callable, src.args, src.kwargs, src.state};
+  for (NodeId& r : refs) {
+    OPTSTATE_ASSIGN_OR_RETURN(r, ImportNode(from, r, copied));
+  }
+  Node& n = cp_.graph.at(out);
+  n.items = std::move(items);
+  n.entries = std::move(entries);
+  n.callable = refs[0];
+  n.args = refs[1];
+  n.kwargs = refs[2];
+  n.state = refs[3];
+  return out;
+}
+
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t s = 1;

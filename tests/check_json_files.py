@@ -28,7 +28,7 @@ def main():
             print(f"FAIL schemas/{name}: {e.message}")
     rules = [("*.manifest.json", "param-manifest.schema.json"),
              ("*.truth.json", "fixture-truth.schema.json"),
-             ("fsdp2_dcp.expected.json", "dcp-fixture-expected.schema.json"),
+             ("fsdp2_*dcp.expected.json", "dcp-fixture-expected.schema.json"),
              ("*.expected.json", "fixture-expected.schema.json")]
     seen = set()
     for pattern, schema_name in rules:

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "collisions_command.h"
+#include "consolidate_command.h"
 #include "inspect_command.h"
 #include "regenerate_command.h"
 #include "remap_command.h"
@@ -45,6 +46,7 @@ int RunCli(int argc, const char* const* argv, CommandOutput& output) {
   add(AddRepackCommand(app));
   add(AddRegenerateCommand(app));
   add(AddVerifyCommand(app));
+  add(AddConsolidateCommand(app));
 
   try {
     app.parse(argc, argv);

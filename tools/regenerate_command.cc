@@ -9,6 +9,7 @@
 #include "optstate/inspect_report.h"
 #include "optstate/model_params.h"
 #include "optstate/optimizer_state.h"
+#include "shared_flags.h"
 
 namespace optstate::tools {
 namespace {
@@ -63,16 +64,7 @@ int RunRegenerate(const RegenerateCommandOptions& o, CommandOutput& output) {
   run.write.zstd = o.zstd;
   run.write.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
   auto started = std::chrono::steady_clock::now();
-  int last_percent = -1;
-  if (!o.quiet && !o.json) {
-    run.progress = [&](uint64_t done, uint64_t total) {
-      int percent = total ? static_cast<int>(100 * done / total) : 100;
-      if (percent / 10 == last_percent / 10) return;
-      last_percent = percent;
-      output.err << "optstate regenerate: " << percent << "% (" << HumanBytes(done) << " of " << HumanBytes(total)
-                 << ")\n";
-    };
-  }
+  if (!o.quiet && !o.json) run.progress = PercentProgress(output.err, kName);
   auto report = Regenerate(*params, run, o.output);
   if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.output), o.json);
   if (!o.manifest_out.empty()) {

@@ -1,6 +1,10 @@
 #include "shared_flags.h"
 
+#include <memory>
+
 #include <CLI/CLI.hpp>
+
+#include "optstate/inspect_report.h"
 
 namespace optstate::tools {
 
@@ -43,6 +47,18 @@ void WriteParamSourceText(const MatchedState& m, std::ostream& out) {
     for (const std::string& b : m.buffers) out << " " << b;
     out << "\n";
   }
+}
+
+std::function<void(uint64_t, uint64_t)> PercentProgress(std::ostream& err, std::string_view command) {
+  auto last = std::make_shared<int>(-1);
+  return [&err, command = std::string(command), last](uint64_t done, uint64_t total) {
+    if (total < (64ull << 20)) return;  // done in a blink: progress would only be noise
+    int percent = total ? static_cast<int>(100 * done / total) : 100;
+    if (percent / 10 == *last / 10) return;
+    *last = percent;
+    err << "optstate " << command << ": " << percent << "% (" << HumanBytes(done) << " of " << HumanBytes(total)
+        << ")\n";
+  };
 }
 
 }  // namespace optstate::tools

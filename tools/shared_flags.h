@@ -4,7 +4,10 @@
 #ifndef OPTSTATE_TOOLS_SHARED_FLAGS_H_
 #define OPTSTATE_TOOLS_SHARED_FLAGS_H_
 
+#include <cstdint>
+#include <functional>
 #include <ostream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +29,10 @@ nlohmann::ordered_json ParamSourceJson(const MatchedState& m);
 
 // "  parameters   9 from manifest m.json" plus the dropped model entries, for text reports.
 void WriteParamSourceText(const MatchedState& m, std::ostream& out);
+
+// Progress on stderr every 10%: "optstate <command>: 40% (1.2 GiB of 3.0 GiB)";
+// nothing for jobs under 64 MiB.
+std::function<void(uint64_t done, uint64_t total)> PercentProgress(std::ostream& err, std::string_view command);
 
 }  // namespace optstate::tools
 

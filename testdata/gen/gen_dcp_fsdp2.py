@@ -1,4 +1,4 @@
-"""A real FSDP2 distributed checkpoint (torch 2.6, CPU, gloo, 2 ranks) of model + AdamW.
+"""Real FSDP2 distributed checkpoints (torch 2.6, CPU, gloo, 2 and 3 ranks) of model + AdamW.
 
 Usage (inside the torch 2.6 chroot, see torch26-python.sh):
   python3 testdata/gen/gen_dcp_fsdp2.py OUTDIR
@@ -8,10 +8,12 @@ Writes
   OUTDIR/fsdp2_dcp.expected.json         .metadata as torch reads it (see dcp_description)
   OUTDIR/fsdp2_dcp.consolidated.pt       torch's own dcp_to_torch_save of that directory
   OUTDIR/fsdp2_dcp.consolidated.pt.expected.json
+  OUTDIR/fsdp2_3rank_dcp/ (+ .expected.json, .consolidated.pt)   the same on 3 ranks
   OUTDIR/fsdp2_rank{0,1}_optim.pt        each rank's torch.save(optim.state_dict()):
                                          int keys, DTensor moments holding local shards
 The model has awkward shapes for sharding: head.weight has 3 rows over 2 ranks
-(2 + 1) and gate has 1 row, so rank 1's chunk of it is empty.
+(2 + 1) and gate has 1 row, so rank 1's chunk of it is empty; on 3 ranks emb's
+10 rows split 4 + 4 + 2 and gate leaves two ranks empty.
 
 torch 2.6 as Debian ships it needs three things on CPU, all local to this script:
 USE_LIBUV=0 (no libuv; set by torch26-python.sh), torch.multiprocessing.spawn
@@ -35,7 +37,7 @@ import describe  # noqa: E402
 # DCP's filesystem writer calls tensor.storage() itself; its deprecation warning is noise here.
 warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
 
-WORLD = 2
+WORLDS = (2, 3)  # fsdp2_dcp/ and fsdp2_3rank_dcp/
 STEPS = 3
 
 
@@ -88,7 +90,11 @@ def patch_cpu_gloo():
     dist.reduce_scatter_tensor = reduce_scatter_tensor
 
 
-def worker(rank, port, dcp_dir):
+def dcp_name(world):
+    return "fsdp2_dcp" if world == 2 else f"fsdp2_{world}rank_dcp"
+
+
+def worker(rank, world, port, dcp_dir):
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -97,11 +103,11 @@ def worker(rank, port, dcp_dir):
 
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
     patch_cpu_gloo()
     torch.manual_seed(0)
     model = DcpNet()
-    mesh = init_device_mesh("cpu", (WORLD,))
+    mesh = init_device_mesh("cpu", (world,))
     for sub in (model.emb, model.fc1, model.fc2, model.head, model.gate):
         fully_shard(sub, mesh=mesh, reshard_after_forward=False)
     fully_shard(model, mesh=mesh, reshard_after_forward=False)
@@ -111,7 +117,8 @@ def worker(rank, port, dcp_dir):
     dcp.save({"model": msd, "optim": osd}, checkpoint_id=dcp_dir)
     # What a job that skips DCP saves per rank: the optimizer's own state_dict,
     # whose moments are DTensors holding this rank's shard.
-    torch.save(opt.state_dict(), f"fsdp2_rank{rank}_optim.pt")
+    if world == 2:
+        torch.save(opt.state_dict(), f"fsdp2_rank{rank}_optim.pt")
     dist.barrier()
     dist.destroy_process_group()
 
@@ -160,9 +167,10 @@ def dcp_description(dcp_dir):
                 "file_offset": info.offset, "length": info.length}
                for idx, info in md.storage_data.items()]
     files = sorted(os.listdir(dcp_dir))
+    world = sum(1 for f in files if f.endswith("_0.distcp"))
     return {
         "fixture": os.path.basename(dcp_dir),
-        "covers": f"FSDP2 DCP checkpoint, {WORLD} ranks, model + AdamW after {STEPS} steps",
+        "covers": f"FSDP2 DCP checkpoint, {world} ranks, model + AdamW after {STEPS} steps",
         "torch": torch.__version__.split("+")[0],
         "files": [{"name": f, "size": os.path.getsize(os.path.join(dcp_dir, f))} for f in files],
         "state_dict_metadata": entries,
@@ -183,20 +191,21 @@ def main():
     # .metadata records the checkpoint path as given: a fixed relative one keeps
     # the file identical wherever it is regenerated.
     os.chdir(out)
-    dcp_dir = "fsdp2_dcp"
-    shutil.rmtree(dcp_dir, ignore_errors=True)
-    mp.spawn(worker, args=(free_port(), dcp_dir), nprocs=WORLD, join=True)
-    consolidated = dcp_dir + ".consolidated.pt"
-    dcp_to_torch_save(dcp_dir, consolidated)
-    worst = check_against_single_process(consolidated)
-    describe.write_expected(consolidated, "torch's dcp_to_torch_save of fsdp2_dcp")
-    for rank in range(WORLD):
+    for world in WORLDS:
+        dcp_dir = dcp_name(world)
+        shutil.rmtree(dcp_dir, ignore_errors=True)
+        mp.spawn(worker, args=(world, free_port(), dcp_dir), nprocs=world, join=True)
+        consolidated = dcp_dir + ".consolidated.pt"
+        dcp_to_torch_save(dcp_dir, consolidated)
+        worst = check_against_single_process(consolidated)
+        describe.write_expected(consolidated, f"torch's dcp_to_torch_save of {dcp_dir}")
+        with open(dcp_dir + ".expected.json", "w") as f:
+            json.dump(dcp_description(dcp_dir), f, indent=1)
+            f.write("\n")
+        print(f"{dcp_dir}: {len(os.listdir(dcp_dir))} files; max |FSDP2 - single process| = {worst:.3g}")
+    for rank in range(2):
         describe.write_expected(f"fsdp2_rank{rank}_optim.pt",
                                 f"FSDP2 rank {rank}'s own optim.state_dict(): DTensor moments (local shards)")
-    with open(dcp_dir + ".expected.json", "w") as f:
-        json.dump(dcp_description(dcp_dir), f, indent=1)
-        f.write("\n")
-    print(f"{dcp_dir}: {len(os.listdir(dcp_dir))} files; max |FSDP2 - single process| = {worst:.3g}")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,10 @@ case "$rel" in /*) echo "OUTDIR must be inside the repository" >&2; exit 2 ;; es
 testdata/gen/torch26-python.sh testdata/gen/gen_fixtures.py "$rel/torch26"
 testdata/gen/torch26-python.sh testdata/gen/gen_adamw_parity.py "$rel/torch26"
 testdata/gen/torch26-python.sh testdata/gen/gen_dcp_fsdp2.py "$rel/torch26"
+# Hostile DCP metadata, made from the new 2-rank checkpoint; its data-file
+# symlinks point at testdata/good/torch26/fsdp2_dcp (valid once moved in place).
+testdata/gen/torch26-python.sh testdata/gen/gen_hostile_dcp.py "$rel/torch26/fsdp2_dcp" \
+    "${side#"$repo"/}/hostile.new/dcp" > /dev/null
 
 rm -rf "$final"
 mv "$stage" "$final"

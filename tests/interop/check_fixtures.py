@@ -130,8 +130,9 @@ def main():
         return f"{os.path.relpath(path, REPO)} ({kind})", lambda: check(line, path)
     cases = [case(line, p, check_file) for line, p in fixtures()]
     if TORCH2:
-        dcp = os.path.join(REPO, "testdata", "good", "torch26", "fsdp2_dcp")
-        cases.append(case("torch26", dcp, lambda _line, p: check_dcp(p)))
+        for name in ("fsdp2_dcp", "fsdp2_3rank_dcp"):
+            dcp = os.path.join(REPO, "testdata", "good", "torch26", name)
+            cases.append(case("torch26", dcp, lambda _line, p: check_dcp(p)))
     return run_checks("checking fixtures against their .expected.json", cases)
 
 

@@ -6,6 +6,7 @@
 #define OPTSTATE_GRAPH_BUILDER_H_
 
 #include <cstdint>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,13 @@ class GraphBuilder {
   // A contiguous CPU tensor with a storage of its own, appended to the
   // checkpoint's storages (its key is its index there).
   NodeId Tensor(DType dtype, const std::vector<int64_t>& shape);
+  // Copies value `id` of another graph (e.g. a DCP bytes item's pickle) into
+  // this one, keeping shared references shared. Tensors and storages would need
+  // their bytes carried too: kUnsupported.
+  StatusOr<NodeId> Import(const ObjectGraph& from, NodeId id);
 
  private:
+  StatusOr<NodeId> ImportNode(const ObjectGraph& from, NodeId id, std::unordered_map<NodeId, NodeId>& copied);
   Checkpoint& cp_;
 };
 

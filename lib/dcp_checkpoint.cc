@@ -1,0 +1,142 @@
+#include "optstate/dcp_checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "optstate/graph_builder.h"
+
+namespace optstate {
+namespace {
+
+std::string ChunkText(const DcpEntry& e, const DcpChunk& c) {
+  return "'" + e.fqn + "' chunk at offsets " + ShapeText(c.offsets);
+}
+
+}  // namespace
+
+std::string DcpLocationText(const DcpLocation& where) {
+  return where.relative_path + " bytes " + std::to_string(where.offset) + ".." +
+         std::to_string(where.offset + where.length);
+}
+
+bool IsDcpDirectory(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  return stat((path + "/.metadata").c_str(), &st) == 0;
+}
+
+ByteSpan DcpCheckpoint::ItemBytes(const DcpLocation& where) const {
+  return FileOf(where).bytes().subspan(where.offset, where.length);
+}
+
+FileRange DcpCheckpoint::ItemFileRange(const DcpLocation& where) const {
+  return FileRange{FileOf(where).fd(), where.offset};
+}
+
+void DcpCheckpoint::ReleasePages(ByteSpan range) const {
+  for (const auto& [name, file] : mapped_) {
+    ByteSpan all = file->bytes();
+    if (!all.empty() && range.data() >= all.data() && range.data() + range.size() <= all.data() + all.size()) {
+      file->ReleasePages(range);
+      return;
+    }
+  }
+}
+
+StatusOr<Checkpoint> DcpCheckpoint::ParseItem(const DcpLocation& where, const ReadOptions& options) const {
+  ByteCursor item(ItemBytes(where), where.offset);
+  StatusOr<Checkpoint> cp = ParseCheckpoint(item, options);
+  if (!cp.ok()) return std::move(cp).status().WithContext(dir_ + "/" + where.relative_path);
+  return cp;
+}
+
+StatusOr<ByteSpan> DcpCheckpoint::ChunkBytes(const DcpEntry& e, const DcpChunk& c, std::vector<std::byte>& scratch,
+                                             const ReadOptions& options) const {
+  std::string context = dir_ + "/" + c.where.relative_path + ": " + ChunkText(e, c) + " (bytes " +
+                        std::to_string(c.where.offset) + ".." + std::to_string(c.where.offset + c.where.length) + ")";
+  OPTSTATE_ASSIGN_OR_RETURN(Checkpoint cp, ParseItem(c.where, options));
+  const Node& root = cp.graph.at(cp.graph.root);
+  if (root.kind != NodeKind::kTensor) return CorruptError(context + ": the item holds a " + TypeName(cp.graph, cp.graph.root) + ", not a tensor");
+  const TensorRef& t = cp.tensors[root.tensor];
+  if (t.dtype != e.dtype) {
+    return CorruptError(context + ": the item is " + std::string(GetDTypeInfo(t.dtype).name) + ", .metadata says " +
+                        std::string(GetDTypeInfo(e.dtype).name));
+  }
+  if (t.sizes != c.sizes) {
+    return CorruptError(context + ": the item's shape is " + ShapeText(t.sizes) + ", .metadata says " + ShapeText(c.sizes));
+  }
+  if (t.storage < 0) return CorruptError(context + ": the item is a meta tensor without data");
+  ByteSpan item = ItemBytes(c.where);
+  if (t.strides == ContiguousStrides(t.sizes) || t.numel() <= 1) {
+    StatusOr<ByteSpan> storage = StorageBytes(item, cp, cp.storages[t.storage]);
+    if (!storage.ok()) return std::move(storage).status().WithContext(context);
+    uint64_t elem = GetDTypeInfo(t.dtype).element_size;
+    uint64_t begin = t.storage_offset * elem;
+    if (begin > storage->size() || t.nbytes() > storage->size() - begin) {
+      return CorruptError(context + ": the tensor reaches past its storage");
+    }
+    return storage->subspan(begin, t.nbytes());
+  }
+  StatusOr<std::vector<std::byte>> copy = ReadTensorBytes(item, cp, t);
+  if (!copy.ok()) return std::move(copy).status().WithContext(context);
+  scratch = std::move(*copy);
+  return ByteSpan(scratch.data(), scratch.size());
+}
+
+StatusOr<std::unique_ptr<DcpCheckpoint>> OpenDcpCheckpoint(const std::string& dir, const DcpMetadataLimits& limits) {
+  auto out = std::unique_ptr<DcpCheckpoint>(new DcpCheckpoint());
+  out->dir_ = dir;
+  struct stat st {};
+  if (stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return InvalidArgumentError(dir + ": is a file; a DCP checkpoint is a directory holding .metadata and *.distcp");
+  }
+  std::string meta_path = dir + "/.metadata";
+  StatusOr<MappedFile> meta = MappedFile::Open(meta_path);
+  if (!meta.ok()) {
+    if (meta.status().code() == StatusCode::kNotFound) {
+      return NotFoundError(dir + ": no .metadata file; not a DCP checkpoint directory, or its save did not finish");
+    }
+    return meta.status();
+  }
+  out->metadata_bytes_ = meta->size();
+  StatusOr<DcpMetadata> parsed = ParseDcpMetadata(meta->bytes(), limits);
+  if (!parsed.ok()) return std::move(parsed).status().WithContext(meta_path);
+  out->metadata_ = std::move(*parsed);
+
+  auto check = [&](const DcpLocation& where, const std::string& what) -> Status {
+    auto it = out->mapped_.find(where.relative_path);
+    if (it == out->mapped_.end()) {
+      StatusOr<MappedFile> f = MappedFile::Open(dir + "/" + where.relative_path);
+      if (!f.ok()) {
+        return std::move(f).status().WithContext(meta_path + ": " + what + " is stored in '" + where.relative_path + "'");
+      }
+      it = out->mapped_.emplace(where.relative_path, std::make_unique<MappedFile>(std::move(*f))).first;
+      out->files_.push_back(DcpDataFile{where.relative_path, it->second->size(), 0, 0});
+    }
+    uint64_t size = it->second->size();
+    if (where.offset > size || where.length > size - where.offset) {
+      return TruncatedError(meta_path + ": " + what + " is stored at " + DcpLocationText(where) + ", but " +
+                            where.relative_path + " has only " + std::to_string(size) + " bytes");
+    }
+    for (DcpDataFile& f : out->files_) {
+      if (f.name == where.relative_path) {
+        f.items += 1;
+        f.item_bytes += where.length;
+      }
+    }
+    return Status();
+  };
+  for (const DcpEntry& e : out->metadata_.entries) {
+    if (!e.is_tensor) {
+      OPTSTATE_RETURN_IF_ERROR(check(e.bytes_where, "bytes item '" + e.fqn + "'"));
+      continue;
+    }
+    for (const DcpChunk& c : e.chunks) OPTSTATE_RETURN_IF_ERROR(check(c.where, ChunkText(e, c)));
+  }
+  std::sort(out->files_.begin(), out->files_.end(),
+            [](const DcpDataFile& a, const DcpDataFile& b) { return a.name < b.name; });
+  return out;
+}
+
+}  // namespace optstate

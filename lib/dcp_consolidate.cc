@@ -1,0 +1,226 @@
+#include "optstate/dcp_consolidate.h"
+
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "optstate/graph_builder.h"
+#include "optstate/graph_walk.h"
+#include "optstate/optimizer_state.h"
+
+namespace optstate {
+namespace {
+
+// Rebuilds the nesting that planner_data records, as torch's
+// unflatten_state_dict does: a str part is a dict key, an int part a list
+// index (lists grow with None up to it).
+class NestedBuilder {
+ public:
+  NestedBuilder(GraphBuilder& b, ObjectGraph& g, size_t max_index) : b_(b), g_(g), max_index_(max_index) {
+    root_ = b_.Dict();
+    keys_[root_];
+  }
+  NodeId root() const { return root_; }
+
+  Status Place(const DcpEntry& e, NodeId leaf) {
+    if (e.path.front().is_index) return CorruptError("'" + e.fqn + "': its path starts with a list index");
+    NodeId node = root_;
+    for (size_t i = 0; i < e.path.size(); ++i) {
+      const DcpPathPart& part = e.path[i];
+      if (part.is_index != (g_.at(node).kind == NodeKind::kList)) {
+        return CorruptError("'" + e.fqn + "': its path " + DcpPathText(e.path) + " mixes list indices and keys");
+      }
+      bool last = i + 1 == e.path.size();
+      NodeId child = Lookup(node, part);
+      bool free = child == kNoNode || fillers_.count(child);
+      if (last) {
+        if (!free) return CorruptError("'" + e.fqn + "': another entry already sits at " + DcpPathText(e.path));
+        return Assign(node, part, leaf, e);
+      }
+      if (free) {
+        bool list = e.path[i + 1].is_index;
+        child = list ? b_.List({}) : b_.Dict();
+        if (list) lists_.insert(child); else keys_[child];
+        OPTSTATE_RETURN_IF_ERROR(Assign(node, part, child, e));
+      } else if (!keys_.count(child) && !lists_.count(child)) {
+        return CorruptError("'" + e.fqn + "': its path " + DcpPathText(e.path) +
+                            " runs through a value another entry stored");
+      }
+      node = child;
+    }
+    return Status();
+  }
+
+ private:
+  NodeId Lookup(NodeId node, const DcpPathPart& part) {
+    if (part.is_index) {
+      const auto& items = g_.at(node).items;
+      return part.index < static_cast<int64_t>(items.size()) ? items[part.index] : kNoNode;
+    }
+    auto& keys = keys_[node];
+    auto it = keys.find(part.key);
+    return it == keys.end() ? kNoNode : it->second;
+  }
+
+  Status Assign(NodeId node, const DcpPathPart& part, NodeId value, const DcpEntry& e) {
+    if (!part.is_index) {
+      NodeId key = b_.Str(part.key);  // before touching g_.at(node): New() may move the arena
+      g_.at(node).entries.emplace_back(key, value);
+      keys_[node].emplace(part.key, value);
+      return Status();
+    }
+    if (part.index > static_cast<int64_t>(max_index_)) {
+      return CorruptError("'" + e.fqn + "': list index " + std::to_string(part.index) +
+                          " is beyond the number of entries in the checkpoint");
+    }
+    while (static_cast<int64_t>(g_.at(node).items.size()) <= part.index) {
+      NodeId none = b_.New(NodeKind::kNone);
+      fillers_.insert(none);
+      g_.at(node).items.push_back(none);
+    }
+    g_.at(node).items[part.index] = value;
+    return Status();
+  }
+
+  GraphBuilder& b_;
+  ObjectGraph& g_;
+  size_t max_index_;
+  NodeId root_;
+  std::unordered_map<NodeId, std::unordered_map<std::string, NodeId>> keys_;  // dicts made here, by key
+  std::unordered_set<NodeId> lists_;    // lists made here
+  std::unordered_set<NodeId> fillers_;  // the Nones a list grew with
+};
+
+// Copies a chunk's C-order box into the global tensor's C-order buffer.
+void CopyBox(const std::vector<int64_t>& shape, const DcpChunk& c, size_t elem, ByteSpan src, std::byte* dst) {
+  size_t n = shape.size();
+  if (n == 0) {
+    std::memcpy(dst, src.data(), elem);
+    return;
+  }
+  if (c.numel() == 0) return;
+  std::vector<int64_t> strides = ContiguousStrides(shape);
+  size_t row = static_cast<size_t>(c.sizes[n - 1]) * elem;
+  std::vector<int64_t> idx(n - 1, 0);
+  const std::byte* from = src.data();
+  while (true) {
+    int64_t at = c.offsets[n - 1];
+    for (size_t d = 0; d + 1 < n; ++d) at += (c.offsets[d] + idx[d]) * strides[d];
+    std::memcpy(dst + static_cast<size_t>(at) * elem, from, row);
+    from += row;
+    size_t d = n - 1;
+    while (d > 0) {
+      if (++idx[d - 1] < c.sizes[d - 1]) break;
+      idx[d - 1] = 0;
+      --d;
+    }
+    if (d == 0) return;
+  }
+}
+
+// {"state": {fqn: ...}, "param_groups": [{"params": [fqn, ...]}]} -> int keys.
+void RekeyToIndices(Checkpoint& cp, GraphBuilder& b, ConsolidateReport& report) {
+  ObjectGraph& g = cp.graph;
+  for (const std::string& path : FindOptimizerStates(cp)) {
+    std::optional<NodeId> opt = FindPath(g, g.root, path);
+    if (!opt) continue;
+    NodeId state = DictLookup(g, *opt, "state");
+    NodeId groups = DictLookup(g, *opt, "param_groups");
+    std::unordered_map<std::string, int64_t> index;
+    for (NodeId group : std::vector<NodeId>(g.at(groups).items)) {
+      NodeId params = DictLookup(g, group, "params");
+      if (params == kNoNode || g.at(params).kind != NodeKind::kList) continue;
+      // By position, re-reading the node each time: b.Int() may move the arena.
+      for (size_t k = 0; k < g.at(params).items.size(); ++k) {
+        NodeId p = g.at(params).items[k];
+        if (g.at(p).kind != NodeKind::kStr) continue;
+        auto [it, added] = index.emplace(g.at(p).text, static_cast<int64_t>(index.size()));
+        NodeId replacement = b.Int(it->second);
+        g.at(params).items[k] = replacement;
+      }
+    }
+    for (size_t i = 0; i < g.at(state).entries.size(); ++i) {
+      NodeId key = g.at(state).entries[i].first;
+      if (g.at(key).kind != NodeKind::kStr) continue;
+      auto it = index.find(g.at(key).text);
+      if (it == index.end()) {
+        report.unlisted_state.push_back((path.empty() ? "" : path + "/") + "state/" + g.at(key).text);
+        continue;
+      }
+      NodeId replacement = b.Int(it->second);
+      g.at(state).entries[i].first = replacement;
+    }
+    ++report.optimizer_states;
+  }
+}
+
+}  // namespace
+
+StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::string& output,
+                                           const ConsolidateOptions& options) {
+  ConsolidateReport report;
+  Checkpoint cp;
+  GraphBuilder b(cp);
+  const DcpMetadata& md = dcp.metadata();
+  NestedBuilder tree(b, cp.graph, md.entries.size());
+  std::vector<const DcpEntry*> storage_entry;  // by storage index
+  uint64_t total = 0;
+  for (const DcpEntry& e : md.entries) {
+    NodeId leaf;
+    if (e.is_tensor) {
+      leaf = b.Tensor(e.dtype, e.size);
+      storage_entry.push_back(&e);
+      uint64_t bytes = e.numel() * GetDTypeInfo(e.dtype).element_size;
+      total += bytes;
+      report.tensors += 1;
+      report.chunks += e.chunks.size();
+      report.largest_tensor_bytes = std::max(report.largest_tensor_bytes, e.chunks.size() > 1 ? bytes : 0);
+    } else {
+      OPTSTATE_ASSIGN_OR_RETURN(Checkpoint item, dcp.ParseItem(e.bytes_where, options.read));
+      for (const Finding& f : item.findings) {
+        if (f.severity == Severity::kError) {
+          return UnsupportedError(dcp.dir() + "/" + DcpLocationText(e.bytes_where) + ": bytes item '" + e.fqn +
+                                  "': " + f.message + "; refused (torch would run it when loading)");
+        }
+      }
+      StatusOr<NodeId> imported = b.Import(item.graph, item.graph.root);
+      if (!imported.ok()) {
+        return std::move(imported).status().WithContext(dcp.dir() + "/" + e.bytes_where.relative_path +
+                                                        ": bytes item '" + e.fqn + "'");
+      }
+      leaf = *imported;
+      report.bytes_items += 1;
+    }
+    OPTSTATE_RETURN_IF_ERROR_CTX(tree.Place(e, leaf), dcp.dir() + "/.metadata");
+  }
+  cp.graph.root = tree.root();
+  if (options.keys == ConsolidateKeys::kIndex) RekeyToIndices(cp, b, report);
+  report.tensor_bytes = total;
+
+  std::vector<std::byte> whole, scratch;
+  uint64_t done = 0;
+  auto source = [&](size_t storage) -> StatusOr<ByteSpan> {
+    const DcpEntry& e = *storage_entry[storage];
+    size_t elem = GetDTypeInfo(e.dtype).element_size;
+    uint64_t bytes = e.numel() * elem;
+    ByteSpan out;
+    if (e.chunks.size() == 1) {
+      OPTSTATE_ASSIGN_OR_RETURN(out, dcp.ChunkBytes(e, e.chunks[0], scratch, options.read));
+    } else {
+      whole.assign(bytes, std::byte{0});
+      for (const DcpChunk& c : e.chunks) {
+        OPTSTATE_ASSIGN_OR_RETURN(ByteSpan part, dcp.ChunkBytes(e, c, scratch, options.read));
+        CopyBox(e.size, c, elem, part, whole.data());
+        dcp.ReleasePages(part);
+      }
+      out = ByteSpan(whole.data(), whole.size());
+    }
+    done += bytes;
+    if (options.progress) options.progress(done, total);
+    return out;
+  };
+  OPTSTATE_ASSIGN_OR_RETURN(report.write, WriteNewCheckpoint(cp, cp.graph.root, output, source, options.write));
+  return report;
+}
+
+}  // namespace optstate

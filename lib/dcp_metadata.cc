@@ -1,0 +1,389 @@
+#include "optstate/dcp_metadata.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "optstate/optimizer_state.h"
+#include "optstate/torch_objects.h"
+
+namespace optstate {
+namespace {
+
+std::string At(const Node& n) { return "offset " + std::to_string(n.offset) + ": "; }
+
+// The globals a DCP .metadata may name. Anything else (os.system, a class of
+// some other library) means the file is not what it claims and is refused
+// before its graph is looked at.
+bool IsMetadataGlobal(std::string_view module, std::string_view name) {
+  static const std::set<std::pair<std::string_view, std::string_view>> kAllowed = {
+      {"torch.distributed.checkpoint.metadata", "Metadata"},
+      {"torch.distributed.checkpoint.metadata", "TensorStorageMetadata"},
+      {"torch.distributed.checkpoint.metadata", "BytesStorageMetadata"},
+      {"torch.distributed.checkpoint.metadata", "ChunkStorageMetadata"},
+      {"torch.distributed.checkpoint.metadata", "TensorProperties"},
+      {"torch.distributed.checkpoint.metadata", "MetadataIndex"},
+      {"torch.distributed.checkpoint.metadata", "StorageMeta"},
+      {"torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING"},
+      {"torch.distributed._shard.sharded_tensor.metadata", "TensorProperties"},
+      {"torch.distributed._shard.sharded_tensor.metadata", "MEM_FORMAT_ENCODING"},
+      {"torch.distributed.checkpoint.filesystem", "_StorageInfo"},
+      {"torch.distributed._shard.checkpoint.metadata", "Metadata"},
+      {"torch.distributed._shard.checkpoint.metadata", "TensorStorageMetadata"},
+      {"torch.distributed._shard.checkpoint.metadata", "BytesStorageMetadata"},
+      {"torch.distributed._shard.checkpoint.metadata", "ChunkStorageMetadata"},
+      {"torch.distributed._shard.checkpoint.metadata", "MetadataIndex"},
+      {"torch.distributed._shard.checkpoint.filesystem", "_StorageInfo"},
+      {"torch.serialization", "_get_layout"},
+      {"torch", "Size"},
+      {"pathlib", "PosixPath"},
+      {"pathlib._local", "PosixPath"},
+      {"pathlib", "WindowsPath"},
+      {"pathlib._local", "WindowsPath"},
+      {"builtins", "getattr"},  // enum members on Python >= 3.11
+      {"collections", "OrderedDict"},
+  };
+  if (kAllowed.count({module, name})) return true;
+  return module == "torch" && DTypeFromName(name).has_value();  // torch.float32, ...
+}
+
+// An object made by calling the global `class_name` (NEWOBJ or REDUCE).
+bool IsCallOf(const ObjectGraph& g, NodeId id, std::string_view class_name) {
+  if (id == kNoNode || g.at(id).kind != NodeKind::kObject) return false;
+  NodeId c = g.at(id).callable;
+  return c != kNoNode && g.at(c).kind == NodeKind::kGlobal && g.at(c).name == class_name;
+}
+
+// A dataclass's field: BUILD's dict state.
+NodeId Field(const ObjectGraph& g, NodeId obj, std::string_view field) {
+  return DictLookup(g, g.at(obj).state, field);
+}
+
+StatusOr<NodeId> RequiredField(const ObjectGraph& g, NodeId obj, std::string_view field, std::string_view cls) {
+  NodeId v = Field(g, obj, field);
+  if (v == kNoNode) {
+    return CorruptError(At(g.at(obj)) + std::string(cls) + " has no field '" + std::string(field) + "'");
+  }
+  return v;
+}
+
+StatusOr<int64_t> IntOf(const ObjectGraph& g, NodeId id, std::string_view what) {
+  if (id == kNoNode || g.at(id).kind != NodeKind::kInt) {
+    uint64_t at = id == kNoNode ? 0 : g.at(id).offset;
+    return CorruptError("offset " + std::to_string(at) + ": " + std::string(what) + " is not an int");
+  }
+  return g.at(id).int_value;
+}
+
+StatusOr<std::string> StrOf(const ObjectGraph& g, NodeId id, std::string_view what) {
+  if (id == kNoNode || g.at(id).kind != NodeKind::kStr) {
+    uint64_t at = id == kNoNode ? 0 : g.at(id).offset;
+    return CorruptError("offset " + std::to_string(at) + ": " + std::string(what) + " is not a str");
+  }
+  return g.at(id).text;
+}
+
+// torch.Size((a, b)) as pickled (a REDUCE of torch.Size), or a plain tuple/list of ints.
+StatusOr<std::vector<int64_t>> SizeOf(const ObjectGraph& g, NodeId id, std::string_view what, uint32_t max_dims) {
+  NodeId items = id;
+  if (IsCallOf(g, id, "Size")) {
+    NodeId args = g.at(id).args;
+    if (args == kNoNode || g.at(args).kind != NodeKind::kTuple || g.at(args).items.size() != 1) {
+      return CorruptError(At(g.at(id)) + std::string(what) + ": torch.Size called without one argument");
+    }
+    items = g.at(args).items[0];
+  }
+  if (items == kNoNode || (g.at(items).kind != NodeKind::kTuple && g.at(items).kind != NodeKind::kList)) {
+    return CorruptError(At(g.at(id)) + std::string(what) + " is not a torch.Size");
+  }
+  if (g.at(items).items.size() > max_dims) {
+    return LimitExceededError(At(g.at(id)) + std::string(what) + " has " + std::to_string(g.at(items).items.size()) +
+                              " dimensions, more than the limit of " + std::to_string(max_dims));
+  }
+  std::vector<int64_t> out;
+  for (NodeId d : g.at(items).items) {
+    OPTSTATE_ASSIGN_OR_RETURN(int64_t v, IntOf(g, d, what));
+    if (v < 0) return CorruptError(At(g.at(d)) + std::string(what) + " holds a negative number");
+    out.push_back(v);
+  }
+  return out;
+}
+
+// numel of a shape, or nullopt when it overflows 2^62.
+std::optional<uint64_t> Volume(const std::vector<int64_t>& shape) {
+  unsigned __int128 v = 1;
+  for (int64_t d : shape) {
+    v *= static_cast<uint64_t>(d);
+    if (v > (static_cast<unsigned __int128>(1) << 62)) return std::nullopt;
+  }
+  return static_cast<uint64_t>(v);
+}
+
+// TensorProperties: BUILD state is a tuple (dtype, layout, requires_grad,
+// memory_format, pin_memory[, strides]) in torch >= 2.0, a dict in older files.
+Status ReadProperties(const ObjectGraph& g, NodeId props, DcpEntry& e) {
+  if (!IsCallOf(g, props, "TensorProperties")) {
+    return CorruptError(At(g.at(props)) + "'properties' is not a TensorProperties");
+  }
+  NodeId state = g.at(props).state;
+  NodeId dtype = kNoNode, requires_grad = kNoNode;
+  if (state != kNoNode && g.at(state).kind == NodeKind::kTuple && g.at(state).items.size() >= 3) {
+    dtype = g.at(state).items[0];
+    requires_grad = g.at(state).items[2];
+  } else if (state != kNoNode && g.at(state).kind == NodeKind::kDict) {
+    dtype = DictLookup(g, state, "dtype");
+    requires_grad = DictLookup(g, state, "requires_grad");
+  }
+  if (dtype == kNoNode || g.at(dtype).kind != NodeKind::kGlobal || g.at(dtype).module != "torch") {
+    return CorruptError(At(g.at(props)) + "TensorProperties has no torch dtype");
+  }
+  std::optional<DType> dt = DTypeFromName(g.at(dtype).name);
+  if (!dt) return UnsupportedError(At(g.at(dtype)) + "unknown dtype torch." + g.at(dtype).name);
+  e.dtype = *dt;
+  e.requires_grad = requires_grad != kNoNode && g.at(requires_grad).kind == NodeKind::kBool &&
+                    g.at(requires_grad).bool_value;
+  return Status();
+}
+
+using LocationKey = std::pair<std::string, std::optional<std::vector<int64_t>>>;
+
+// storage_data: {MetadataIndex(fqn, offset, index): _StorageInfo(relative_path, offset, length)}.
+StatusOr<std::map<LocationKey, DcpLocation>> ReadStorageData(const ObjectGraph& g, NodeId dict, uint32_t max_dims) {
+  if (dict == kNoNode || g.at(dict).kind != NodeKind::kDict) {
+    return CorruptError("Metadata.storage_data is not a dict (a FileSystemWriter checkpoint has one)");
+  }
+  std::map<LocationKey, DcpLocation> out;
+  for (auto [k, v] : g.at(dict).entries) {
+    if (!IsCallOf(g, k, "MetadataIndex") || !IsCallOf(g, v, "_StorageInfo")) {
+      return CorruptError(At(g.at(k)) + "storage_data maps something other than MetadataIndex to _StorageInfo");
+    }
+    LocationKey key;
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId fqn, RequiredField(g, k, "fqn", "MetadataIndex"));
+    OPTSTATE_ASSIGN_OR_RETURN(key.first, StrOf(g, fqn, "MetadataIndex.fqn"));
+    NodeId offset = Field(g, k, "offset");
+    if (offset != kNoNode && g.at(offset).kind != NodeKind::kNone) {
+      OPTSTATE_ASSIGN_OR_RETURN(key.second, SizeOf(g, offset, "MetadataIndex.offset", max_dims));
+    }
+    DcpLocation where;
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId rel, RequiredField(g, v, "relative_path", "_StorageInfo"));
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId off, RequiredField(g, v, "offset", "_StorageInfo"));
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId len, RequiredField(g, v, "length", "_StorageInfo"));
+    OPTSTATE_ASSIGN_OR_RETURN(where.relative_path, StrOf(g, rel, "_StorageInfo.relative_path"));
+    OPTSTATE_ASSIGN_OR_RETURN(int64_t o, IntOf(g, off, "_StorageInfo.offset"));
+    OPTSTATE_ASSIGN_OR_RETURN(int64_t l, IntOf(g, len, "_StorageInfo.length"));
+    if (o < 0 || l < 0) return CorruptError(At(g.at(v)) + "negative offset or length for '" + key.first + "'");
+    where.offset = static_cast<uint64_t>(o);
+    where.length = static_cast<uint64_t>(l);
+    if (!out.emplace(key, where).second) {
+      return CorruptError(At(g.at(k)) + "storage_data lists '" + key.first + "' at the same offset twice");
+    }
+  }
+  return out;
+}
+
+// A relative path that stays inside the checkpoint directory: no leading '/',
+// no empty, "." or ".." component, no NUL.
+bool StaysInside(const std::string& p) {
+  if (p.empty() || p[0] == '/' || p.find('\0') != std::string::npos) return false;
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find('/', start);
+    if (end == std::string::npos) end = p.size();
+    std::string_view part(p.data() + start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+Status CheckLocation(const DcpLocation& where, const std::string& fqn) {
+  if (!StaysInside(where.relative_path)) {
+    return CorruptError("'" + fqn + "' is stored in '" + where.relative_path +
+                        "', a path that leaves the checkpoint directory; refused");
+  }
+  return Status();
+}
+
+// Chunks must lie inside the tensor, must not overlap, and must cover it.
+Status CheckTiling(const DcpEntry& e) {
+  std::optional<uint64_t> total = Volume(e.size);
+  if (!total) return LimitExceededError("'" + e.fqn + "': global shape " + ShapeText(e.size) + " is too large");
+  unsigned __int128 covered = 0;
+  for (size_t i = 0; i < e.chunks.size(); ++i) {
+    const DcpChunk& c = e.chunks[i];
+    std::string which = "'" + e.fqn + "' chunk " + std::to_string(i) + " (offsets " + ShapeText(c.offsets) +
+                        ", sizes " + ShapeText(c.sizes) + ")";
+    if (c.offsets.size() != e.size.size() || c.sizes.size() != e.size.size()) {
+      return CorruptError(which + " has a different number of dimensions than the tensor " + ShapeText(e.size));
+    }
+    for (size_t d = 0; d < e.size.size(); ++d) {
+      if (c.offsets[d] > e.size[d] || c.sizes[d] > e.size[d] - c.offsets[d]) {
+        return CorruptError(which + " reaches outside the tensor " + ShapeText(e.size));
+      }
+    }
+    covered += c.numel();
+    if (c.numel() == 0) continue;
+    for (size_t j = 0; j < i; ++j) {
+      const DcpChunk& o = e.chunks[j];
+      if (o.numel() == 0) continue;
+      bool overlap = true;
+      for (size_t d = 0; d < e.size.size() && overlap; ++d) {
+        overlap = c.offsets[d] < o.offsets[d] + o.sizes[d] && o.offsets[d] < c.offsets[d] + c.sizes[d];
+      }
+      if (overlap) return CorruptError(which + " overlaps chunk " + std::to_string(j) + " (offsets " +
+                                       ShapeText(o.offsets) + ", sizes " + ShapeText(o.sizes) + ")");
+    }
+  }
+  if (covered != *total) {
+    return CorruptError("'" + e.fqn + "': its chunks cover " + std::to_string(static_cast<uint64_t>(covered)) +
+                        " of " + std::to_string(*total) + " elements of " + ShapeText(e.size) + "; the rest is missing");
+  }
+  return Status();
+}
+
+StatusOr<std::vector<DcpPathPart>> ReadPath(const ObjectGraph& g, NodeId tuple, const std::string& fqn) {
+  if (g.at(tuple).kind != NodeKind::kTuple && g.at(tuple).kind != NodeKind::kList) {
+    return CorruptError(At(g.at(tuple)) + "planner_data for '" + fqn + "' is not a tuple");
+  }
+  std::vector<DcpPathPart> path;
+  for (NodeId p : g.at(tuple).items) {
+    DcpPathPart part;
+    if (g.at(p).kind == NodeKind::kStr) {
+      part.key = g.at(p).text;
+    } else if (g.at(p).kind == NodeKind::kInt && g.at(p).int_value >= 0) {
+      part.is_index = true;
+      part.index = g.at(p).int_value;
+    } else {
+      return CorruptError(At(g.at(p)) + "planner_data for '" + fqn + "' holds something other than a str or index");
+    }
+    path.push_back(std::move(part));
+  }
+  if (path.empty()) return CorruptError(At(g.at(tuple)) + "planner_data for '" + fqn + "' is empty");
+  return path;
+}
+
+StatusOr<DcpEntry> ReadEntry(const ObjectGraph& g, const std::string& fqn, NodeId meta,
+                             const std::map<LocationKey, DcpLocation>& storage, const DcpMetadataLimits& limits) {
+  DcpEntry e;
+  e.fqn = fqn;
+  if (IsCallOf(g, meta, "BytesStorageMetadata")) {
+    auto it = storage.find({fqn, std::nullopt});
+    if (it == storage.end()) return CorruptError("bytes item '" + fqn + "' has no entry in storage_data");
+    e.bytes_where = it->second;
+    OPTSTATE_RETURN_IF_ERROR(CheckLocation(e.bytes_where, fqn));
+    return e;
+  }
+  if (!IsCallOf(g, meta, "TensorStorageMetadata")) {
+    return CorruptError(At(g.at(meta)) + "'" + fqn + "' is neither TensorStorageMetadata nor BytesStorageMetadata");
+  }
+  e.is_tensor = true;
+  OPTSTATE_ASSIGN_OR_RETURN(NodeId props, RequiredField(g, meta, "properties", "TensorStorageMetadata"));
+  OPTSTATE_RETURN_IF_ERROR_CTX(ReadProperties(g, props, e), "'" + fqn + "'");
+  OPTSTATE_ASSIGN_OR_RETURN(NodeId size, RequiredField(g, meta, "size", "TensorStorageMetadata"));
+  OPTSTATE_ASSIGN_OR_RETURN(e.size, SizeOf(g, size, "size of '" + fqn + "'", limits.max_dims));
+  OPTSTATE_ASSIGN_OR_RETURN(NodeId chunks, RequiredField(g, meta, "chunks", "TensorStorageMetadata"));
+  if (g.at(chunks).kind != NodeKind::kList) return CorruptError(At(g.at(chunks)) + "chunks of '" + fqn + "' is not a list");
+  if (g.at(chunks).items.size() > limits.max_chunks_per_tensor) {
+    return LimitExceededError(At(g.at(chunks)) + "'" + fqn + "' has " + std::to_string(g.at(chunks).items.size()) +
+                              " chunks, more than the limit of " + std::to_string(limits.max_chunks_per_tensor));
+  }
+  for (NodeId c : g.at(chunks).items) {
+    if (!IsCallOf(g, c, "ChunkStorageMetadata")) {
+      return CorruptError(At(g.at(c)) + "a chunk of '" + fqn + "' is not a ChunkStorageMetadata");
+    }
+    DcpChunk chunk;
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId offsets, RequiredField(g, c, "offsets", "ChunkStorageMetadata"));
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId sizes, RequiredField(g, c, "sizes", "ChunkStorageMetadata"));
+    OPTSTATE_ASSIGN_OR_RETURN(chunk.offsets, SizeOf(g, offsets, "chunk offsets of '" + fqn + "'", limits.max_dims));
+    OPTSTATE_ASSIGN_OR_RETURN(chunk.sizes, SizeOf(g, sizes, "chunk sizes of '" + fqn + "'", limits.max_dims));
+    auto it = storage.find({fqn, chunk.offsets});
+    if (it == storage.end()) {
+      return CorruptError("'" + fqn + "' chunk at offsets " + ShapeText(chunk.offsets) +
+                          " has no entry in storage_data");
+    }
+    chunk.where = it->second;
+    OPTSTATE_RETURN_IF_ERROR(CheckLocation(chunk.where, fqn));
+    e.chunks.push_back(std::move(chunk));
+  }
+  OPTSTATE_RETURN_IF_ERROR(CheckTiling(e));
+  return e;
+}
+
+Status ReadStorageMeta(const ObjectGraph& g, NodeId meta, DcpMetadata& out) {
+  if (meta == kNoNode || g.at(meta).kind == NodeKind::kNone) return Status();
+  if (!IsCallOf(g, meta, "StorageMeta")) return CorruptError(At(g.at(meta)) + "storage_meta is not a StorageMeta");
+  NodeId id = Field(g, meta, "checkpoint_id");
+  // A PosixPath('/mnt/dcp') is a call with the path's parts as arguments.
+  if (IsCallOf(g, id, "PosixPath") && g.at(id).args != kNoNode) {
+    for (NodeId part : g.at(g.at(id).args).items) {
+      if (g.at(part).kind != NodeKind::kStr) continue;
+      if (!out.checkpoint_id.empty() && out.checkpoint_id.back() != '/') out.checkpoint_id += '/';
+      out.checkpoint_id += g.at(part).text;
+    }
+  } else if (id != kNoNode && g.at(id).kind == NodeKind::kStr) {
+    out.checkpoint_id = g.at(id).text;
+  }
+  NodeId save = Field(g, meta, "save_id");
+  if (save != kNoNode && g.at(save).kind == NodeKind::kStr) out.save_id = g.at(save).text;
+  return Status();
+}
+
+}  // namespace
+
+uint64_t DcpChunk::numel() const { return Volume(sizes).value_or(0); }
+uint64_t DcpEntry::numel() const { return Volume(size).value_or(0); }
+
+StatusOr<DcpMetadata> ParseDcpMetadata(ByteSpan bytes, const DcpMetadataLimits& limits) {
+  ByteCursor cursor(bytes);
+  OPTSTATE_ASSIGN_OR_RETURN(PickleResult pickle, ReadPickle(cursor, limits.pickle));
+  for (const GlobalRef& ref : pickle.globals) {
+    if (!IsMetadataGlobal(NormalizeModule(ref.module), ref.name)) {
+      return UnsupportedError("offset " + std::to_string(ref.offset) + ": global " + ref.module + "." +
+                              ref.name + " is not one of the classes a DCP .metadata uses; refused without loading");
+    }
+  }
+  const ObjectGraph& g = pickle.graph;
+  DcpMetadata out;
+  out.pickle_protocol = pickle.protocol;
+  if (!IsCallOf(g, g.root, "Metadata")) return CorruptError("the pickle's root is not a DCP Metadata object");
+  NodeId root = g.root;
+  OPTSTATE_ASSIGN_OR_RETURN(NodeId sdm, RequiredField(g, root, "state_dict_metadata", "Metadata"));
+  if (g.at(sdm).kind != NodeKind::kDict) return CorruptError(At(g.at(sdm)) + "state_dict_metadata is not a dict");
+  if (g.at(sdm).entries.size() > limits.max_entries) {
+    return LimitExceededError(At(g.at(sdm)) + std::to_string(g.at(sdm).entries.size()) +
+                              " entries, more than the limit of " + std::to_string(limits.max_entries));
+  }
+  OPTSTATE_ASSIGN_OR_RETURN(auto storage, ReadStorageData(g, Field(g, root, "storage_data"), limits.max_dims));
+  NodeId planner = Field(g, root, "planner_data");
+  out.has_planner_data = planner != kNoNode && g.at(planner).kind == NodeKind::kDict;
+  for (auto [k, v] : g.at(sdm).entries) {
+    OPTSTATE_ASSIGN_OR_RETURN(std::string fqn, StrOf(g, k, "a state_dict_metadata key"));
+    OPTSTATE_ASSIGN_OR_RETURN(DcpEntry e, ReadEntry(g, fqn, v, storage, limits));
+    NodeId path = out.has_planner_data ? DictLookup(g, planner, fqn) : kNoNode;
+    if (path != kNoNode) {
+      OPTSTATE_ASSIGN_OR_RETURN(e.path, ReadPath(g, path, fqn));
+    } else if (out.has_planner_data) {
+      return CorruptError("'" + fqn + "' has no planner_data path; its nesting cannot be known");
+    } else {
+      e.path = {DcpPathPart{false, fqn, 0}};
+    }
+    out.entries.push_back(std::move(e));
+  }
+  OPTSTATE_RETURN_IF_ERROR(ReadStorageMeta(g, Field(g, root, "storage_meta"), out));
+  NodeId version = Field(g, root, "version");
+  if (version != kNoNode && g.at(version).kind == NodeKind::kStr) out.version = g.at(version).text;
+  return out;
+}
+
+std::string DcpPathText(const std::vector<DcpPathPart>& path) {
+  std::string out;
+  for (const DcpPathPart& p : path) {
+    if (!out.empty()) out += '/';
+    out += p.is_index ? std::to_string(p.index) : p.key;
+  }
+  return out;
+}
+
+}  // namespace optstate

@@ -1,0 +1,52 @@
+// DCP directory -> one torch.save file, as torch's dcp_to_torch_save makes it:
+// the nested structure rebuilt from planner_data (every mapping key a str, list
+// indices as lists), each tensor whole, each bytes item's value as it was saved.
+//
+// Written tensor by tensor: a tensor stored as one chunk is copied straight
+// from its data file; one split into chunks is assembled in a buffer of its own
+// size, so memory is bounded by the largest tensor, never the checkpoint.
+#ifndef OPTSTATE_DCP_CONSOLIDATE_H_
+#define OPTSTATE_DCP_CONSOLIDATE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "optstate/checkpoint_writer.h"
+#include "optstate/dcp_checkpoint.h"
+
+namespace optstate {
+
+enum class ConsolidateKeys {
+  kFqn,    // as dcp_to_torch_save: optimizer state keyed by parameter name
+  kIndex,  // torch.optim's own layout: state keyed 0..N-1 in param_groups order,
+           // params lists of indices, so Optimizer.load_state_dict takes it
+};
+
+struct ConsolidateOptions {
+  ConsolidateKeys keys = ConsolidateKeys::kFqn;
+  ReadOptions read;  // for every item (verify_crc checks each item's records)
+  WriteOptions write;
+  // Called after each tensor with bytes done and total tensor bytes.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
+struct ConsolidateReport {
+  size_t tensors = 0;
+  size_t chunks = 0;
+  size_t bytes_items = 0;
+  uint64_t tensor_bytes = 0;
+  uint64_t largest_tensor_bytes = 0;  // the most memory a tensor needed
+  size_t optimizer_states = 0;        // rekeyed to indices (kIndex)
+  // State entries kept under their name because no param_group lists them (kIndex).
+  std::vector<std::string> unlisted_state;
+  WriteReport write;
+};
+
+StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::string& output,
+                                           const ConsolidateOptions& options = {});
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_DCP_CONSOLIDATE_H_

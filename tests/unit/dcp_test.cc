@@ -1,0 +1,167 @@
+// DCP directories: .metadata read as torch reads it (the fixtures'
+// .expected.json come from torch's FileSystemReader), hostile metadata refused
+// with exact messages, and consolidate equal to torch's dcp_to_torch_save
+// tensor for tensor.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "fixtures.h"
+#include "optstate/checkpoint.h"
+#include "optstate/dcp_checkpoint.h"
+#include "optstate/dcp_consolidate.h"
+#include "optstate/graph_walk.h"
+
+namespace optstate {
+namespace {
+
+const char* kFixtures[] = {"testdata/good/torch26/fsdp2_dcp", "testdata/good/torch26/fsdp2_3rank_dcp"};
+
+TEST(DcpMetadataTest, ReadsWhatTorchReads) {
+  for (const char* fixture : kFixtures) {
+    SCOPED_TRACE(fixture);
+    nlohmann::json want = testing::ExpectedJson(fixture);
+    auto dcp = OpenDcpCheckpoint(testing::RepoPath(fixture));
+    ASSERT_TRUE(dcp.ok()) << dcp.status().ToString();
+    const DcpMetadata& md = (*dcp)->metadata();
+    EXPECT_EQ(md.pickle_protocol, 4);
+    ASSERT_EQ(md.entries.size(), want["state_dict_metadata"].size());
+    std::map<std::string, std::vector<nlohmann::json>> paths;
+    for (const auto& p : want["planner_data"]) paths[p["key"]].push_back(p["path"]);
+    std::map<std::pair<std::string, nlohmann::json>, nlohmann::json> where;
+    for (const auto& s : want["storage_data"]) where[{s["fqn"], s["offset"]}] = s;
+    for (size_t i = 0; i < md.entries.size(); ++i) {
+      const DcpEntry& e = md.entries[i];
+      const auto& w = want["state_dict_metadata"][i];
+      ASSERT_EQ(e.fqn, w["fqn"].get<std::string>());
+      nlohmann::json path = nlohmann::json::array();
+      for (const DcpPathPart& p : e.path) path.push_back(p.is_index ? nlohmann::json(p.index) : nlohmann::json(p.key));
+      EXPECT_EQ(path, paths[e.fqn].at(0)) << e.fqn;
+      EXPECT_EQ(e.is_tensor, w["kind"] == "tensor") << e.fqn;
+      if (!e.is_tensor) {
+        const auto& s = where.at({e.fqn, nullptr});
+        EXPECT_EQ(e.bytes_where.relative_path, s["relative_path"].get<std::string>());
+        EXPECT_EQ(e.bytes_where.offset, s["file_offset"].get<uint64_t>());
+        EXPECT_EQ(e.bytes_where.length, s["length"].get<uint64_t>());
+        continue;
+      }
+      EXPECT_EQ(std::string(GetDTypeInfo(e.dtype).name), w["dtype"].get<std::string>());
+      EXPECT_EQ(e.size, w["size"].get<std::vector<int64_t>>()) << e.fqn;
+      ASSERT_EQ(e.chunks.size(), w["chunks"].size()) << e.fqn;
+      for (size_t c = 0; c < e.chunks.size(); ++c) {
+        EXPECT_EQ(e.chunks[c].offsets, w["chunks"][c]["offsets"].get<std::vector<int64_t>>());
+        EXPECT_EQ(e.chunks[c].sizes, w["chunks"][c]["sizes"].get<std::vector<int64_t>>());
+        const auto& s = where.at({e.fqn, nlohmann::json(e.chunks[c].offsets)});
+        EXPECT_EQ(e.chunks[c].where.relative_path, s["relative_path"].get<std::string>());
+        EXPECT_EQ(e.chunks[c].where.offset, s["file_offset"].get<uint64_t>());
+        EXPECT_EQ(e.chunks[c].where.length, s["length"].get<uint64_t>());
+      }
+    }
+    uint64_t data_files = 0;
+    for (const auto& f : want["files"]) data_files += f["name"] != ".metadata";
+    EXPECT_EQ((*dcp)->files().size(), data_files);
+    EXPECT_EQ(md.checkpoint_id, std::filesystem::path(fixture).filename().string());
+  }
+}
+
+TEST(DcpMetadataTest, HostileMetadataIsRefused) {
+  const std::string dir = testing::RepoPath("testdata/hostile/dcp/");
+  const std::map<std::string, std::string> want = {
+      {"path_traversal", "corrupt data: " + dir + "path_traversal/.metadata: 'model.emb.weight' is stored in "
+                         "'../../../../etc/passwd', a path that leaves the checkpoint directory; refused"},
+      {"absolute_path", "corrupt data: " + dir + "absolute_path/.metadata: 'model.emb.weight' is stored in "
+                        "'/etc/passwd', a path that leaves the checkpoint directory; refused"},
+      {"missing_file", "not found: " + dir + "missing_file/.metadata: 'model.emb.weight' chunk at offsets [5, 0] "
+                       "is stored in '__7_0.distcp': " + dir + "missing_file/__7_0.distcp: cannot open: "
+                       "No such file or directory"},
+      {"offset_past_end", "truncated input: " + dir + "offset_past_end/.metadata: 'model.emb.weight' chunk at "
+                          "offsets [5, 0] is stored at __1_0.distcp bytes 10000000..10001244, but __1_0.distcp "
+                          "has only 52304 bytes"},
+      {"overlapping_chunks", "corrupt data: " + dir + "overlapping_chunks/.metadata: 'model.emb.weight' chunk 1 "
+                             "(offsets [3, 0], sizes [5, 6]) overlaps chunk 0 (offsets [0, 0], sizes [5, 6])"},
+      {"gap_between_chunks", "corrupt data: " + dir + "gap_between_chunks/.metadata: 'model.emb.weight': its "
+                             "chunks cover 54 of 60 elements of [10, 6]; the rest is missing"},
+      {"chunk_outside_tensor", "corrupt data: " + dir + "chunk_outside_tensor/.metadata: 'model.emb.weight' "
+                               "chunk 1 (offsets [5, 0], sizes [6, 6]) reaches outside the tensor [10, 6]"},
+  };
+  for (const auto& [name, message] : want) {
+    auto dcp = OpenDcpCheckpoint(dir + name);
+    ASSERT_FALSE(dcp.ok()) << name;
+    EXPECT_EQ(dcp.status().ToString(), message);
+  }
+  auto dcp = OpenDcpCheckpoint(dir + "os_system_global");
+  ASSERT_FALSE(dcp.ok());
+  EXPECT_EQ(dcp.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(dcp.status().ToString().find(".system is not one of the classes a DCP .metadata uses; refused"),
+            std::string::npos)
+      << dcp.status().ToString();
+  EXPECT_EQ(OpenDcpCheckpoint(testing::RepoPath("testdata/good/torch26")).status().ToString(),
+            "not found: " + testing::RepoPath("testdata/good/torch26") +
+                ": no .metadata file; not a DCP checkpoint directory, or its save did not finish");
+}
+
+// Every tensor of our consolidated file holds the same bytes as the one at the
+// same path in torch's dcp_to_torch_save output, and the structure matches.
+TEST(DcpConsolidateTest, EqualsTorchsDcpToTorchSave) {
+  for (const char* fixture : kFixtures) {
+    SCOPED_TRACE(fixture);
+    auto dcp = OpenDcpCheckpoint(testing::RepoPath(fixture));
+    ASSERT_TRUE(dcp.ok()) << dcp.status().ToString();
+    std::string out = ::testing::TempDir() + "/consolidated.pt";
+    auto report = ConsolidateDcp(**dcp, out);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_EQ(report->bytes_items, 11u);
+    EXPECT_TRUE(report->write.unsafe_globals.empty());
+    auto ours = OpenCheckpoint(out);
+    auto theirs = OpenCheckpoint(testing::RepoPath(std::string(fixture) + ".consolidated.pt"));
+    ASSERT_TRUE(ours.ok() && theirs.ok());
+    std::vector<std::pair<std::string, std::string>> ours_tree, theirs_tree;
+    auto collect = [](const CheckpointFile& f, std::vector<std::pair<std::string, std::string>>& into) {
+      const Checkpoint& cp = f.checkpoint();
+      WalkTree(cp.graph, cp.graph.root, 16, [&](const WalkStep& s) {
+        const Node& n = cp.graph.at(s.id);
+        std::string value = TypeName(cp.graph, s.id);
+        if (n.kind == NodeKind::kTensor) {
+          auto bytes = ReadTensorBytes(f.bytes(), cp, cp.tensors[n.tensor]);
+          value += " " + ShapeText(cp.tensors[n.tensor].sizes) + " " +
+                   std::string(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+        } else if (n.items.empty() && n.entries.empty()) {
+          value += " " + ValueText(cp.graph, s.id);
+        }
+        into.emplace_back(s.path, value);
+        return true;
+      });
+    };
+    collect(**ours, ours_tree);
+    collect(**theirs, theirs_tree);
+    EXPECT_EQ(ours_tree.size(), 73u);
+    EXPECT_EQ(ours_tree, theirs_tree);
+  }
+}
+
+TEST(DcpConsolidateTest, ToIndexKeysStateInParamGroupOrder) {
+  auto dcp = OpenDcpCheckpoint(testing::RepoPath(kFixtures[1]));
+  ASSERT_TRUE(dcp.ok());
+  std::string out = ::testing::TempDir() + "/consolidated_index.pt";
+  ConsolidateOptions options;
+  options.keys = ConsolidateKeys::kIndex;
+  auto report = ConsolidateDcp(**dcp, out, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->optimizer_states, 1u);
+  EXPECT_TRUE(report->unlisted_state.empty());
+  auto file = OpenCheckpoint(out);
+  ASSERT_TRUE(file.ok());
+  const ObjectGraph& g = (*file)->checkpoint().graph;
+  auto state = FindPath(g, g.root, "optim.state");
+  auto params = FindPath(g, g.root, "optim.param_groups[0].params");
+  ASSERT_TRUE(state && params);
+  EXPECT_EQ(ValueText(g, *params), "[0, 1, 2, 3, 4, 5, 6, 7, 8]");
+  std::string keys;
+  for (auto [k, v] : g.at(*state).entries) keys += ValueText(g, k) + " ";
+  EXPECT_EQ(keys, "0 1 2 3 4 5 6 7 8 ");
+}
+
+}  // namespace
+}  // namespace optstate
