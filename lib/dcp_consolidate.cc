@@ -154,34 +154,42 @@ void RekeyToIndices(Checkpoint& cp, GraphBuilder& b, ConsolidateReport& report) 
   }
 }
 
+Status AssembleTensor(const DcpCheckpoint& dcp, const DcpEntry& e, const ReadOptions& read,
+                      std::vector<std::byte>& whole, std::vector<std::byte>& scratch) {
+  size_t elem = GetDTypeInfo(e.dtype).element_size;
+  whole.assign(e.numel() * elem, std::byte{0});
+  for (const DcpChunk& c : e.chunks) {
+    OPTSTATE_ASSIGN_OR_RETURN(ByteSpan part, dcp.ChunkBytes(e, c, scratch, read));
+    CopyBox(e.size, c, elem, part, whole.data());
+    dcp.ReleasePages(part);
+  }
+  return Status();
+}
+
 }  // namespace
 
-StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::string& output,
-                                           const ConsolidateOptions& options) {
-  ConsolidateReport report;
-  Checkpoint cp;
+StatusOr<DcpGraph> BuildDcpGraph(const DcpCheckpoint& dcp, ConsolidateKeys keys, const ReadOptions& read) {
+  DcpGraph out;
+  Checkpoint& cp = out.checkpoint;
+  ConsolidateReport& report = out.counts;
   GraphBuilder b(cp);
   const DcpMetadata& md = dcp.metadata();
   NestedBuilder tree(b, cp.graph, md.entries.size());
-  std::vector<const DcpEntry*> storage_entry;  // by storage index
-  uint64_t total = 0;
   for (const DcpEntry& e : md.entries) {
     NodeId leaf;
     if (e.is_tensor) {
       leaf = b.Tensor(e.dtype, e.size);
-      storage_entry.push_back(&e);
+      out.storage_entry.push_back(&e);
       uint64_t bytes = e.numel() * GetDTypeInfo(e.dtype).element_size;
-      total += bytes;
+      report.tensor_bytes += bytes;
       report.tensors += 1;
       report.chunks += e.chunks.size();
       report.largest_tensor_bytes = std::max(report.largest_tensor_bytes, e.chunks.size() > 1 ? bytes : 0);
     } else {
-      OPTSTATE_ASSIGN_OR_RETURN(Checkpoint item, dcp.ParseItem(e.bytes_where, options.read));
-      for (const Finding& f : item.findings) {
-        if (f.severity == Severity::kError) {
-          return UnsupportedError(dcp.dir() + "/" + DcpLocationText(e.bytes_where) + ": bytes item '" + e.fqn +
-                                  "': " + f.message + "; refused (torch would run it when loading)");
-        }
+      OPTSTATE_ASSIGN_OR_RETURN(Checkpoint item, dcp.ParseItem(e.bytes_where, read));
+      for (Finding f : item.findings) {
+        f.where = DcpLocationText(e.bytes_where) + " (bytes item '" + e.fqn + "') " + f.where;
+        cp.findings.push_back(std::move(f));
       }
       StatusOr<NodeId> imported = b.Import(item.graph, item.graph.root);
       if (!imported.ok()) {
@@ -194,31 +202,45 @@ StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::
     OPTSTATE_RETURN_IF_ERROR_CTX(tree.Place(e, leaf), dcp.dir() + "/.metadata");
   }
   cp.graph.root = tree.root();
-  if (options.keys == ConsolidateKeys::kIndex) RekeyToIndices(cp, b, report);
-  report.tensor_bytes = total;
+  if (keys == ConsolidateKeys::kIndex) RekeyToIndices(cp, b, report);
+  return out;
+}
 
+StatusOr<std::vector<std::byte>> ReadDcpTensor(const DcpCheckpoint& dcp, const DcpGraph& graph, const TensorRef& t,
+                                               const ReadOptions& read) {
+  if (t.storage < 0 || static_cast<size_t>(t.storage) >= graph.storage_entry.size()) {
+    return InvalidArgumentError("not a tensor of this DCP checkpoint");
+  }
+  std::vector<std::byte> whole, scratch;
+  OPTSTATE_RETURN_IF_ERROR(AssembleTensor(dcp, *graph.storage_entry[t.storage], read, whole, scratch));
+  return whole;
+}
+
+StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::string& output,
+                                           const ConsolidateOptions& options) {
+  OPTSTATE_ASSIGN_OR_RETURN(DcpGraph graph, BuildDcpGraph(dcp, options.keys, options.read));
+  for (const Finding& f : graph.checkpoint.findings) {
+    if (f.severity == Severity::kError) {
+      return UnsupportedError(dcp.dir() + "/" + f.where + ": " + f.message + "; refused");
+    }
+  }
+  ConsolidateReport report = graph.counts;
   std::vector<std::byte> whole, scratch;
   uint64_t done = 0;
   auto source = [&](size_t storage) -> StatusOr<ByteSpan> {
-    const DcpEntry& e = *storage_entry[storage];
-    size_t elem = GetDTypeInfo(e.dtype).element_size;
-    uint64_t bytes = e.numel() * elem;
+    const DcpEntry& e = *graph.storage_entry[storage];
     ByteSpan out;
     if (e.chunks.size() == 1) {
       OPTSTATE_ASSIGN_OR_RETURN(out, dcp.ChunkBytes(e, e.chunks[0], scratch, options.read));
     } else {
-      whole.assign(bytes, std::byte{0});
-      for (const DcpChunk& c : e.chunks) {
-        OPTSTATE_ASSIGN_OR_RETURN(ByteSpan part, dcp.ChunkBytes(e, c, scratch, options.read));
-        CopyBox(e.size, c, elem, part, whole.data());
-        dcp.ReleasePages(part);
-      }
+      OPTSTATE_RETURN_IF_ERROR(AssembleTensor(dcp, e, options.read, whole, scratch));
       out = ByteSpan(whole.data(), whole.size());
     }
-    done += bytes;
-    if (options.progress) options.progress(done, total);
+    done += out.size();
+    if (options.progress) options.progress(done, report.tensor_bytes);
     return out;
   };
+  const Checkpoint& cp = graph.checkpoint;
   OPTSTATE_ASSIGN_OR_RETURN(report.write, WriteNewCheckpoint(cp, cp.graph.root, output, source, options.write));
   return report;
 }

@@ -347,6 +347,7 @@ StatusOr<DcpMetadata> ParseDcpMetadata(ByteSpan bytes, const DcpMetadataLimits& 
   const ObjectGraph& g = pickle.graph;
   DcpMetadata out;
   out.pickle_protocol = pickle.protocol;
+  out.globals = pickle.globals;
   if (!IsCallOf(g, g.root, "Metadata")) return CorruptError("the pickle's root is not a DCP Metadata object");
   NodeId root = g.root;
   OPTSTATE_ASSIGN_OR_RETURN(NodeId sdm, RequiredField(g, root, "state_dict_metadata", "Metadata"));

@@ -26,8 +26,8 @@ std::string KeySignature(const ObjectGraph& g, NodeId id, int depth = 0) {
 
 class Builder {
  public:
-  Builder(const CheckpointFile& f, const InspectReportOptions& o)
-      : file_(f), cp_(f.checkpoint()), g_(cp_.graph), opt_(o), storage_users_(cp_.storages.size(), 0) {
+  Builder(const Checkpoint& cp, const TensorBytesReader& read, const InspectReportOptions& o)
+      : read_(read), cp_(cp), g_(cp_.graph), opt_(o), storage_users_(cp_.storages.size(), 0) {
     for (const TensorRef& t : cp_.tensors) {
       if (t.storage >= 0 && !t.inside_dtensor) ++storage_users_[static_cast<size_t>(t.storage)];
     }
@@ -130,7 +130,7 @@ class Builder {
   }
 
   std::string ScalarValue(const TensorRef& t) const {
-    StatusOr<std::vector<std::byte>> b = ReadTensorBytes(file_.bytes(), cp_, t);
+    StatusOr<std::vector<std::byte>> b = read_(t);
     if (!b.ok() || b->empty()) return "?";
     if (t.dtype == DType::kFloat32) {
       float f;
@@ -261,7 +261,7 @@ class Builder {
     return o;
   }
 
-  const CheckpointFile& file_;
+  const TensorBytesReader& read_;
   const Checkpoint& cp_;
   const ObjectGraph& g_;
   const InspectReportOptions& opt_;
@@ -285,7 +285,13 @@ std::string HumanBytes(uint64_t bytes) {
 }
 
 StatusOr<InspectReport> BuildInspectReport(const CheckpointFile& file, const InspectReportOptions& options) {
-  Builder b(file, options);
+  TensorBytesReader read = [&file](const TensorRef& t) { return ReadTensorBytes(file.bytes(), file.checkpoint(), t); };
+  return BuildInspectReport(file.checkpoint(), read, options);
+}
+
+StatusOr<InspectReport> BuildInspectReport(const Checkpoint& checkpoint, const TensorBytesReader& read,
+                                           const InspectReportOptions& options) {
+  Builder b(checkpoint, read, options);
   return b.Run();
 }
 

@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "optstate/dcp_checkpoint.h"
+
 namespace optstate::tools {
 namespace {
 
@@ -12,6 +14,7 @@ constexpr const char* kName = "inspect";
 }  // namespace
 
 int RunInspect(const InspectOptions& options, CommandOutput& output) {
+  if (IsDcpDirectory(options.path)) return RunInspectDcp(options, output);
   ReadOptions read = options.read;
   read.resolve_offsets = options.records;  // the listing shows data offsets
   StatusOr<std::unique_ptr<CheckpointFile>> file = OpenCheckpoint(options.path, read);
@@ -34,7 +37,7 @@ CommandRunner AddInspectCommand(CLI::App& parent) {
   CLI::App* cmd = parent.add_subcommand(
       kName, "Show what is inside a checkpoint without loading tensors: container, object tree,\n"
              "optimizer state summary, and security findings (globals a pickle load would call)");
-  cmd->add_option("path", o->path, "torch.save file (.pt, .pth, .bin), legacy format, or .zst")->required();
+  cmd->add_option("path", o->path, "torch.save file (.pt, .pth, .bin), legacy format, .zst, or a DCP checkpoint directory")->required();
   cmd->add_flag("--json", o->json, "Write JSON (schemas/inspect.schema.json)");
   cmd->add_option("--depth", o->report.depth, "Tree levels to show below the start")
       ->capture_default_str();
@@ -59,7 +62,8 @@ CommandRunner AddInspectCommand(CLI::App& parent) {
       "  optstate inspect --path optimizer.state --depth 2 checkpoint.pt\n"
       "  optstate inspect --path 'state[(0, (8, 8))]' heavyball_fsdp.pt\n"
       "  optstate inspect --records --verify-crc checkpoint.pt\n"
-      "  optstate inspect --json checkpoint.pt.zst | jq .optimizers");
+      "  optstate inspect --json checkpoint.pt.zst | jq .optimizers\n"
+      "  optstate inspect checkpoints/step_1000        (a DCP directory: files, chunks, rebuilt tree)");
   return [o](CommandOutput& output) { return RunInspect(*o, output); };
 }
 

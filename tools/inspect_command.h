@@ -26,6 +26,14 @@ void WriteInspectText(const InspectOptions& options, const Checkpoint& checkpoin
                       const InspectReport& report, std::ostream& out);
 nlohmann::ordered_json InspectJson(const InspectOptions& options, const Checkpoint& checkpoint,
                                    const InspectReport& report);
+// The parts shared with DCP directories: the tree, optimizer summaries and findings.
+void WriteContentsText(const InspectOptions& options, const Checkpoint& checkpoint, const InspectReport& report,
+                       std::ostream& out);
+void AddContentsJson(const InspectOptions& options, const Checkpoint& checkpoint, const InspectReport& report,
+                     nlohmann::ordered_json& doc);
+
+// A DCP checkpoint directory (inspect_dcp.cc).
+int RunInspectDcp(const InspectOptions& options, CommandOutput& output);
 
 }  // namespace optstate::tools
 

@@ -128,6 +128,11 @@ void WriteInspectText(const InspectOptions& options, const Checkpoint& cp, const
       }
     }
   }
+  WriteContentsText(options, cp, r, out);
+}
+
+void WriteContentsText(const InspectOptions& options, const Checkpoint& cp, const InspectReport& r,
+                       std::ostream& out) {
   out << "\ncontents" << (r.root_path.empty() ? "" : " at " + r.root_path) << " (depth "
       << options.report.depth << "; --depth and --path show more):\n";
   WriteTree(r, out);
@@ -172,6 +177,13 @@ nlohmann::ordered_json InspectJson(const InspectOptions& options, const Checkpoi
   for (const GlobalRef& g : cp.globals) {
     doc["pickle"]["globals"].push_back({{"module", g.module}, {"name", g.name}, {"offset", g.offset}});
   }
+  AddContentsJson(options, cp, r, doc);
+  return doc;
+}
+
+void AddContentsJson(const InspectOptions& options, const Checkpoint& cp, const InspectReport& r,
+                     nlohmann::ordered_json& doc) {
+  using J = nlohmann::ordered_json;
   doc["tensors"] = {{"count", r.tensors}, {"bytes", r.tensor_bytes}};
   doc["storages"] = {{"count", cp.storages.size()}, {"bytes", r.storage_bytes}};
   J& tree = doc["tree"];
@@ -211,7 +223,6 @@ nlohmann::ordered_json InspectJson(const InspectOptions& options, const Checkpoi
     doc["findings"].push_back({{"severity", SeverityName(f.severity)}, {"code", f.code}, {"where", f.where},
                                {"message", f.message}});
   }
-  return doc;
 }
 
 }  // namespace optstate::tools

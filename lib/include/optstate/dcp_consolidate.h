@@ -44,6 +44,24 @@ struct ConsolidateReport {
   WriteReport write;
 };
 
+// The object a DCP checkpoint saved, rebuilt as a torch.save graph: tensors
+// are whole (one storage each, no bytes behind them yet), bytes items parsed.
+// `checkpoint.findings` holds what the security scan found in bytes items
+// (torch unpickles those with weights_only=False).
+struct DcpGraph {
+  Checkpoint checkpoint;
+  std::vector<const DcpEntry*> storage_entry;  // the entry behind each storage
+  ConsolidateReport counts;                    // all but `write`
+};
+
+StatusOr<DcpGraph> BuildDcpGraph(const DcpCheckpoint& dcp, ConsolidateKeys keys, const ReadOptions& read = {});
+
+// A whole tensor of that graph in C order, assembled from its chunks.
+StatusOr<std::vector<std::byte>> ReadDcpTensor(const DcpCheckpoint& dcp, const DcpGraph& graph, const TensorRef& t,
+                                               const ReadOptions& read = {});
+
+// Refuses bytes items whose pickles name code-running globals (torch would
+// call them when loading), then writes the file.
 StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::string& output,
                                            const ConsolidateOptions& options = {});
 

@@ -65,6 +65,7 @@ struct DcpEntry {
 
 struct DcpMetadata {
   int pickle_protocol = 0;
+  std::vector<GlobalRef> globals;  // every one of them a DCP class or helper (else parsing fails)
   std::vector<DcpEntry> entries;  // in state_dict_metadata order (torch rebuilds in this order)
   bool has_planner_data = false;  // false: every path is the flat key alone
   std::string checkpoint_id;      // StorageMeta, when present (informational)

@@ -5,6 +5,7 @@
 #define OPTSTATE_INSPECT_REPORT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,12 @@ struct InspectReportOptions {
 
 // kNotFound when options.path names nothing.
 StatusOr<InspectReport> BuildInspectReport(const CheckpointFile& file, const InspectReportOptions& options);
+
+// The same for a graph whose tensors live elsewhere (a DCP checkpoint): `read`
+// gives a tensor's elements in C order (used for 0-d step values only).
+using TensorBytesReader = std::function<StatusOr<std::vector<std::byte>>(const TensorRef&)>;
+StatusOr<InspectReport> BuildInspectReport(const Checkpoint& checkpoint, const TensorBytesReader& read,
+                                           const InspectReportOptions& options);
 
 // "512 B", "1.2 KiB", "3.4 GiB".
 std::string HumanBytes(uint64_t bytes);
