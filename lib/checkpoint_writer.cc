@@ -42,22 +42,20 @@ struct StorageData {
 };
 using StorageDataFn = std::function<StatusOr<StorageData>(const StorageRef&, size_t index)>;
 
-StatusOr<WriteReport> WriteWith(const Checkpoint& cp, NodeId root, const std::string& path,
-                                const WriteOptions& options, const StorageDataFn& data_of) {
+// data.pkl, byteorder, the storages in pickle order, version; then the central directory.
+StatusOr<WriteReport> WriteRecords(ZipWriter& zip, const Checkpoint& cp, NodeId root, const StorageDataFn& data_of) {
   OPTSTATE_ASSIGN_OR_RETURN(PickleOutput pickle, WriteTorchPickle(cp, root));
-  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<ZipWriter> zip,
-                            ZipWriter::Create(path, ArchiveName(path), options.zstd, options.durability));
   WriteReport report;
   report.unsafe_globals = pickle.unsafe_globals;
   report.loadable_after_dtensor_import = pickle.only_dtensor_globals_unsafe;
-  OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("data.pkl", AsBytes(pickle.bytes)));
-  OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("byteorder", AsBytes("little")));
+  OPTSTATE_RETURN_IF_ERROR(zip.AddRecord("data.pkl", AsBytes(pickle.bytes)));
+  OPTSTATE_RETURN_IF_ERROR(zip.AddRecord("byteorder", AsBytes("little")));
   for (size_t key = 0; key < pickle.storages.size(); ++key) {
     const StorageRef& s = cp.storages[pickle.storages[key]];
     ++report.storages;
     report.storage_bytes += s.nbytes;
     if (s.zero_fill) {
-      OPTSTATE_RETURN_IF_ERROR(zip->AddZeroRecord("data/" + std::to_string(key), s.nbytes));
+      OPTSTATE_RETURN_IF_ERROR(zip.AddZeroRecord("data/" + std::to_string(key), s.nbytes));
       continue;
     }
     OPTSTATE_ASSIGN_OR_RETURN(StorageData d, data_of(s, pickle.storages[key]));
@@ -65,13 +63,30 @@ StatusOr<WriteReport> WriteWith(const Checkpoint& cp, NodeId root, const std::st
       return InternalError("storage '" + s.key + "': " + std::to_string(d.bytes.size()) + " bytes for " +
                            std::to_string(s.nbytes));
     }
-    OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("data/" + std::to_string(key), d.bytes, d.release, d.crc, d.source));
+    OPTSTATE_RETURN_IF_ERROR(zip.AddRecord("data/" + std::to_string(key), d.bytes, d.release, d.crc, d.source));
   }
-  OPTSTATE_RETURN_IF_ERROR(zip->AddRecord("version", AsBytes("3\n")));
-  OPTSTATE_RETURN_IF_ERROR(zip->Finish());
+  OPTSTATE_RETURN_IF_ERROR(zip.AddRecord("version", AsBytes("3\n")));
+  OPTSTATE_RETURN_IF_ERROR(zip.Finish());
+  report.bytes = zip.bytes_written();
+  return report;
+}
+
+StatusOr<WriteReport> WriteWith(const Checkpoint& cp, NodeId root, const std::string& path,
+                                const WriteOptions& options, const StorageDataFn& data_of) {
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<ZipWriter> zip,
+                            ZipWriter::Create(path, ArchiveName(path), options.zstd, options.durability));
+  OPTSTATE_ASSIGN_OR_RETURN(WriteReport report, WriteRecords(*zip, cp, root, data_of));
   std::error_code ec;
   report.bytes = std::filesystem::file_size(path, ec);
   return report;
+}
+
+StorageDataFn FromSource(const StorageSource& source) {
+  return [&source](const StorageRef&, size_t index) -> StatusOr<StorageData> {
+    StorageData d;
+    OPTSTATE_ASSIGN_OR_RETURN(d.bytes, source(index));
+    return d;
+  };
 }
 
 }  // namespace
@@ -97,11 +112,13 @@ StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpo
 
 StatusOr<WriteReport> WriteNewCheckpoint(const Checkpoint& checkpoint, NodeId root, const std::string& path,
                                          const StorageSource& source, const WriteOptions& options) {
-  return WriteWith(checkpoint, root, path, options, [&](const StorageRef&, size_t index) -> StatusOr<StorageData> {
-    StorageData d;
-    OPTSTATE_ASSIGN_OR_RETURN(d.bytes, source(index));
-    return d;
-  });
+  return WriteWith(checkpoint, root, path, options, FromSource(source));
+}
+
+StatusOr<WriteReport> WriteEmbeddedCheckpoint(const Checkpoint& checkpoint, NodeId root, OutputStream& out,
+                                              const StorageSource& source) {
+  std::unique_ptr<ZipWriter> zip = ZipWriter::CreateEmbedded(out, "archive");
+  return WriteRecords(*zip, checkpoint, root, FromSource(source));
 }
 
 }  // namespace optstate

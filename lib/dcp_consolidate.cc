@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "box_copy.h"
 #include "optstate/graph_builder.h"
 #include "optstate/graph_walk.h"
 #include "optstate/optimizer_state.h"
@@ -91,33 +92,6 @@ class NestedBuilder {
   std::unordered_set<NodeId> fillers_;  // the Nones a list grew with
 };
 
-// Copies a chunk's C-order box into the global tensor's C-order buffer.
-void CopyBox(const std::vector<int64_t>& shape, const DcpChunk& c, size_t elem, ByteSpan src, std::byte* dst) {
-  size_t n = shape.size();
-  if (n == 0) {
-    std::memcpy(dst, src.data(), elem);
-    return;
-  }
-  if (c.numel() == 0) return;
-  std::vector<int64_t> strides = ContiguousStrides(shape);
-  size_t row = static_cast<size_t>(c.sizes[n - 1]) * elem;
-  std::vector<int64_t> idx(n - 1, 0);
-  const std::byte* from = src.data();
-  while (true) {
-    int64_t at = c.offsets[n - 1];
-    for (size_t d = 0; d + 1 < n; ++d) at += (c.offsets[d] + idx[d]) * strides[d];
-    std::memcpy(dst + static_cast<size_t>(at) * elem, from, row);
-    from += row;
-    size_t d = n - 1;
-    while (d > 0) {
-      if (++idx[d - 1] < c.sizes[d - 1]) break;
-      idx[d - 1] = 0;
-      --d;
-    }
-    if (d == 0) return;
-  }
-}
-
 // {"state": {fqn: ...}, "param_groups": [{"params": [fqn, ...]}]} -> int keys.
 void RekeyToIndices(Checkpoint& cp, GraphBuilder& b, ConsolidateReport& report) {
   ObjectGraph& g = cp.graph;
@@ -160,7 +134,8 @@ Status AssembleTensor(const DcpCheckpoint& dcp, const DcpEntry& e, const ReadOpt
   whole.assign(e.numel() * elem, std::byte{0});
   for (const DcpChunk& c : e.chunks) {
     OPTSTATE_ASSIGN_OR_RETURN(ByteSpan part, dcp.ChunkBytes(e, c, scratch, read));
-    CopyBox(e.size, c, elem, part, whole.data());
+    CopyIntersection(Box{c.offsets, c.sizes}, part.data(), Box{std::vector<int64_t>(e.size.size(), 0), e.size},
+                     whole.data(), elem);
     dcp.ReleasePages(part);
   }
   return Status();
@@ -221,7 +196,7 @@ StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::
   OPTSTATE_ASSIGN_OR_RETURN(DcpGraph graph, BuildDcpGraph(dcp, options.keys, options.read));
   for (const Finding& f : graph.checkpoint.findings) {
     if (f.severity == Severity::kError) {
-      return UnsupportedError(dcp.dir() + "/" + f.where + ": " + f.message + "; refused");
+      return UnsupportedError(dcp.dir() + "/" + f.where + ": " + f.message + " Refused; nothing was written.");
     }
   }
   ConsolidateReport report = graph.counts;

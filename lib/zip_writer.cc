@@ -42,6 +42,31 @@ StatusOr<std::unique_ptr<ZipWriter>> ZipWriter::Create(const std::string& path, 
   return std::unique_ptr<ZipWriter>(new ZipWriter(std::move(out), std::move(prefix)));
 }
 
+namespace {
+
+// A window on another stream: positions count from where the window opened,
+// and committing is the owner's business.
+class EmbeddedStream : public OutputStream {
+ public:
+  explicit EmbeddedStream(OutputStream& parent) : parent_(parent), base_(parent.position()) {}
+  Status Write(ByteSpan data) override { return parent_.Write(data); }
+  StatusOr<uint64_t> CopyFromFile(int fd, uint64_t offset, uint64_t length) override {
+    return parent_.CopyFromFile(fd, offset, length);
+  }
+  uint64_t position() const override { return parent_.position() - base_; }
+  Status Commit() override { return Status(); }
+
+ private:
+  OutputStream& parent_;
+  uint64_t base_;
+};
+
+}  // namespace
+
+std::unique_ptr<ZipWriter> ZipWriter::CreateEmbedded(OutputStream& parent, std::string prefix) {
+  return std::unique_ptr<ZipWriter>(new ZipWriter(std::make_unique<EmbeddedStream>(parent), std::move(prefix)));
+}
+
 Status ZipWriter::Put(const std::string& bytes) { return out_->Write(AsBytes(bytes)); }
 
 Status ZipWriter::AddRecord(const std::string& record, ByteSpan data, const std::function<void(ByteSpan)>& done_with,

@@ -8,10 +8,12 @@
 
 #include "collisions_command.h"
 #include "consolidate_command.h"
+#include "export_command.h"
 #include "inspect_command.h"
 #include "regenerate_command.h"
 #include "remap_command.h"
 #include "repack_command.h"
+#include "reshard_command.h"
 #include "verify_command.h"
 
 namespace optstate::tools {
@@ -47,6 +49,8 @@ int RunCli(int argc, const char* const* argv, CommandOutput& output) {
   add(AddRegenerateCommand(app));
   add(AddVerifyCommand(app));
   add(AddConsolidateCommand(app));
+  add(AddReshardCommand(app));
+  add(AddExportCommand(app));
 
   try {
     app.parse(argc, argv);

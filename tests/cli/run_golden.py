@@ -13,7 +13,8 @@ and its expectation tests/cli/cases/NAME.expected:
 Cases run from the repository root, so paths in args and output are relative.
 A case may add `corrupt: PATH OFFSET HEX` to run on a copy of
 PATH with the byte at OFFSET replaced (corruption cases on real fixtures): the word
-CORRUPT in args names the copy.
+CORRUPT in args names the copy. TMP/NAME in args is NAME in a scratch directory made
+for the run (for outputs that must not exist beforehand); output shows it as NAME.
 
 Usage: run_golden.py --binary PATH [--update] [CASE...]
   --update rewrites the .expected files from what the binary does now; review
@@ -69,6 +70,8 @@ def run_case(binary, name, spec, tmp):
             f.seek(int(offset))
             f.write(bytes([int(hexbyte, 16)]))
         args = [copy if a == "CORRUPT" else a for a in args]
+    # TMP/NAME: a path in this run's scratch directory (outputs that must not exist yet).
+    args = [a.replace("TMP/", tmp + "/") for a in args]
     proc = subprocess.run([binary] + args, cwd=REPO, capture_output=True, text=True, timeout=60)
     out = proc.stdout.replace(tmp + "/", "")
     err = proc.stderr.replace(tmp + "/", "")

@@ -9,6 +9,13 @@ For each FSDP2 fixture <name> (testdata/good/torch26/<name>/, 2 and 3 ranks):
   SCRATCH/<name>.index.pt  consolidate --to index: torch.optim.AdamW of the model
                            takes its "optim" through load_state_dict and files every
                            entry under the parameter of that name.
+  SCRATCH/<case>.dcp/      reshard or export output (check_dcp.sh lists the cases as
+                           <case>.dcp with a file <case>.dcp.source naming the training
+                           run it must hold and <case>.dcp.world its world size):
+                           torch's dcp_to_torch_save of it equals that run's
+                           consolidated file, and dcp.load of it into an FSDP2 model
+                           of that world size (get_state_dict/set_state_dict) gives
+                           parameters and AdamW state equal to it, bit for bit.
 Ends with 'N passed, N failed, N skipped'.
 """
 import os
@@ -67,9 +74,72 @@ def check_index(scratch, name):
     return cf.first_difference(model_sd, sd["model"], "model")
 
 
+def load_worker(rank, world, port, dcp_dir, out):
+    """One rank of an FSDP2 job that loads `dcp_dir` and saves what it got (rank 0)."""
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    gen_dcp_fsdp2.patch_cpu_gloo()
+    torch.manual_seed(1)  # different from training: every value must come from the checkpoint
+    model = gen_dcp_fsdp2.DcpNet()
+    mesh = init_device_mesh("cpu", (world,))
+    for sub in (model.emb, model.fc1, model.fc2, model.head, model.gate):
+        fully_shard(sub, mesh=mesh, reshard_after_forward=False)
+    fully_shard(model, mesh=mesh, reshard_after_forward=False)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.5, weight_decay=0.5)
+    msd, osd = get_state_dict(model, opt)
+    dcp.load({"model": msd, "optim": osd}, checkpoint_id=dcp_dir)
+    set_state_dict(model, opt, model_state_dict=msd, optim_state_dict=osd)
+    full = lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t  # noqa: E731
+    got = {"model": {n: full(p.detach()) for n, p in model.named_parameters()},
+           "state": {n: {k: full(v) for k, v in opt.state[p].items()} for n, p in model.named_parameters()},
+           "lr": opt.param_groups[0]["lr"]}
+    if rank == 0:
+        torch.save(got, out)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def check_written(scratch, case):
+    import torch.multiprocessing as mp
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    dcp_dir = os.path.join(scratch, case)
+    source = open(dcp_dir + ".source").read().strip()
+    world = int(open(dcp_dir + ".world").read())
+    want = torch.load(fixture(source) + ".consolidated.pt", weights_only=True)
+    theirs = dcp_dir + ".torch.pt"
+    dcp_to_torch_save(dcp_dir, theirs)
+    d = cf.first_difference(want, torch.load(theirs, weights_only=True), "dcp_to_torch_save")
+    if d:
+        return d
+    out = dcp_dir + ".loaded.pt"
+    mp.spawn(load_worker, args=(world, gen_dcp_fsdp2.free_port(), dcp_dir, out), nprocs=world, join=True)
+    got = torch.load(out, weights_only=True)
+    d = cf.first_difference(want["model"], got["model"], f"dcp.load on {world} ranks: model")
+    if d:
+        return d
+    for name, fields in want["optim"]["state"].items():
+        d = cf.first_difference(fields, got["state"][name], f"dcp.load on {world} ranks: state[{name}]")
+        if d:
+            return d
+    if got["lr"] != want["optim"]["param_groups"][0]["lr"]:
+        return f"lr {got['lr']} != {want['optim']['param_groups'][0]['lr']}"
+    return None
+
+
 def main():
+    import warnings
+    warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
     scratch = sys.argv[1]
     cases = []
+    for case in sorted(f for f in os.listdir(scratch) if f.endswith(".dcp")):
+        cases.append((f"{case}: dcp_to_torch_save and FSDP2 dcp.load", lambda c=case: check_written(scratch, c)))
     for name in FIXTURES:
         cases.append((f"{name}: consolidate == dcp_to_torch_save", lambda n=name: check_fqn(scratch, n)))
         cases.append((f"{name}: consolidate --to index loads into AdamW", lambda n=name: check_index(scratch, n)))

@@ -1,6 +1,8 @@
 #!/bin/bash
 # optstate's DCP commands on real FSDP2 checkpoints (2 and 3 ranks), checked by
-# torch 2.6 (tests/interop/check_dcp.py says what is compared).
+# torch 2.6 (tests/interop/check_dcp.py says what is compared): consolidate
+# against dcp_to_torch_save, and reshard/export outputs loaded by dcp.load into
+# FSDP2 models of their world size.
 # Usage: tests/interop/check_dcp.sh OPTSTATE_BINARY     Skips like with_torch26.sh.
 set -uo pipefail
 bin=$(readlink -f "$1")
@@ -15,4 +17,17 @@ for name in fsdp2_dcp fsdp2_3rank_dcp; do
   "$bin" consolidate "$in" -o "$scratch/$name.index.pt" --to index -q > /dev/null ||
     { echo "FAIL consolidate --to index $in"; exit 1; }
 done
+# reshard and export: NAME SOURCE_FIXTURE WORLD COMMAND...
+written() {
+  local name=$1 source=$2 world=$3
+  shift 3
+  "$bin" "$@" -o "$scratch/$name.dcp" --world-size "$world" -q > /dev/null || { echo "FAIL $*"; exit 1; }
+  echo "$source" > "$scratch/$name.dcp.source"
+  echo "$world" > "$scratch/$name.dcp.world"
+}
+written reshard_2_to_3 fsdp2_dcp 3 reshard testdata/good/torch26/fsdp2_dcp
+written reshard_3_to_2 fsdp2_3rank_dcp 2 reshard testdata/good/torch26/fsdp2_3rank_dcp
+written reshard_2_to_1 fsdp2_dcp 1 reshard testdata/good/torch26/fsdp2_dcp
+written export_to_3 fsdp2_dcp 3 export testdata/good/torch26/fsdp2_dcp.consolidated.pt
+written export_to_4 fsdp2_3rank_dcp 4 export testdata/good/torch26/fsdp2_3rank_dcp.consolidated.pt
 bash tests/interop/with_torch26.sh tests/interop/check_dcp.py "$scratch"

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "fixtures.h"
+#include "graph_compare.h"
 #include "optstate/checkpoint.h"
 #include "optstate/dcp_checkpoint.h"
 #include "optstate/dcp_consolidate.h"
@@ -117,25 +118,8 @@ TEST(DcpConsolidateTest, EqualsTorchsDcpToTorchSave) {
     auto ours = OpenCheckpoint(out);
     auto theirs = OpenCheckpoint(testing::RepoPath(std::string(fixture) + ".consolidated.pt"));
     ASSERT_TRUE(ours.ok() && theirs.ok());
-    std::vector<std::pair<std::string, std::string>> ours_tree, theirs_tree;
-    auto collect = [](const CheckpointFile& f, std::vector<std::pair<std::string, std::string>>& into) {
-      const Checkpoint& cp = f.checkpoint();
-      WalkTree(cp.graph, cp.graph.root, 16, [&](const WalkStep& s) {
-        const Node& n = cp.graph.at(s.id);
-        std::string value = TypeName(cp.graph, s.id);
-        if (n.kind == NodeKind::kTensor) {
-          auto bytes = ReadTensorBytes(f.bytes(), cp, cp.tensors[n.tensor]);
-          value += " " + ShapeText(cp.tensors[n.tensor].sizes) + " " +
-                   std::string(reinterpret_cast<const char*>(bytes->data()), bytes->size());
-        } else if (n.items.empty() && n.entries.empty()) {
-          value += " " + ValueText(cp.graph, s.id);
-        }
-        into.emplace_back(s.path, value);
-        return true;
-      });
-    };
-    collect(**ours, ours_tree);
-    collect(**theirs, theirs_tree);
+    auto ours_tree = testing::FlattenValues(**ours);
+    auto theirs_tree = testing::FlattenValues(**theirs);
     EXPECT_EQ(ours_tree.size(), 73u);
     EXPECT_EQ(ours_tree, theirs_tree);
   }

@@ -13,6 +13,7 @@
 
 #include "optstate/checkpoint.h"
 #include "optstate/crc32.h"
+#include "optstate/graph_walk.h"
 
 namespace optstate::testing {
 
@@ -171,6 +172,27 @@ class GraphComparer {
   std::unordered_map<size_t, size_t> number_;
   std::vector<size_t> order_;
 };
+
+// Every value of a file as (path, type + shape + bytes or value text), in tree
+// order: two files with equal lists hold the same object, key order included.
+inline std::vector<std::pair<std::string, std::string>> FlattenValues(const CheckpointFile& f) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const Checkpoint& cp = f.checkpoint();
+  WalkTree(cp.graph, cp.graph.root, 16, [&](const WalkStep& s) {
+    const Node& n = cp.graph.at(s.id);
+    std::string value = TypeName(cp.graph, s.id);
+    if (n.kind == NodeKind::kTensor) {
+      auto bytes = ReadTensorBytes(f.bytes(), cp, cp.tensors[n.tensor]);
+      value += " " + ShapeText(cp.tensors[n.tensor].sizes) + " ";
+      if (bytes.ok()) value.append(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+    } else if (n.items.empty() && n.entries.empty()) {
+      value += " " + ValueText(cp.graph, s.id);
+    }
+    out.emplace_back(s.path, value);
+    return true;
+  });
+  return out;
+}
 
 }  // namespace optstate::testing
 

@@ -51,6 +51,13 @@ using StorageSource = std::function<StatusOr<ByteSpan>(size_t storage_index)>;
 StatusOr<WriteReport> WriteNewCheckpoint(const Checkpoint& checkpoint, NodeId root, const std::string& path,
                                          const StorageSource& source, const WriteOptions& options = {});
 
+// The same, written at the current position of `out` as one item of a larger
+// file (a DCP .distcp item): offsets inside the zip count from where it starts,
+// and its top directory is "archive", as torch.save into a buffer names it.
+// report.bytes is the item's length.
+StatusOr<WriteReport> WriteEmbeddedCheckpoint(const Checkpoint& checkpoint, NodeId root, OutputStream& out,
+                                              const StorageSource& source);
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_CHECKPOINT_WRITER_H_

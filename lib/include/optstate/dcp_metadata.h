@@ -84,6 +84,10 @@ struct DcpMetadataLimits {
 // offset of the offending object, and the flat key where one is involved.
 StatusOr<DcpMetadata> ParseDcpMetadata(ByteSpan bytes, const DcpMetadataLimits& limits = {});
 
+// The .metadata pickle for `entries` (with their chunks and locations), as
+// torch 2.6's pickle.load rebuilds DCP's Metadata from it (dcp_metadata_writer.cc).
+StatusOr<std::string> WriteDcpMetadata(const std::vector<DcpEntry>& entries);
+
 // "optim.state.fc1.weight.exp_avg" -> the path as "optim/state/fc1.weight/exp_avg"
 // for display; list indices print as numbers.
 std::string DcpPathText(const std::vector<DcpPathPart>& path);

@@ -28,6 +28,12 @@ class ZipWriter {
   static StatusOr<std::unique_ptr<ZipWriter>> Create(const std::string& path, std::string prefix,
                                                      bool zstd = false, Durability durability = Durability::kSynced);
 
+  // A zip written into `parent` from its current position on, as one item of a
+  // larger file: its offsets count from that position, and Finish() writes the
+  // central directory but leaves committing `parent` to its owner. `parent`
+  // must outlive the writer.
+  static std::unique_ptr<ZipWriter> CreateEmbedded(OutputStream& parent, std::string prefix);
+
   // Adds "<prefix>/<name>" holding `data`.
   // `done_with` (optional) is called with each chunk once it has been written,
   // so a caller copying from a mapped file can release its pages.

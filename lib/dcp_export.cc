@@ -1,0 +1,174 @@
+#include "optstate/dcp_export.h"
+
+#include <cstring>
+
+#include "box_copy.h"
+#include "optstate/checkpoint_writer.h"
+#include "optstate/graph_builder.h"
+#include "optstate/graph_walk.h"
+
+namespace optstate {
+namespace {
+
+// The box of rows [begin, end) of a tensor of shape `size` (the whole 0-d tensor).
+Box RowsBox(const std::vector<int64_t>& size, int64_t begin, int64_t end) {
+  Box b{std::vector<int64_t>(size.size(), 0), size};
+  if (!size.empty()) {
+    b.offsets[0] = begin;
+    b.sizes[0] = end - begin;
+  }
+  return b;
+}
+
+// ---- torch.save file -> flat entries -------------------------------------
+
+class Flattener {
+ public:
+  Flattener(const CheckpointFile& file, std::vector<DcpOutEntry>& out)
+      : file_(file), cp_(file.checkpoint()), g_(cp_.graph), out_(out) {}
+
+  Status Root() {
+    NodeId root = g_.root;
+    if (g_.at(root).kind != NodeKind::kDict) {
+      return InvalidArgumentError("the checkpoint's root is a " + TypeName(g_, root) +
+                                  "; DCP saves a dict (a state dict)");
+    }
+    return Visit(root, {}, 0);
+  }
+
+ private:
+  bool IsContainer(NodeId id) const {
+    NodeKind k = g_.at(id).kind;
+    return k == NodeKind::kDict || k == NodeKind::kList;
+  }
+  // torch's _is_terminal: a list holding a tensor, a dict, or a non-terminal list is descended.
+  bool Terminal(NodeId id, uint32_t depth) const {
+    const Node& n = g_.at(id);
+    if (n.kind == NodeKind::kDict) return false;
+    if (n.kind != NodeKind::kList || depth > 200) return true;
+    for (NodeId item : n.items) {
+      if (IsContainer(item) && !Terminal(item, depth + 1)) return false;
+      if (g_.at(item).kind == NodeKind::kTensor) return false;
+    }
+    return true;
+  }
+
+  Status Visit(NodeId id, std::vector<DcpPathPart> path, uint32_t depth) {
+    if (depth > 200) return UnsupportedError(DcpPathText(path) + ": nested deeper than 200 levels");
+    const Node& n = g_.at(id);
+    if (n.kind == NodeKind::kDict) {
+      for (auto [k, v] : std::vector<std::pair<NodeId, NodeId>>(n.entries)) {
+        std::vector<DcpPathPart> child = path;
+        child.push_back(DcpPathPart{false, KeyText(g_, k), 0});
+        OPTSTATE_RETURN_IF_ERROR(Visit(v, std::move(child), depth + 1));
+      }
+      return Status();
+    }
+    if (!Terminal(id, 0)) {
+      for (size_t i = 0; i < n.items.size(); ++i) {
+        std::vector<DcpPathPart> child = path;
+        child.push_back(DcpPathPart{true, "", static_cast<int64_t>(i)});
+        OPTSTATE_RETURN_IF_ERROR(Visit(n.items[i], std::move(child), depth + 1));
+      }
+      return Status();
+    }
+    return Leaf(id, std::move(path));
+  }
+
+  Status Leaf(NodeId id, std::vector<DcpPathPart> path) {
+    DcpOutEntry e;
+    for (const DcpPathPart& p : path) {
+      if (!e.fqn.empty()) e.fqn += '.';
+      e.fqn += p.is_index ? std::to_string(p.index) : p.key;
+    }
+    e.path = std::move(path);
+    const Node& n = g_.at(id);
+    if (n.kind == NodeKind::kTensor) {
+      const TensorRef& t = cp_.tensors[n.tensor];
+      if (t.is_dtensor) return UnsupportedError("'" + e.fqn + "' is a DTensor (one rank's shard); export whole tensors");
+      if (t.storage < 0) return UnsupportedError("'" + e.fqn + "' is a meta tensor without data");
+      e.is_tensor = true;
+      e.dtype = t.dtype;
+      e.size = t.sizes;
+      const CheckpointFile& file = file_;
+      const Checkpoint& cp = cp_;
+      e.rows = [&file, &cp, t](int64_t begin, int64_t end, std::byte* out) -> Status {
+        uint64_t elem = GetDTypeInfo(t.dtype).element_size;
+        uint64_t row = elem;
+        for (size_t d = 1; d < t.sizes.size(); ++d) row *= static_cast<uint64_t>(t.sizes[d]);
+        if (t.strides == ContiguousStrides(t.sizes)) {
+          OPTSTATE_ASSIGN_OR_RETURN(ByteSpan storage, StorageBytes(file.bytes(), cp, cp.storages[t.storage]));
+          uint64_t at = t.storage_offset * elem + static_cast<uint64_t>(begin) * row;
+          uint64_t length = static_cast<uint64_t>(end - begin) * row;
+          if (at > storage.size() || length > storage.size() - at) return CorruptError("the tensor reaches past its storage");
+          std::memcpy(out, storage.data() + at, length);
+          file.ReleasePages(storage.subspan(at, length));
+          return Status();
+        }
+        OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::byte> whole, ReadTensorBytes(file.bytes(), cp, t));
+        std::memcpy(out, whole.data() + static_cast<uint64_t>(begin) * row, static_cast<uint64_t>(end - begin) * row);
+        return Status();
+      };
+    } else {
+      auto item = std::make_shared<Checkpoint>();
+      GraphBuilder b(*item);
+      StatusOr<NodeId> root = b.Import(g_, id);
+      if (!root.ok()) return std::move(root).status().WithContext("'" + e.fqn + "'");
+      NodeId r = *root;
+      e.write_item = [item, r](OutputStream& out) -> Status {
+        auto none = [](size_t) -> StatusOr<ByteSpan> { return InternalError("a bytes item has no storages"); };
+        return WriteEmbeddedCheckpoint(*item, r, out, none).status();
+      };
+    }
+    out_.push_back(std::move(e));
+    return Status();
+  }
+
+  const CheckpointFile& file_;
+  const Checkpoint& cp_;
+  const ObjectGraph& g_;
+  std::vector<DcpOutEntry>& out_;
+};
+
+}  // namespace
+
+StatusOr<DcpWriteReport> ReshardDcp(const DcpCheckpoint& input, const std::string& dir,
+                                    const DcpWriteOptions& options, const ReadOptions& read) {
+  std::vector<DcpOutEntry> entries;
+  for (const DcpEntry& in : input.metadata().entries) {
+    DcpOutEntry e;
+    e.fqn = in.fqn;
+    e.path = in.path;
+    e.is_tensor = in.is_tensor;
+    e.dtype = in.dtype;
+    e.size = in.size;
+    const DcpEntry* src = &in;
+    if (in.is_tensor) {
+      e.rows = [&input, src, &read](int64_t begin, int64_t end, std::byte* out) -> Status {
+        Box want = RowsBox(src->size, begin, end);
+        size_t elem = GetDTypeInfo(src->dtype).element_size;
+        std::vector<std::byte> scratch;
+        for (const DcpChunk& c : src->chunks) {
+          if (!src->size.empty() && (c.offsets[0] >= end || c.offsets[0] + c.sizes[0] <= begin)) continue;
+          OPTSTATE_ASSIGN_OR_RETURN(ByteSpan data, input.ChunkBytes(*src, c, scratch, read));
+          CopyIntersection(Box{c.offsets, c.sizes}, data.data(), want, out, elem);
+        }
+        return Status();
+      };
+    } else {
+      e.write_item = [&input, src](OutputStream& out) { return out.Write(input.ItemBytes(src->bytes_where)); };
+    }
+    entries.push_back(std::move(e));
+  }
+  return WriteDcp(entries, dir, options);
+}
+
+StatusOr<DcpWriteReport> ExportToDcp(const CheckpointFile& input, const std::string& dir,
+                                     const DcpWriteOptions& options) {
+  std::vector<DcpOutEntry> entries;
+  Flattener f(input, entries);
+  OPTSTATE_RETURN_IF_ERROR_CTX(f.Root(), input.path());
+  return WriteDcp(entries, dir, options);
+}
+
+}  // namespace optstate

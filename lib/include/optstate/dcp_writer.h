@@ -1,0 +1,66 @@
+// Writes a DCP checkpoint directory that torch.distributed.checkpoint (2.6)
+// loads: one `__<rank>_0.distcp` per rank holding complete torch.save zips,
+// then `.metadata` (the Metadata dataclasses as DCP pickles them).
+//
+// Tensors are split on dim 0 the way FSDP2 shards them (torch.chunk: chunks of
+// ceil(rows / world_size) rows, so the last ranks may get fewer rows or none).
+// Values that are not split (0-d tensors such as `step`, bytes items) go to the
+// rank with the fewest bytes so far, as DCP's dedup spreads them.
+//
+// The directory appears complete or not at all: everything is written into a
+// temporary directory beside it, synced, and renamed into place last. Memory
+// holds one output chunk at a time.
+#ifndef OPTSTATE_DCP_WRITER_H_
+#define OPTSTATE_DCP_WRITER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "optstate/dcp_metadata.h"
+#include "optstate/file_io.h"
+#include "optstate/status.h"
+
+namespace optstate {
+
+struct DcpOutEntry {
+  std::string fqn;                // flat key
+  std::vector<DcpPathPart> path;  // for planner_data
+  bool is_tensor = false;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> size;
+  // Tensors: writes the C-order elements of rows [row_begin, row_end) of dim 0
+  // (for a 0-d tensor: its one element, rows [0, 1)) into `out`, which has room
+  // for exactly that many bytes.
+  std::function<Status(int64_t row_begin, int64_t row_end, std::byte* out)> rows;
+  // Bytes items: writes the complete torch.save zip of the value.
+  std::function<Status(OutputStream& out)> write_item;
+};
+
+struct DcpWriteOptions {
+  int world_size = 1;
+  Durability durability = Durability::kSynced;
+  std::function<void(uint64_t done, uint64_t total)> progress;  // tensor bytes
+};
+
+struct DcpWriteReport {
+  std::vector<uint64_t> file_bytes;  // per rank
+  size_t tensors = 0;
+  size_t chunks = 0;                 // non-empty chunks written
+  size_t bytes_items = 0;
+  uint64_t tensor_bytes = 0;
+  uint64_t largest_chunk_bytes = 0;  // the buffer held at once
+  uint64_t metadata_bytes = 0;
+};
+
+// Refuses an existing `dir`: choose a new one (nothing is ever overwritten).
+StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const std::string& dir,
+                                  const DcpWriteOptions& options);
+
+// The rows [begin, end) of dim 0 that `rank` holds of a tensor with `rows` rows.
+std::pair<int64_t, int64_t> ChunkRows(int64_t rows, int world_size, int rank);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_DCP_WRITER_H_

@@ -1,0 +1,140 @@
+// Writing DCP checkpoints: torch.chunk's row split, .metadata that our reader
+// reads back identically, reshard and export that consolidate to the same
+// object, and a failed write that leaves nothing behind.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "fixtures.h"
+#include "graph_compare.h"
+#include "optstate/dcp_checkpoint.h"
+#include "optstate/dcp_consolidate.h"
+#include "optstate/dcp_export.h"
+#include "optstate/dcp_writer.h"
+
+namespace optstate {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Scratch(const std::string& name) {
+  std::string dir = ::testing::TempDir() + "/dcp_writer_test_" + name;
+  fs::remove_all(dir);
+  return dir;
+}
+
+std::vector<std::pair<std::string, std::string>> Consolidated(const std::string& dir) {
+  auto dcp = OpenDcpCheckpoint(dir);
+  EXPECT_TRUE(dcp.ok()) << dcp.status().ToString();
+  if (!dcp.ok()) return {};
+  std::string out = Scratch(std::filesystem::path(dir).filename().string() + ".consolidated.pt");
+  auto report = ConsolidateDcp(**dcp, out);
+  EXPECT_TRUE(report.ok()) << report.status().ToString();
+  auto file = OpenCheckpoint(out);
+  EXPECT_TRUE(file.ok());
+  if (!file.ok()) return {};
+  return testing::FlattenValues(**file);
+}
+
+TEST(DcpWriterTest, RowsSplitAsTorchChunk) {
+  using R = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(ChunkRows(10, 3, 0), R(0, 4));
+  EXPECT_EQ(ChunkRows(10, 3, 1), R(4, 8));
+  EXPECT_EQ(ChunkRows(10, 3, 2), R(8, 10));
+  EXPECT_EQ(ChunkRows(1, 3, 0), R(0, 1));
+  EXPECT_EQ(ChunkRows(1, 3, 1), R(1, 1));  // FSDP2: ranks past the rows hold none
+  EXPECT_EQ(ChunkRows(1, 3, 2), R(1, 1));
+  EXPECT_EQ(ChunkRows(3, 4, 3), R(3, 3));
+  EXPECT_EQ(ChunkRows(0, 2, 0), R(0, 0));
+}
+
+TEST(DcpWriterTest, MetadataReadsBackAsWritten) {
+  auto dcp = OpenDcpCheckpoint(testing::RepoPath("testdata/good/torch26/fsdp2_3rank_dcp"));
+  ASSERT_TRUE(dcp.ok());
+  const std::vector<DcpEntry>& want = (*dcp)->metadata().entries;
+  auto pickle = WriteDcpMetadata(want);
+  ASSERT_TRUE(pickle.ok()) << pickle.status().ToString();
+  auto got = ParseDcpMetadata(AsBytes(*pickle));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->entries.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const DcpEntry& a = want[i];
+    const DcpEntry& b = got->entries[i];
+    EXPECT_EQ(a.fqn, b.fqn);
+    EXPECT_EQ(DcpPathText(a.path), DcpPathText(b.path));
+    EXPECT_EQ(a.is_tensor, b.is_tensor);
+    EXPECT_EQ(a.dtype, b.dtype);
+    EXPECT_EQ(a.size, b.size);
+    ASSERT_EQ(a.chunks.size(), b.chunks.size()) << a.fqn;
+    for (size_t c = 0; c < a.chunks.size(); ++c) {
+      EXPECT_EQ(a.chunks[c].offsets, b.chunks[c].offsets);
+      EXPECT_EQ(a.chunks[c].sizes, b.chunks[c].sizes);
+      EXPECT_EQ(DcpLocationText(a.chunks[c].where), DcpLocationText(b.chunks[c].where));
+    }
+    EXPECT_EQ(DcpLocationText(a.bytes_where), DcpLocationText(b.bytes_where));
+  }
+  // Only DCP's own classes and helpers are named (the reader would refuse anything else).
+  for (const GlobalRef& g : got->globals) {
+    EXPECT_TRUE(g.module.starts_with("torch")) << g.module << "." << g.name;
+  }
+}
+
+TEST(DcpWriterTest, ReshardAndExportConsolidateToTheSameObject) {
+  const std::string source = testing::RepoPath("testdata/good/torch26/fsdp2_dcp");
+  auto original = Consolidated(source);
+  ASSERT_EQ(original.size(), 73u);
+  auto dcp = OpenDcpCheckpoint(source);
+  ASSERT_TRUE(dcp.ok());
+  for (int world : {1, 3, 4, 11}) {
+    SCOPED_TRACE(world);
+    std::string out = Scratch("reshard" + std::to_string(world));
+    DcpWriteOptions o;
+    o.world_size = world;
+    o.durability = Durability::kUnsynced;
+    auto report = ReshardDcp(**dcp, out, o);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_EQ(report->file_bytes.size(), static_cast<size_t>(world));
+    EXPECT_EQ(report->bytes_items, 11u);
+    EXPECT_EQ(Consolidated(out), original);
+  }
+  // export of torch's own consolidated file, as DCP on 2 ranks.
+  auto file = OpenCheckpoint(source + ".consolidated.pt");
+  ASSERT_TRUE(file.ok());
+  std::string out = Scratch("export2");
+  DcpWriteOptions o;
+  o.world_size = 2;
+  auto report = ExportToDcp(**file, out, o);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->tensors, 36u);
+  EXPECT_EQ(Consolidated(out), original);
+}
+
+TEST(DcpWriterTest, FailedWriteLeavesNothing) {
+  std::string parent = Scratch("failing");
+  fs::create_directories(parent);
+  std::vector<DcpOutEntry> entries(2);
+  entries[0].fqn = "a";
+  entries[0].path = {DcpPathPart{false, "a", 0}};
+  entries[0].is_tensor = true;
+  entries[0].size = {4, 2};
+  entries[0].rows = [](int64_t, int64_t, std::byte* out) {
+    std::fill(out, out + 8, std::byte{1});
+    return Status();
+  };
+  entries[1] = entries[0];
+  entries[1].fqn = "b";
+  entries[1].path = {DcpPathPart{false, "b", 0}};
+  entries[1].rows = [](int64_t begin, int64_t, std::byte*) {
+    return begin >= 2 ? IoError("disk went away") : Status();
+  };
+  DcpWriteOptions o;
+  o.world_size = 2;
+  auto report = WriteDcp(entries, parent + "/out", o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().ToString(), "I/O error: " + parent + "/out/__1_0.distcp: 'b': disk went away");
+  EXPECT_TRUE(fs::is_empty(parent)) << "no output and no temporary directory left behind";
+}
+
+}  // namespace
+}  // namespace optstate
