@@ -133,7 +133,8 @@ class Flattener {
 }  // namespace
 
 StatusOr<DcpWriteReport> ReshardDcp(const DcpCheckpoint& input, const std::string& dir,
-                                    const DcpWriteOptions& options, const ReadOptions& read) {
+                                    const DcpWriteOptions& options, const ReadOptions& read,
+                                    Coordinator* coordinator) {
   std::vector<DcpOutEntry> entries;
   for (const DcpEntry& in : input.metadata().entries) {
     DcpOutEntry e;
@@ -152,6 +153,7 @@ StatusOr<DcpWriteReport> ReshardDcp(const DcpCheckpoint& input, const std::strin
           if (!src->size.empty() && (c.offsets[0] >= end || c.offsets[0] + c.sizes[0] <= begin)) continue;
           OPTSTATE_ASSIGN_OR_RETURN(ByteSpan data, input.ChunkBytes(*src, c, scratch, read));
           CopyIntersection(Box{c.offsets, c.sizes}, data.data(), want, out, elem);
+          input.ReleasePages(data);  // keeps resident memory at one chunk, whatever the checkpoint's size
         }
         return Status();
       };
@@ -160,15 +162,15 @@ StatusOr<DcpWriteReport> ReshardDcp(const DcpCheckpoint& input, const std::strin
     }
     entries.push_back(std::move(e));
   }
-  return WriteDcp(entries, dir, options);
+  return WriteDcp(entries, dir, options, coordinator);
 }
 
 StatusOr<DcpWriteReport> ExportToDcp(const CheckpointFile& input, const std::string& dir,
-                                     const DcpWriteOptions& options) {
+                                     const DcpWriteOptions& options, Coordinator* coordinator) {
   std::vector<DcpOutEntry> entries;
   Flattener f(input, entries);
   OPTSTATE_RETURN_IF_ERROR_CTX(f.Root(), input.path());
-  return WriteDcp(entries, dir, options);
+  return WriteDcp(entries, dir, options, coordinator);
 }
 
 }  // namespace optstate

@@ -1,25 +1,21 @@
 #include "optstate/dcp_writer.h"
 
-#include <fcntl.h>
-#include <stdlib.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
+#include <algorithm>
 #include <memory>
+#include <sstream>
 
 #include "optstate/checkpoint_writer.h"
 #include "optstate/graph_builder.h"
+#include "staging_directory.h"
 
 namespace optstate {
 namespace {
 
-// Where one entry goes: its chunks (tensors) with their ranks, or one rank (bytes).
+// Where one entry goes: its chunks and their ranks (tensors), or one rank (bytes
+// items, kept as a single chunk without a box so locations are stored alike).
 struct Placement {
   std::vector<DcpChunk> chunks;
   std::vector<int> chunk_rank;
-  int rank = 0;  // bytes items and unsplit tensors
 };
 
 uint64_t RowBytes(const DcpOutEntry& e) {
@@ -28,6 +24,11 @@ uint64_t RowBytes(const DcpOutEntry& e) {
   return n;
 }
 
+uint64_t ChunkBytes(const DcpOutEntry& e, const DcpChunk& c) {
+  return e.size.empty() ? RowBytes(e) : static_cast<uint64_t>(c.sizes[0]) * RowBytes(e);
+}
+
+// The same plan in every process: it depends only on the entries and the world size.
 std::vector<Placement> Plan(const std::vector<DcpOutEntry>& entries, int world) {
   std::vector<Placement> plan(entries.size());
   std::vector<uint64_t> load(world, 0);
@@ -43,141 +44,132 @@ std::vector<Placement> Plan(const std::vector<DcpOutEntry>& entries, int world) 
       c.offsets[0] = begin;
       c.sizes = e.size;
       c.sizes[0] = end - begin;
+      load[r] += ChunkBytes(e, c);
       plan[i].chunks.push_back(std::move(c));
       plan[i].chunk_rank.push_back(r);
-      load[r] += static_cast<uint64_t>(end - begin) * RowBytes(e);
     }
   }
   for (size_t i = 0; i < entries.size(); ++i) {
     const DcpOutEntry& e = entries[i];
     if (e.is_tensor && !e.size.empty()) continue;
     int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-    plan[i].rank = r;
-    load[r] += e.is_tensor ? GetDTypeInfo(e.dtype).element_size : 1;
-    if (e.is_tensor) {
-      plan[i].chunks.push_back(DcpChunk{});
-      plan[i].chunk_rank.push_back(r);
-    }
+    load[r] += e.is_tensor ? RowBytes(e) : 1;
+    plan[i].chunks.push_back(DcpChunk{});
+    plan[i].chunk_rank.push_back(r);
   }
   return plan;
 }
 
-Status SyncDirectory(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return IoError(dir + ": cannot open directory: " + std::strerror(errno));
-  int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return IoError(dir + ": fsync: " + std::strerror(errno));
-  return Status();
-}
+std::string FileName(int rank) { return "__" + std::to_string(rank) + "_0.distcp"; }
 
-// A temporary directory beside `dir`, removed unless Keep() renames it into place.
-class StagingDirectory {
- public:
-  static StatusOr<std::unique_ptr<StagingDirectory>> Create(const std::string& dir) {
-    std::filesystem::path final_path(dir);
-    std::error_code ec;
-    if (std::filesystem::exists(final_path, ec)) {
-      return InvalidArgumentError(dir + ": already exists; choose a new directory (nothing is overwritten)");
-    }
-    std::filesystem::path parent = final_path.parent_path().empty() ? "." : final_path.parent_path();
-    std::string pattern = (parent / ("." + final_path.filename().string() + ".tmp-XXXXXX")).string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      return IoError(pattern + ": cannot create a temporary directory: " + std::strerror(errno));
-    }
-    return std::unique_ptr<StagingDirectory>(new StagingDirectory(pattern, dir, parent.string()));
-  }
-  ~StagingDirectory() {
-    std::error_code ec;
-    if (!kept_) std::filesystem::remove_all(temp_, ec);
-  }
-  const std::string& path() const { return temp_; }
-  Status Keep(Durability durability) {
-    if (durability == Durability::kSynced) OPTSTATE_RETURN_IF_ERROR(SyncDirectory(temp_));
-    if (::rename(temp_.c_str(), final_.c_str()) != 0) {
-      return IoError(final_ + ": cannot rename " + temp_ + " into place: " + std::strerror(errno));
-    }
-    kept_ = true;
-    return durability == Durability::kSynced ? SyncDirectory(parent_) : Status();
-  }
-
- private:
-  StagingDirectory(std::string temp, std::string final_path, std::string parent)
-      : temp_(std::move(temp)), final_(std::move(final_path)), parent_(std::move(parent)) {}
-  std::string temp_, final_, parent_;
-  bool kept_ = false;
-};
-
-}  // namespace
-
-std::pair<int64_t, int64_t> ChunkRows(int64_t rows, int world_size, int rank) {
-  int64_t per = (rows + world_size - 1) / world_size;  // torch.chunk's chunk size
-  int64_t begin = std::min<int64_t>(rows, per * rank);
-  return {begin, std::min<int64_t>(rows, begin + per)};
-}
-
-StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const std::string& dir,
-                                  const DcpWriteOptions& options) {
-  if (options.world_size < 1 || options.world_size > 65536) {
-    return InvalidArgumentError("world size " + std::to_string(options.world_size) + " is not in 1..65536");
-  }
-  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<StagingDirectory> staging, StagingDirectory::Create(dir));
-  std::vector<Placement> plan = Plan(entries, options.world_size);
-  DcpWriteReport report;
-  for (const DcpOutEntry& e : entries) {
-    if (!e.is_tensor) continue;
-    uint64_t n = GetDTypeInfo(e.dtype).element_size;
-    for (int64_t d : e.size) n *= static_cast<uint64_t>(d);
-    report.tensor_bytes += n;
-  }
-  std::vector<std::byte> buffer;
-  uint64_t done = 0;
-  for (int rank = 0; rank < options.world_size; ++rank) {
-    std::string name = "__" + std::to_string(rank) + "_0.distcp";
-    std::string where = dir + "/" + name;
-    OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> out,
-                              AtomicFileWriter::Create(staging->path() + "/" + name, options.durability));
-    // Bytes items first, then tensors, as DCP's writer orders a file.
-    for (int pass = 0; pass < 2; ++pass) {
-      for (size_t i = 0; i < entries.size(); ++i) {
-        const DcpOutEntry& e = entries[i];
-        if (e.is_tensor != (pass == 1)) continue;
-        Placement& p = plan[i];
+// Writes one rank's file into `staging`: bytes items first, then tensors, as
+// DCP's writer orders a file. Fills the locations of what it wrote.
+Status WriteRankFile(const std::vector<DcpOutEntry>& entries, std::vector<Placement>& plan, int rank,
+                     const std::string& staging, const std::string& dir, const DcpWriteOptions& options,
+                     DcpWriteReport& report, std::vector<std::byte>& buffer) {
+  const std::string name = FileName(rank), where = dir + "/" + name;
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> out,
+                            AtomicFileWriter::Create(staging + "/" + name, options.durability));
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const DcpOutEntry& e = entries[i];
+      if (e.is_tensor != (pass == 1)) continue;
+      Placement& p = plan[i];
+      for (size_t c = 0; c < p.chunks.size(); ++c) {
+        if (p.chunk_rank[c] != rank) continue;
+        DcpChunk& chunk = p.chunks[c];
+        uint64_t start = out->position();
         if (!e.is_tensor) {
-          if (p.rank != rank) continue;
-          uint64_t start = out->position();
           OPTSTATE_RETURN_IF_ERROR_CTX(e.write_item(*out), where + ": '" + e.fqn + "'");
-          p.chunks.clear();
-          p.chunks.push_back(DcpChunk{{}, {}, DcpLocation{name, start, out->position() - start}});
+          chunk.where = DcpLocation{name, start, out->position() - start};
           ++report.bytes_items;
           continue;
         }
-        for (size_t c = 0; c < p.chunks.size(); ++c) {
-          if (p.chunk_rank[c] != rank) continue;
-          DcpChunk& chunk = p.chunks[c];
-          int64_t begin = chunk.offsets.empty() ? 0 : chunk.offsets[0];
-          int64_t end = chunk.offsets.empty() ? 1 : begin + chunk.sizes[0];
-          uint64_t bytes = static_cast<uint64_t>(end - begin) * RowBytes(e);
-          buffer.resize(bytes);
-          OPTSTATE_RETURN_IF_ERROR_CTX(e.rows(begin, end, buffer.data()), where + ": '" + e.fqn + "'");
-          report.largest_chunk_bytes = std::max(report.largest_chunk_bytes, bytes);
-          Checkpoint item;
-          GraphBuilder b(item);
-          NodeId t = b.Tensor(e.dtype, chunk.sizes);
-          uint64_t start = out->position();
-          auto source = [&](size_t) -> StatusOr<ByteSpan> { return ByteSpan(buffer.data(), buffer.size()); };
-          StatusOr<WriteReport> written = WriteEmbeddedCheckpoint(item, t, *out, source);
-          if (!written.ok()) return std::move(written).status().WithContext(where + ": '" + e.fqn + "'");
-          chunk.where = DcpLocation{name, start, out->position() - start};
-          ++report.chunks;
-          done += bytes;
-          if (options.progress) options.progress(done, report.tensor_bytes);
-        }
+        int64_t begin = chunk.offsets.empty() ? 0 : chunk.offsets[0];
+        int64_t end = chunk.offsets.empty() ? 1 : begin + chunk.sizes[0];
+        buffer.resize(ChunkBytes(e, chunk));
+        OPTSTATE_RETURN_IF_ERROR_CTX(e.rows(begin, end, buffer.data()), where + ": '" + e.fqn + "'");
+        report.largest_chunk_bytes = std::max<uint64_t>(report.largest_chunk_bytes, buffer.size());
+        Checkpoint item;
+        GraphBuilder b(item);
+        NodeId t = b.Tensor(e.dtype, chunk.sizes);
+        auto source = [&](size_t) -> StatusOr<ByteSpan> { return ByteSpan(buffer.data(), buffer.size()); };
+        StatusOr<WriteReport> written = WriteEmbeddedCheckpoint(item, t, *out, source);
+        if (!written.ok()) return std::move(written).status().WithContext(where + ": '" + e.fqn + "'");
+        chunk.where = DcpLocation{name, start, out->position() - start};
+        ++report.chunks;
+        report.written_tensor_bytes += buffer.size();
+        if (options.progress) options.progress(report.written_tensor_bytes, report.tensor_bytes);
       }
     }
-    report.file_bytes.push_back(out->position());
-    OPTSTATE_RETURN_IF_ERROR_CTX(out->Commit(), where);
   }
+  report.file_bytes[rank] = out->position();
+  return out->Commit().WithContext(where);
+}
+
+// What one process wrote, for the others: "F rank bytes", "L entry chunk
+// offset length" per item, "S chunks bytes_items largest"; or "!" and an error.
+std::string Encode(const std::vector<Placement>& plan, const DcpWriteReport& r, const std::vector<int>& ranks) {
+  std::ostringstream s;
+  for (int rank : ranks) s << "F " << rank << " " << r.file_bytes[rank] << "\n";
+  for (size_t i = 0; i < plan.size(); ++i) {
+    for (size_t c = 0; c < plan[i].chunks.size(); ++c) {
+      if (std::find(ranks.begin(), ranks.end(), plan[i].chunk_rank[c]) == ranks.end()) continue;
+      const DcpLocation& w = plan[i].chunks[c].where;
+      s << "L " << i << " " << c << " " << w.offset << " " << w.length << "\n";
+    }
+  }
+  s << "S " << r.chunks << " " << r.bytes_items << " " << r.largest_chunk_bytes << "\n";
+  return s.str();
+}
+
+Status Decode(const std::string& text, std::vector<Placement>& plan, DcpWriteReport& r) {
+  std::istringstream in(text);
+  std::string tag;
+  while (in >> tag) {
+    if (tag == "F") {
+      size_t rank = 0;
+      uint64_t bytes = 0;
+      in >> rank >> bytes;
+      if (!in || rank >= r.file_bytes.size()) return InternalError("bad file line from another process");
+      r.file_bytes[rank] = bytes;
+    } else if (tag == "L") {
+      size_t i = 0, c = 0;
+      uint64_t offset = 0, length = 0;
+      in >> i >> c >> offset >> length;
+      if (!in || i >= plan.size() || c >= plan[i].chunks.size()) return InternalError("bad item line from another process");
+      plan[i].chunks[c].where = DcpLocation{FileName(plan[i].chunk_rank[c]), offset, length};
+    } else if (tag == "S") {
+      size_t chunks = 0, items = 0;
+      uint64_t largest = 0;
+      in >> chunks >> items >> largest;
+      r.chunks += chunks;
+      r.bytes_items += items;
+      r.largest_chunk_bytes = std::max(r.largest_chunk_bytes, largest);
+    } else {
+      return InternalError("unexpected '" + tag + "' from another process");
+    }
+  }
+  return Status();
+}
+
+// A gathered step: the first process's error, else every message.
+StatusOr<std::vector<std::string>> Gather(Coordinator& co, const std::string& step, const Status& mine,
+                                          const std::string& payload) {
+  OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                            co.AllGather(step, mine.ok() ? "+" + payload : "!" + std::string(mine.ToString())));
+  if (!mine.ok()) return mine;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty() || all[r][0] != '+') {
+      return IoError("process " + std::to_string(r) + " of " + std::to_string(all.size()) + " failed: " +
+                     (all[r].empty() ? "" : all[r].substr(1)));
+    }
+    all[r].erase(0, 1);
+  }
+  return all;
+}
+
+std::vector<DcpEntry> MetadataEntries(const std::vector<DcpOutEntry>& entries, const std::vector<Placement>& plan) {
   std::vector<DcpEntry> meta;
   for (size_t i = 0; i < entries.size(); ++i) {
     const DcpOutEntry& e = entries[i];
@@ -189,21 +181,88 @@ StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const
     m.size = e.size;
     if (e.is_tensor) {
       m.chunks = plan[i].chunks;
-      ++report.tensors;
     } else {
       m.bytes_where = plan[i].chunks.at(0).where;
     }
     meta.push_back(std::move(m));
   }
-  OPTSTATE_ASSIGN_OR_RETURN(std::string pickle, WriteDcpMetadata(meta));
-  report.metadata_bytes = pickle.size();
-  // .metadata last: a directory without it is not a checkpoint to DCP.
-  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> md,
-                            AtomicFileWriter::Create(staging->path() + "/.metadata", options.durability));
-  OPTSTATE_RETURN_IF_ERROR(md->Write(AsBytes(pickle)));
-  OPTSTATE_RETURN_IF_ERROR(md->Commit());
-  OPTSTATE_RETURN_IF_ERROR(staging->Keep(options.durability));
-  return report;
+  return meta;
+}
+
+}  // namespace
+
+Status AgreeToStart(Coordinator& coordinator, const Status& mine) {
+  return Gather(coordinator, "ready", mine, "").status();
+}
+
+std::pair<int64_t, int64_t> ChunkRows(int64_t rows, int world_size, int rank) {
+  int64_t per = (rows + world_size - 1) / world_size;  // torch.chunk's chunk size
+  int64_t begin = std::min<int64_t>(rows, per * rank);
+  return {begin, std::min<int64_t>(rows, begin + per)};
+}
+
+StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const std::string& dir,
+                                  const DcpWriteOptions& options, Coordinator* coordinator) {
+  if (options.world_size < 1 || options.world_size > 65536) {
+    return InvalidArgumentError("world size " + std::to_string(options.world_size) + " is not in 1..65536");
+  }
+  SoloCoordinator solo;
+  Coordinator& co = coordinator ? *coordinator : solo;
+  // Rank 0 makes the staging directory; everybody learns whether it could.
+  std::unique_ptr<StagingDirectory> staging;
+  Status made;
+  if (co.rank() == 0) {
+    auto created = StagingDirectory::Create(dir, co.size() > 1);
+    if (created.ok()) staging = std::move(*created); else made = created.status();
+  }
+  OPTSTATE_RETURN_IF_ERROR(Gather(co, "start", made, "").status());
+  const std::string staging_path = staging ? staging->path() : StagingDirectory::SharedPath(dir);
+
+  std::vector<Placement> plan = Plan(entries, options.world_size);
+  DcpWriteReport report;
+  report.file_bytes.assign(options.world_size, 0);
+  std::vector<int> mine;
+  for (int rank = co.rank(); rank < options.world_size; rank += co.size()) mine.push_back(rank);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    for (size_t c = 0; c < plan[i].chunks.size(); ++c) {
+      if (entries[i].is_tensor && plan[i].chunk_rank[c] % co.size() == co.rank()) {
+        report.tensor_bytes += ChunkBytes(entries[i], plan[i].chunks[c]);
+      }
+    }
+  }
+  Status wrote;
+  std::vector<std::byte> buffer;
+  for (int rank : mine) {
+    wrote = WriteRankFile(entries, plan, rank, staging_path, dir, options, report, buffer);
+    if (!wrote.ok()) break;
+  }
+  OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::string> written, Gather(co, "written", wrote, Encode(plan, report, mine)));
+  DcpWriteReport all;
+  all.file_bytes.assign(options.world_size, 0);
+  for (const std::string& w : written) OPTSTATE_RETURN_IF_ERROR(Decode(w, plan, all));
+  all.tensors = static_cast<size_t>(std::count_if(entries.begin(), entries.end(), [](const DcpOutEntry& e) { return e.is_tensor; }));
+  all.tensor_bytes = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    for (const DcpChunk& c : plan[i].chunks) all.tensor_bytes += entries[i].is_tensor ? ChunkBytes(entries[i], c) : 0;
+  }
+  all.written_tensor_bytes = report.written_tensor_bytes;
+  // .metadata last, by rank 0 alone: a directory without it is not a checkpoint to DCP.
+  Status done;
+  if (co.rank() == 0) {
+    done = [&]() -> Status {
+      OPTSTATE_ASSIGN_OR_RETURN(std::string pickle, WriteDcpMetadata(MetadataEntries(entries, plan)));
+      all.metadata_bytes = pickle.size();
+      OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> md,
+                                AtomicFileWriter::Create(staging_path + "/.metadata", options.durability));
+      OPTSTATE_RETURN_IF_ERROR(md->Write(AsBytes(pickle)));
+      OPTSTATE_RETURN_IF_ERROR(md->Commit());
+      return staging->Keep(options.durability);
+    }();
+  }
+  OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::string> finished,
+                            Gather(co, "done", done, std::to_string(all.metadata_bytes)));
+  all.metadata_bytes = std::stoull(finished[0]);
+  return all;
 }
 
 }  // namespace optstate

@@ -44,4 +44,21 @@ Status WriteFileAtomically(const std::string& path, std::string_view text) {
   return w->Commit();
 }
 
+namespace {
+CoordinatorFactory& Factory() {
+  static CoordinatorFactory factory;
+  return factory;
+}
+}  // namespace
+
+void SetCoordinatorFactory(CoordinatorFactory factory) { Factory() = std::move(factory); }
+
+StatusOr<std::unique_ptr<Coordinator>> ConnectCoordinator(const std::string& job) {
+  if (!Factory()) {
+    return UnsupportedError("--distributed needs optstate-dist (optstate built with LibTorch's c10d), "
+                            "installed next to optstate");
+  }
+  return Factory()(job);
+}
+
 }  // namespace optstate::tools

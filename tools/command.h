@@ -10,11 +10,13 @@
 #define OPTSTATE_TOOLS_COMMAND_H_
 
 #include <functional>
+#include <memory>
 #include <ostream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "optstate/coordinator.h"
 #include "optstate/status.h"
 
 namespace CLI {
@@ -49,6 +51,14 @@ Status WriteFileAtomically(const std::string& path, std::string_view text);
 
 // Machine-readable code names used in JSON: "truncated", "corrupt", ...
 std::string_view StatusCodeId(StatusCode code);
+
+// --distributed: how a command reaches the other processes of its job. The
+// optstate-dist binary (which links LibTorch's c10d) installs a factory; the
+// plain optstate binary hands --distributed runs over to optstate-dist.
+// `job` names the job's keys in the store (command and output path).
+using CoordinatorFactory = std::function<StatusOr<std::unique_ptr<Coordinator>>(const std::string& job)>;
+void SetCoordinatorFactory(CoordinatorFactory factory);
+StatusOr<std::unique_ptr<Coordinator>> ConnectCoordinator(const std::string& job);
 
 }  // namespace optstate::tools
 

@@ -15,21 +15,32 @@ constexpr const char* kName = "export";
 }  // namespace
 
 int RunExport(const ExportOptions& o, CommandOutput& output) {
+  std::unique_ptr<Coordinator> coordinator;
+  if (o.distributed) {
+    auto connected = ConnectCoordinator(std::string(kName) + ":" + o.output);
+    if (!connected.ok()) return ReportError(output, kName, connected.status(), o.json);
+    coordinator = std::move(*connected);
+  }
   auto file = OpenCheckpoint(o.input, o.read);
-  if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
-  for (const Finding& f : (*file)->checkpoint().findings) {
-    if (f.severity == Severity::kError) {
-      return ReportError(output, kName,
-                         UnsupportedError(o.input + ": " + f.where + ": " + f.message + " Nothing was written."), o.json);
+  Status opened = file.status();
+  if (opened.ok()) {
+    for (const Finding& f : (*file)->checkpoint().findings) {
+      if (f.severity == Severity::kError) {
+        opened = UnsupportedError(o.input + ": " + f.where + ": " + f.message + " Nothing was written.");
+        break;
+      }
     }
   }
+  Status ready = coordinator ? AgreeToStart(*coordinator, opened) : opened;
+  if (!ready.ok()) return ReportError(output, kName, ready, o.json);
   DcpWriteOptions wo;
   wo.world_size = o.world_size;
   wo.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
-  if (!o.quiet && !o.json) wo.progress = PercentProgress(output.err, kName);
-  auto report = ExportToDcp(**file, o.output, wo);
+  bool reports = !coordinator || coordinator->rank() == 0;  // one report per job
+  if (!o.quiet && !o.json && reports) wo.progress = PercentProgress(output.err, kName);
+  auto report = ExportToDcp(**file, o.output, wo, coordinator.get());
   if (!report.ok()) return ReportError(output, kName, report.status(), o.json);
-  WriteDcpWriteReport(output, o.input, o.output, o.world_size, *report, o.json);
+  if (reports) WriteDcpWriteReport(output, o.input, o.output, o.world_size, *report, o.json);
   return kExitOk;
 }
 
@@ -46,6 +57,10 @@ CommandRunner AddExportCommand(CLI::App& parent) {
       ->check(CLI::Range(1, 65536));
   AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
   cmd->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
+  cmd->add_flag("--distributed", o->distributed,
+                "Share the work with the other processes of a torchrun or srun job (RANK/WORLD_SIZE or\n"
+                "SLURM_PROCID/SLURM_NTASKS, MASTER_ADDR/MASTER_PORT): each writes its ranks' files\n"
+                "into an output directory they all see; rank 0 writes .metadata last");
   cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/dcp-write.schema.json)");
   cmd->footer(
       "\nExamples:\n"

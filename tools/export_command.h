@@ -18,6 +18,7 @@ struct ExportOptions {
   bool json = false;
   bool no_sync = false;
   bool quiet = false;
+  bool distributed = false;
   ReadOptions read;
 };
 

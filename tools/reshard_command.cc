@@ -15,17 +15,25 @@ constexpr const char* kName = "reshard";
 }  // namespace
 
 int RunReshard(const ReshardOptions& o, CommandOutput& output) {
+  std::unique_ptr<Coordinator> coordinator;
+  if (o.distributed) {
+    auto connected = ConnectCoordinator(std::string(kName) + ":" + o.output);
+    if (!connected.ok()) return ReportError(output, kName, connected.status(), o.json);
+    coordinator = std::move(*connected);
+  }
   auto dcp = OpenDcpCheckpoint(o.input);
-  if (!dcp.ok()) return ReportError(output, kName, dcp.status(), o.json);
+  Status ready = coordinator ? AgreeToStart(*coordinator, dcp.status()) : dcp.status();
+  if (!ready.ok()) return ReportError(output, kName, ready, o.json);
   DcpWriteOptions wo;
   wo.world_size = o.world_size;
   wo.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
-  if (!o.quiet && !o.json) wo.progress = PercentProgress(output.err, kName);
+  bool reports = !coordinator || coordinator->rank() == 0;  // one report per job
+  if (!o.quiet && !o.json && reports) wo.progress = PercentProgress(output.err, kName);
   ReadOptions read;
   read.verify_crc = o.verify_crc;
-  auto report = ReshardDcp(**dcp, o.output, wo, read);
+  auto report = ReshardDcp(**dcp, o.output, wo, read, coordinator.get());
   if (!report.ok()) return ReportError(output, kName, report.status(), o.json);
-  WriteDcpWriteReport(output, o.input, o.output, o.world_size, *report, o.json);
+  if (reports) WriteDcpWriteReport(output, o.input, o.output, o.world_size, *report, o.json);
   return kExitOk;
 }
 
@@ -42,11 +50,19 @@ CommandRunner AddReshardCommand(CLI::App& parent) {
       ->check(CLI::Range(1, 65536));
   AddWriteFlags(*cmd, o->no_sync, o->verify_crc);
   cmd->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
+  cmd->add_flag("--distributed", o->distributed,
+                "Share the work with the other processes of a torchrun or srun job (RANK/WORLD_SIZE or\n"
+                "SLURM_PROCID/SLURM_NTASKS, MASTER_ADDR/MASTER_PORT): each writes its ranks' files\n"
+                "into an output directory they all see; rank 0 writes .metadata last");
   cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/dcp-write.schema.json)");
   cmd->footer(
       "\nExamples:\n"
       "  optstate reshard checkpoints/step_1000 -o checkpoints/step_1000_8ranks --world-size 8\n"
-      "  optstate reshard ckpt_64 -o ckpt_1 --world-size 1 --json");
+      "  optstate reshard ckpt_64 -o ckpt_1 --world-size 1 --json\n"
+      "  torchrun --no-python --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint node0:29400 \\\n"
+      "      optstate reshard --distributed /shared/ckpt -o /shared/ckpt_16 --world-size 16\n"
+      "  srun -N 2 -n 2 optstate reshard --distributed /shared/ckpt -o /shared/ckpt_16 --world-size 16\n"
+      "      (with MASTER_ADDR and MASTER_PORT exported in the batch script)");
   return [o](CommandOutput& output) { return RunReshard(*o, output); };
 }
 

@@ -18,6 +18,7 @@ struct ReshardOptions {
   bool no_sync = false;
   bool verify_crc = false;
   bool quiet = false;
+  bool distributed = false;
 };
 
 int RunReshard(const ReshardOptions& options, CommandOutput& output);

@@ -18,11 +18,13 @@
 
 namespace optstate {
 
+// `coordinator`: see WriteDcp (several processes writing one output).
 StatusOr<DcpWriteReport> ReshardDcp(const DcpCheckpoint& input, const std::string& dir,
-                                    const DcpWriteOptions& options, const ReadOptions& read = {});
+                                    const DcpWriteOptions& options, const ReadOptions& read = {},
+                                    Coordinator* coordinator = nullptr);
 
 StatusOr<DcpWriteReport> ExportToDcp(const CheckpointFile& input, const std::string& dir,
-                                     const DcpWriteOptions& options);
+                                     const DcpWriteOptions& options, Coordinator* coordinator = nullptr);
 
 }  // namespace optstate
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "optstate/coordinator.h"
 #include "optstate/dcp_metadata.h"
 #include "optstate/file_io.h"
 #include "optstate/status.h"
@@ -45,18 +46,30 @@ struct DcpWriteOptions {
 };
 
 struct DcpWriteReport {
-  std::vector<uint64_t> file_bytes;  // per rank
+  std::vector<uint64_t> file_bytes;  // per rank (every rank's, in every process)
   size_t tensors = 0;
   size_t chunks = 0;                 // non-empty chunks written
   size_t bytes_items = 0;
   uint64_t tensor_bytes = 0;
+  uint64_t written_tensor_bytes = 0; // by this process
   uint64_t largest_chunk_bytes = 0;  // the buffer held at once
   uint64_t metadata_bytes = 0;
 };
 
 // Refuses an existing `dir`: choose a new one (nothing is ever overwritten).
+// With a coordinator of P processes (all given the same entries, directory and
+// options), process p writes the files of ranks p, p + P, ... into a staging
+// directory on a filesystem they share; rank 0 makes it, gathers everyone's
+// item locations, writes .metadata last and renames the directory into place.
+// The bytes are the same whatever P is. If any process fails, all fail and
+// nothing appears.
 StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const std::string& dir,
-                                  const DcpWriteOptions& options);
+                                  const DcpWriteOptions& options, Coordinator* coordinator = nullptr);
+
+// For several processes: each says whether it could open its input, and all
+// fail (with the first failure) if one could not, so that nobody waits for a
+// process that has given up.
+Status AgreeToStart(Coordinator& coordinator, const Status& mine);
 
 // The rows [begin, end) of dim 0 that `rank` holds of a tensor with `rows` rows.
 std::pair<int64_t, int64_t> ChunkRows(int64_t rows, int world_size, int rank);

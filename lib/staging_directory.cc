@@ -1,0 +1,80 @@
+#include "staging_directory.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace optstate {
+namespace {
+
+Status SyncDirectory(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return IoError(dir + ": cannot open directory: " + std::strerror(errno));
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return IoError(dir + ": fsync: " + std::strerror(errno));
+  return Status();
+}
+
+std::filesystem::path Parent(const std::filesystem::path& p) {
+  return p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
+}
+
+}  // namespace
+
+std::string StagingDirectory::SharedPath(const std::string& dir) {
+  std::filesystem::path p(dir);
+  return (Parent(p) / ("." + p.filename().string() + ".partial")).string();
+}
+
+StatusOr<std::unique_ptr<StagingDirectory>> StagingDirectory::Create(const std::string& dir, bool shared) {
+  std::filesystem::path final_path(dir);
+  std::error_code ec;
+  if (final_path.filename().empty()) return InvalidArgumentError("'" + dir + "': give the directory a name");
+  if (std::filesystem::exists(final_path, ec)) {
+    return InvalidArgumentError(dir + ": already exists; choose a new directory (nothing is overwritten)");
+  }
+  std::string parent = Parent(final_path).string();
+  std::string temp;
+  if (shared) {
+    temp = SharedPath(dir);
+    if (::mkdir(temp.c_str(), 0755) != 0) {
+      if (errno == EEXIST) {
+        return InvalidArgumentError(temp + ": exists: another run is writing " + dir +
+                                    ", or one was interrupted (then remove it)");
+      }
+      return IoError(temp + ": cannot create: " + std::strerror(errno));
+    }
+  } else {
+    temp = (Parent(final_path) / ("." + final_path.filename().string() + ".tmp-XXXXXX")).string();
+    if (::mkdtemp(temp.data()) == nullptr) {
+      return IoError(temp + ": cannot create a temporary directory: " + std::strerror(errno));
+    }
+    // mkdtemp makes 0700 directories; the output gets the usual 0755 (less the umask).
+    mode_t mask = ::umask(0);
+    ::umask(mask);
+    ::chmod(temp.c_str(), 0777 & ~mask);
+  }
+  return std::unique_ptr<StagingDirectory>(new StagingDirectory(temp, dir, parent));
+}
+
+StagingDirectory::~StagingDirectory() {
+  std::error_code ec;
+  if (!kept_) std::filesystem::remove_all(temp_, ec);
+}
+
+Status StagingDirectory::Keep(Durability durability) {
+  if (durability == Durability::kSynced) OPTSTATE_RETURN_IF_ERROR(SyncDirectory(temp_));
+  if (::rename(temp_.c_str(), final_.c_str()) != 0) {
+    return IoError(final_ + ": cannot rename " + temp_ + " into place: " + std::strerror(errno));
+  }
+  kept_ = true;
+  return durability == Durability::kSynced ? SyncDirectory(parent_) : Status();
+}
+
+}  // namespace optstate

@@ -1,0 +1,40 @@
+// A directory that appears complete or not at all: written under a temporary
+// name beside its final path, synced, renamed into place by Keep(). Internal to lib/.
+#ifndef OPTSTATE_STAGING_DIRECTORY_H_
+#define OPTSTATE_STAGING_DIRECTORY_H_
+
+#include <memory>
+#include <string>
+
+#include "optstate/file_io.h"
+#include "optstate/status.h"
+
+namespace optstate {
+
+class StagingDirectory {
+ public:
+  // Refuses an existing `dir`. `shared`: several processes (maybe on several
+  // machines sharing the filesystem) write into it, so its name must be one
+  // they can all compute: "<parent>/.<name>.partial" rather than a random one.
+  static StatusOr<std::unique_ptr<StagingDirectory>> Create(const std::string& dir, bool shared);
+  // The name Create(dir, /*shared=*/true) uses.
+  static std::string SharedPath(const std::string& dir);
+
+  ~StagingDirectory();  // removes the directory and its contents unless kept
+  StagingDirectory(const StagingDirectory&) = delete;
+  StagingDirectory& operator=(const StagingDirectory&) = delete;
+
+  const std::string& path() const { return temp_; }
+  // fsync the directory, rename it to the final path, fsync the parent.
+  Status Keep(Durability durability);
+
+ private:
+  StagingDirectory(std::string temp, std::string final_path, std::string parent)
+      : temp_(std::move(temp)), final_(std::move(final_path)), parent_(std::move(parent)) {}
+  std::string temp_, final_, parent_;
+  bool kept_ = false;
+};
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_STAGING_DIRECTORY_H_

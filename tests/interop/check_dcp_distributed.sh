@@ -1,0 +1,86 @@
+#!/bin/bash
+# --distributed reshard and export: 2 and 3 local processes, started by hand
+# (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, rank 0 serving the c10d store) and by
+# torch 1.13's torchrun (its c10d rendezvous, and its static one where the agent
+# serves the store), write exactly the bytes one process writes; a process that
+# cannot open its input makes the whole job fail fast, leaving nothing behind.
+# Usage: tests/interop/check_dcp_distributed.sh OPTSTATE_BINARY
+set -uo pipefail
+bin=$(readlink -f "$1")
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+scratch=$(mktemp -d /tmp/optstate-dist-check.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+in=testdata/good/torch26/fsdp2_dcp
+pt=testdata/good/torch26/fsdp2_3rank_dcp.consolidated.pt
+passed=0 failed=0
+pass() { echo "ok   $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+"$bin" reshard "$in" -o "$scratch/reshard.one" --world-size 5 -q > /dev/null || fail "single-process reshard"
+"$bin" export "$pt" -o "$scratch/export.one" --world-size 4 -q > /dev/null || fail "single-process export"
+
+# by_hand NAME PROCESSES COMMAND...: the processes with the usual variables set.
+by_hand() {
+  local name=$1 procs=$2 port
+  shift 2
+  port=$(free_port)
+  for r in $(seq 0 $((procs - 1))); do
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=$procs \
+      timeout 120 "$bin" "$@" > "$scratch/$name.$r.out" 2> "$scratch/$name.$r.err" &
+  done
+  local rc=0
+  for job in $(jobs -p); do wait "$job" || rc=1; done
+  return $rc
+}
+for procs in 2 3; do
+  if by_hand reshard$procs "$procs" reshard --distributed "$in" -o "$scratch/reshard.$procs" --world-size 5 -q &&
+     diff -r "$scratch/reshard.one" "$scratch/reshard.$procs" > /dev/null &&
+     [ -s "$scratch/reshard$procs.0.out" ] && [ ! -s "$scratch/reshard$procs.1.out" ]; then
+    pass "reshard on $procs processes: same bytes as one, one report"
+  else
+    fail "reshard on $procs processes"; cat "$scratch"/reshard$procs.*.err
+  fi
+  if by_hand export$procs "$procs" export --distributed "$pt" -o "$scratch/export.$procs" --world-size 4 -q &&
+     diff -r "$scratch/export.one" "$scratch/export.$procs" > /dev/null; then
+    pass "export on $procs processes: same bytes as one"
+  else
+    fail "export on $procs processes"; cat "$scratch"/export$procs.*.err
+  fi
+done
+
+# torchrun (torch 1.13 from Debian; --redirects/--tee 2 work around its
+# Python 3.11 enum bug that breaks the default of 0).
+torchrun() { timeout 180 /usr/bin/python3 -m torch.distributed.run --no_python --redirects 2 --tee 2 "$@"; }
+if torchrun --standalone --nproc_per_node 3 "$bin" reshard --distributed "$in" -o "$scratch/reshard.tr" \
+     --world-size 5 -q > "$scratch/tr.log" 2>&1 && diff -r "$scratch/reshard.one" "$scratch/reshard.tr" > /dev/null; then
+  pass "torchrun --standalone, 3 processes: same bytes as one"
+else
+  fail "torchrun --standalone"; tail -20 "$scratch/tr.log"
+fi
+if torchrun --nnodes 1 --node_rank 0 --master_addr 127.0.0.1 --master_port "$(free_port)" --nproc_per_node 2 \
+     "$bin" reshard --distributed "$in" -o "$scratch/reshard.static" --world-size 5 -q > "$scratch/st.log" 2>&1 &&
+   diff -r "$scratch/reshard.one" "$scratch/reshard.static" > /dev/null; then
+  pass "torchrun static rendezvous (the agent's store), 2 processes: same bytes as one"
+else
+  fail "torchrun static rendezvous"; tail -20 "$scratch/st.log"
+fi
+
+# Rank 1 cannot open its input: both fail at once, nothing is left.
+port=$(free_port)
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=2 timeout 60 "$bin" reshard --distributed "$in" \
+  -o "$scratch/broken" --world-size 2 -q > /dev/null 2> "$scratch/broken.0.err" &
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=1 WORLD_SIZE=2 timeout 60 "$bin" reshard --distributed "$in.missing" \
+  -o "$scratch/broken" --world-size 2 -q > /dev/null 2> "$scratch/broken.1.err"
+rc1=$?
+wait $!
+rc0=$?
+if [ "$rc0" = 2 ] && [ "$rc1" = 2 ] && [ ! -e "$scratch/broken" ] && [ ! -e "$scratch/.broken.partial" ] &&
+   grep -q "process 1 of 2 failed: not found: $in.missing" "$scratch/broken.0.err"; then
+  pass "a process that cannot open its input fails the job; nothing is written"
+else
+  fail "failing process (exit codes $rc0 $rc1)"; cat "$scratch"/broken.*.err; ls -a "$scratch"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
