@@ -39,6 +39,7 @@ struct StorageData {
   std::optional<uint32_t> crc;        // when the record is copied whole from a zip
   std::optional<FileRange> source;    // where the bytes lie in a file
   std::function<void(ByteSpan)> release;
+  std::vector<RecordPiece> pieces;    // instead of `bytes`: the record is these, in order
 };
 using StorageDataFn = std::function<StatusOr<StorageData>(const StorageRef&, size_t index)>;
 
@@ -59,6 +60,13 @@ StatusOr<WriteReport> WriteRecords(ZipWriter& zip, const Checkpoint& cp, NodeId 
       continue;
     }
     OPTSTATE_ASSIGN_OR_RETURN(StorageData d, data_of(s, pickle.storages[key]));
+    if (!d.pieces.empty()) {
+      uint64_t total = 0;
+      for (const RecordPiece& p : d.pieces) total += p.data.size();
+      if (total != s.nbytes) return InternalError("storage '" + s.key + "': pieces do not add up");
+      OPTSTATE_RETURN_IF_ERROR(zip.AddRecordPieces("data/" + std::to_string(key), d.pieces, d.release));
+      continue;
+    }
     if (d.bytes.size() != s.nbytes) {
       return InternalError("storage '" + s.key + "': " + std::to_string(d.bytes.size()) + " bytes for " +
                            std::to_string(s.nbytes));
@@ -113,6 +121,29 @@ StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpo
 StatusOr<WriteReport> WriteNewCheckpoint(const Checkpoint& checkpoint, NodeId root, const std::string& path,
                                          const StorageSource& source, const WriteOptions& options) {
   return WriteWith(checkpoint, root, path, options, FromSource(source));
+}
+
+StorageDataFn FromPieces(const StoragePiecesSource& source, const std::function<void(ByteSpan)>& release) {
+  return [&source, &release](const StorageRef&, size_t index) -> StatusOr<StorageData> {
+    StorageData d;
+    d.release = release;
+    OPTSTATE_ASSIGN_OR_RETURN(d.pieces, source(index));
+    return d;
+  };
+}
+
+StatusOr<WriteReport> WriteNewCheckpointFromPieces(const Checkpoint& checkpoint, NodeId root,
+                                                   const std::string& path, const StoragePiecesSource& source,
+                                                   const WriteOptions& options,
+                                                   const std::function<void(ByteSpan)>& release) {
+  return WriteWith(checkpoint, root, path, options, FromPieces(source, release));
+}
+
+StatusOr<WriteReport> WriteEmbeddedCheckpointFromPieces(const Checkpoint& checkpoint, NodeId root, OutputStream& out,
+                                                        const StoragePiecesSource& source,
+                                                        const std::function<void(ByteSpan)>& release) {
+  std::unique_ptr<ZipWriter> zip = ZipWriter::CreateEmbedded(out, "archive");
+  return WriteRecords(*zip, checkpoint, root, FromPieces(source, release));
 }
 
 StatusOr<WriteReport> WriteEmbeddedCheckpoint(const Checkpoint& checkpoint, NodeId root, OutputStream& out,

@@ -46,4 +46,38 @@ uint32_t Crc32(ByteSpan data, uint32_t crc) {
   return ~c;
 }
 
+namespace {
+
+constexpr uint32_t kReflectedPolynomial = 0xEDB88320u;
+
+// a * b modulo the CRC polynomial, both in the reflected bit order CRC-32 uses
+// (bit 31 is x^0).
+uint32_t MultiplyModP(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t bit = 1u << 31; bit != 0; bit >>= 1) {
+    if (a & bit) product ^= b;
+    b = (b & 1) ? (b >> 1) ^ kReflectedPolynomial : b >> 1;  // b *= x
+  }
+  return product;
+}
+
+// x^(8n) modulo P: appending n zero bytes multiplies a CRC's register by it.
+uint32_t XPowerOfBytes(uint64_t n) {
+  uint32_t result = 1u << 31;   // 1
+  uint32_t square = 1u << 23;   // x^8
+  for (; n != 0; n >>= 1) {
+    if (n & 1) result = MultiplyModP(result, square);
+    square = MultiplyModP(square, square);
+  }
+  return result;
+}
+
+}  // namespace
+
+uint32_t Crc32Combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
+  // The pre- and post-conditioning xors cancel between the two halves, so the
+  // combination is linear: shift a's CRC past b's bytes, then add b's.
+  return MultiplyModP(XPowerOfBytes(length_b), crc_a) ^ crc_b;
+}
+
 }  // namespace optstate

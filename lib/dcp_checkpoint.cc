@@ -51,22 +51,33 @@ StatusOr<Checkpoint> DcpCheckpoint::ParseItem(const DcpLocation& where, const Re
   return cp;
 }
 
-StatusOr<ByteSpan> DcpCheckpoint::ChunkBytes(const DcpEntry& e, const DcpChunk& c, std::vector<std::byte>& scratch,
-                                             const ReadOptions& options) const {
-  std::string context = dir_ + "/" + c.where.relative_path + ": " + ChunkText(e, c) + " (bytes " +
-                        std::to_string(c.where.offset) + ".." + std::to_string(c.where.offset + c.where.length) + ")";
+StatusOr<Checkpoint> DcpCheckpoint::ParseChunk(const DcpEntry& e, const DcpChunk& c, const ReadOptions& options,
+                                               std::string& context) const {
+  context = dir_ + "/" + c.where.relative_path + ": " + ChunkText(e, c) + " (bytes " + std::to_string(c.where.offset) +
+            ".." + std::to_string(c.where.offset + c.where.length) + ")";
   OPTSTATE_ASSIGN_OR_RETURN(Checkpoint cp, ParseItem(c.where, options));
   const Node& root = cp.graph.at(cp.graph.root);
-  if (root.kind != NodeKind::kTensor) return CorruptError(context + ": the item holds a " + TypeName(cp.graph, cp.graph.root) + ", not a tensor");
+  if (root.kind != NodeKind::kTensor) {
+    return CorruptError(context + ": the item holds a " + TypeName(cp.graph, cp.graph.root) + ", not a tensor");
+  }
   const TensorRef& t = cp.tensors[root.tensor];
   if (t.dtype != e.dtype) {
     return CorruptError(context + ": the item is " + std::string(GetDTypeInfo(t.dtype).name) + ", .metadata says " +
                         std::string(GetDTypeInfo(e.dtype).name));
   }
   if (t.sizes != c.sizes) {
-    return CorruptError(context + ": the item's shape is " + ShapeText(t.sizes) + ", .metadata says " + ShapeText(c.sizes));
+    return CorruptError(context + ": the item's shape is " + ShapeText(t.sizes) + ", .metadata says " +
+                        ShapeText(c.sizes));
   }
   if (t.storage < 0) return CorruptError(context + ": the item is a meta tensor without data");
+  return cp;
+}
+
+StatusOr<ByteSpan> DcpCheckpoint::ChunkBytes(const DcpEntry& e, const DcpChunk& c, std::vector<std::byte>& scratch,
+                                             const ReadOptions& options) const {
+  std::string context;
+  OPTSTATE_ASSIGN_OR_RETURN(Checkpoint cp, ParseChunk(e, c, options, context));
+  const TensorRef& t = cp.tensors[cp.graph.at(cp.graph.root).tensor];
   ByteSpan item = ItemBytes(c.where);
   if (t.strides == ContiguousStrides(t.sizes) || t.numel() <= 1) {
     StatusOr<ByteSpan> storage = StorageBytes(item, cp, cp.storages[t.storage]);
@@ -82,6 +93,27 @@ StatusOr<ByteSpan> DcpCheckpoint::ChunkBytes(const DcpEntry& e, const DcpChunk& 
   if (!copy.ok()) return std::move(copy).status().WithContext(context);
   scratch = std::move(*copy);
   return ByteSpan(scratch.data(), scratch.size());
+}
+
+StatusOr<std::optional<RecordPiece>> DcpCheckpoint::ChunkPiece(const DcpEntry& e, const DcpChunk& c,
+                                                               const ReadOptions& options) const {
+  std::string context;
+  OPTSTATE_ASSIGN_OR_RETURN(Checkpoint cp, ParseChunk(e, c, options, context));
+  const TensorRef& t = cp.tensors[cp.graph.at(cp.graph.root).tensor];
+  const StorageRef& s = cp.storages[t.storage];
+  bool whole = (t.strides == ContiguousStrides(t.sizes) || t.numel() <= 1) && t.storage_offset == 0 &&
+               t.nbytes() == s.nbytes && s.zip_entry >= 0;
+  if (!whole) return std::optional<RecordPiece>();
+  const ZipEntry& z = cp.container.zip.entries[static_cast<size_t>(s.zip_entry)];
+  if (z.method != 0 || z.size != s.nbytes) return std::optional<RecordPiece>();
+  StatusOr<ByteSpan> data = StorageBytes(ItemBytes(c.where), cp, s);
+  if (!data.ok()) return std::move(data).status().WithContext(context);
+  const MappedFile& file = FileOf(c.where);
+  RecordPiece piece;
+  piece.data = *data;
+  piece.crc = z.crc32;
+  piece.source = FileRange{file.fd(), static_cast<uint64_t>(data->data() - file.bytes().data())};
+  return std::optional<RecordPiece>(piece);
 }
 
 StatusOr<std::unique_ptr<DcpCheckpoint>> OpenDcpCheckpoint(const std::string& dir, const DcpMetadataLimits& limits) {

@@ -1,5 +1,6 @@
 #include "optstate/dcp_consolidate.h"
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
@@ -200,23 +201,44 @@ StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::
     }
   }
   ConsolidateReport report = graph.counts;
+  report.largest_tensor_bytes = 0;
   std::vector<std::byte> whole, scratch;
   uint64_t done = 0;
-  auto source = [&](size_t storage) -> StatusOr<ByteSpan> {
+  auto source = [&](size_t storage) -> StatusOr<std::vector<RecordPiece>> {
     const DcpEntry& e = *graph.storage_entry[storage];
-    ByteSpan out;
-    if (e.chunks.size() == 1) {
-      OPTSTATE_ASSIGN_OR_RETURN(out, dcp.ChunkBytes(e, e.chunks[0], scratch, options.read));
-    } else {
-      OPTSTATE_RETURN_IF_ERROR(AssembleTensor(dcp, e, options.read, whole, scratch));
-      out = ByteSpan(whole.data(), whole.size());
+    std::vector<RecordPiece> pieces;
+    // Chunks holding whole rows follow each other in the output: each is a
+    // piece the kernel copies, under the CRC its item already records.
+    if (e.HoldsWholeRows()) {
+      std::vector<const DcpChunk*> order;
+      for (const DcpChunk& c : e.chunks) {
+        if (c.numel() > 0 || e.size.empty()) order.push_back(&c);
+      }
+      std::sort(order.begin(), order.end(), [](const DcpChunk* a, const DcpChunk* b) {
+        return !a->offsets.empty() && a->offsets[0] < b->offsets[0];
+      });
+      for (const DcpChunk* c : order) {
+        OPTSTATE_ASSIGN_OR_RETURN(std::optional<RecordPiece> piece, dcp.ChunkPiece(e, *c, options.read));
+        if (!piece) {
+          pieces.clear();
+          break;
+        }
+        pieces.push_back(*piece);
+      }
     }
-    done += out.size();
+    if (pieces.empty()) {  // other layouts: assembled in memory
+      OPTSTATE_RETURN_IF_ERROR(AssembleTensor(dcp, e, options.read, whole, scratch));
+      report.largest_tensor_bytes = std::max<uint64_t>(report.largest_tensor_bytes, whole.size());
+      pieces.push_back(RecordPiece{ByteSpan(whole.data(), whole.size()), std::nullopt, std::nullopt});
+    }
+    for (const RecordPiece& p : pieces) done += p.data.size();
     if (options.progress) options.progress(done, report.tensor_bytes);
-    return out;
+    return pieces;
   };
+  auto release = [&dcp](ByteSpan range) { dcp.ReleasePages(range); };
   const Checkpoint& cp = graph.checkpoint;
-  OPTSTATE_ASSIGN_OR_RETURN(report.write, WriteNewCheckpoint(cp, cp.graph.root, output, source, options.write));
+  OPTSTATE_ASSIGN_OR_RETURN(report.write,
+                            WriteNewCheckpointFromPieces(cp, cp.graph.root, output, source, options.write, release));
   return report;
 }
 

@@ -1,5 +1,6 @@
 #include "optstate/dcp_export.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "box_copy.h"
@@ -20,7 +21,69 @@ Box RowsBox(const std::vector<int64_t>& size, int64_t begin, int64_t end) {
   return b;
 }
 
+// Rows [begin, end) of a tensor whose chunks hold whole rows, as parts of the
+// chunks' own records (see DcpCheckpoint::ChunkPiece); empty when the layout
+// does not allow it, and the rows go through memory instead.
+StatusOr<std::vector<RecordPiece>> RowPieces(const DcpCheckpoint& input, const DcpEntry& e, int64_t begin,
+                                             int64_t end, const ReadOptions& read) {
+  std::vector<RecordPiece> pieces;
+  if (e.size.empty()) {  // a 0-d value: its one chunk, whole
+    OPTSTATE_ASSIGN_OR_RETURN(std::optional<RecordPiece> whole, input.ChunkPiece(e, e.chunks.at(0), read));
+    if (whole) pieces.push_back(*whole);
+    return pieces;
+  }
+  if (!e.HoldsWholeRows()) return pieces;
+  uint64_t row = GetDTypeInfo(e.dtype).element_size;
+  for (size_t d = 1; d < e.size.size(); ++d) row *= static_cast<uint64_t>(e.size[d]);
+  std::vector<const DcpChunk*> order;
+  for (const DcpChunk& c : e.chunks) {
+    if (c.sizes[0] > 0 && c.offsets[0] < end && c.offsets[0] + c.sizes[0] > begin) order.push_back(&c);
+  }
+  std::sort(order.begin(), order.end(), [](const DcpChunk* a, const DcpChunk* b) { return a->offsets[0] < b->offsets[0]; });
+  for (const DcpChunk* c : order) {
+    OPTSTATE_ASSIGN_OR_RETURN(std::optional<RecordPiece> whole, input.ChunkPiece(e, *c, read));
+    if (!whole) return std::vector<RecordPiece>();
+    int64_t from = std::max(begin, c->offsets[0]), to = std::min(end, c->offsets[0] + c->sizes[0]);
+    uint64_t skip = static_cast<uint64_t>(from - c->offsets[0]) * row;
+    uint64_t length = static_cast<uint64_t>(to - from) * row;
+    RecordPiece p = *whole;
+    if (skip != 0 || length != p.data.size()) {  // part of the record: its CRC is not known
+      p.data = p.data.subspan(skip, length);
+      p.crc.reset();
+      p.source->offset += skip;
+    }
+    pieces.push_back(p);
+  }
+  return pieces;
+}
+
 // ---- torch.save file -> flat entries -------------------------------------
+
+// Rows [begin, end) of a contiguous tensor as one piece of its storage's zip
+// record (with the record's CRC when the rows are all of it); empty when the
+// tensor is laid out otherwise or the file is decompressed in memory.
+StatusOr<std::vector<RecordPiece>> StoragePieces(const CheckpointFile& file, const Checkpoint& cp, const TensorRef& t,
+                                                 int64_t begin, int64_t end) {
+  std::vector<RecordPiece> pieces;
+  if (t.strides != ContiguousStrides(t.sizes) && t.numel() > 1) return pieces;
+  uint64_t elem = GetDTypeInfo(t.dtype).element_size, row = elem;
+  for (size_t d = 1; d < t.sizes.size(); ++d) row *= static_cast<uint64_t>(t.sizes[d]);
+  const StorageRef& s = cp.storages[t.storage];
+  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan storage, StorageBytes(file.bytes(), cp, s));
+  uint64_t at = t.storage_offset * elem + static_cast<uint64_t>(begin) * row;
+  uint64_t length = static_cast<uint64_t>(end - begin) * row;
+  if (at > storage.size() || length > storage.size() - at) return CorruptError("the tensor reaches past its storage");
+  RecordPiece p;
+  p.data = storage.subspan(at, length);
+  p.source = file.FileRangeOf(p.data);
+  if (!p.source) return pieces;
+  if (at == 0 && length == storage.size() && s.zip_entry >= 0) {
+    const ZipEntry& z = cp.container.zip.entries[static_cast<size_t>(s.zip_entry)];
+    if (z.method == 0 && z.size == length) p.crc = z.crc32;
+  }
+  pieces.push_back(p);
+  return pieces;
+}
 
 class Flattener {
  public:
@@ -109,6 +172,8 @@ class Flattener {
         std::memcpy(out, whole.data() + static_cast<uint64_t>(begin) * row, static_cast<uint64_t>(end - begin) * row);
         return Status();
       };
+      e.pieces = [&file, &cp, t](int64_t begin, int64_t end) { return StoragePieces(file, cp, t, begin, end); };
+      e.release = [&file](ByteSpan range) { file.ReleasePages(range); };
     } else {
       auto item = std::make_shared<Checkpoint>();
       GraphBuilder b(*item);
@@ -138,11 +203,7 @@ StatusOr<DcpWriteReport> ReshardDcp(const DcpCheckpoint& input, const std::strin
   std::vector<DcpOutEntry> entries;
   for (const DcpEntry& in : input.metadata().entries) {
     DcpOutEntry e;
-    e.fqn = in.fqn;
-    e.path = in.path;
-    e.is_tensor = in.is_tensor;
-    e.dtype = in.dtype;
-    e.size = in.size;
+    static_cast<DcpEntry&>(e) = in;  // key, path, kind, dtype, size (chunks are rewritten)
     const DcpEntry* src = &in;
     if (in.is_tensor) {
       e.rows = [&input, src, &read](int64_t begin, int64_t end, std::byte* out) -> Status {
@@ -157,6 +218,8 @@ StatusOr<DcpWriteReport> ReshardDcp(const DcpCheckpoint& input, const std::strin
         }
         return Status();
       };
+      e.pieces = [&input, src, &read](int64_t begin, int64_t end) { return RowPieces(input, *src, begin, end, read); };
+      e.release = [&input](ByteSpan range) { input.ReleasePages(range); };
     } else {
       e.write_item = [&input, src](OutputStream& out) { return out.Write(input.ItemBytes(src->bytes_where)); };
     }

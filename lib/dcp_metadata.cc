@@ -335,6 +335,15 @@ Status ReadStorageMeta(const ObjectGraph& g, NodeId meta, DcpMetadata& out) {
 uint64_t DcpChunk::numel() const { return Volume(sizes).value_or(0); }
 uint64_t DcpEntry::numel() const { return Volume(size).value_or(0); }
 
+bool DcpEntry::HoldsWholeRows() const {
+  for (const DcpChunk& c : chunks) {
+    for (size_t d = 1; d < size.size(); ++d) {
+      if (c.offsets[d] != 0 || c.sizes[d] != size[d]) return false;
+    }
+  }
+  return true;
+}
+
 StatusOr<DcpMetadata> ParseDcpMetadata(ByteSpan bytes, const DcpMetadataLimits& limits) {
   ByteCursor cursor(bytes);
   OPTSTATE_ASSIGN_OR_RETURN(PickleResult pickle, ReadPickle(cursor, limits.pickle));

@@ -87,18 +87,28 @@ Status WriteRankFile(const std::vector<DcpOutEntry>& entries, std::vector<Placem
         }
         int64_t begin = chunk.offsets.empty() ? 0 : chunk.offsets[0];
         int64_t end = chunk.offsets.empty() ? 1 : begin + chunk.sizes[0];
-        buffer.resize(ChunkBytes(e, chunk));
-        OPTSTATE_RETURN_IF_ERROR_CTX(e.rows(begin, end, buffer.data()), where + ": '" + e.fqn + "'");
-        report.largest_chunk_bytes = std::max<uint64_t>(report.largest_chunk_bytes, buffer.size());
+        uint64_t bytes = ChunkBytes(e, chunk);
+        std::vector<RecordPiece> pieces;
+        if (e.pieces) {
+          StatusOr<std::vector<RecordPiece>> got = e.pieces(begin, end);
+          if (!got.ok()) return std::move(got).status().WithContext(where + ": '" + e.fqn + "'");
+          pieces = std::move(*got);
+        }
+        if (pieces.empty()) {  // through memory
+          buffer.resize(bytes);
+          OPTSTATE_RETURN_IF_ERROR_CTX(e.rows(begin, end, buffer.data()), where + ": '" + e.fqn + "'");
+          report.largest_chunk_bytes = std::max<uint64_t>(report.largest_chunk_bytes, bytes);
+          pieces.push_back(RecordPiece{ByteSpan(buffer.data(), buffer.size()), std::nullopt, std::nullopt});
+        }
         Checkpoint item;
         GraphBuilder b(item);
         NodeId t = b.Tensor(e.dtype, chunk.sizes);
-        auto source = [&](size_t) -> StatusOr<ByteSpan> { return ByteSpan(buffer.data(), buffer.size()); };
-        StatusOr<WriteReport> written = WriteEmbeddedCheckpoint(item, t, *out, source);
+        auto source = [&](size_t) -> StatusOr<std::vector<RecordPiece>> { return pieces; };
+        StatusOr<WriteReport> written = WriteEmbeddedCheckpointFromPieces(item, t, *out, source, e.release);
         if (!written.ok()) return std::move(written).status().WithContext(where + ": '" + e.fqn + "'");
         chunk.where = DcpLocation{name, start, out->position() - start};
         ++report.chunks;
-        report.written_tensor_bytes += buffer.size();
+        report.written_tensor_bytes += bytes;
         if (options.progress) options.progress(report.written_tensor_bytes, report.tensor_bytes);
       }
     }
@@ -172,14 +182,9 @@ StatusOr<std::vector<std::string>> Gather(Coordinator& co, const std::string& st
 std::vector<DcpEntry> MetadataEntries(const std::vector<DcpOutEntry>& entries, const std::vector<Placement>& plan) {
   std::vector<DcpEntry> meta;
   for (size_t i = 0; i < entries.size(); ++i) {
-    const DcpOutEntry& e = entries[i];
-    DcpEntry m;
-    m.fqn = e.fqn;
-    m.path = e.path;
-    m.is_tensor = e.is_tensor;
-    m.dtype = e.dtype;
-    m.size = e.size;
-    if (e.is_tensor) {
+    DcpEntry m = entries[i];  // key, path, kind, dtype, size
+    m.chunks.clear();
+    if (m.is_tensor) {
       m.chunks = plan[i].chunks;
     } else {
       m.bytes_where = plan[i].chunks.at(0).where;

@@ -4,25 +4,12 @@
 #ifndef OPTSTATE_TOOLS_EXPORT_COMMAND_H_
 #define OPTSTATE_TOOLS_EXPORT_COMMAND_H_
 
-#include <string>
-
 #include "command.h"
-#include "optstate/checkpoint.h"
+#include "dcp_output.h"
 
 namespace optstate::tools {
 
-struct ExportOptions {
-  std::string input;
-  std::string output;
-  int world_size = 0;
-  bool json = false;
-  bool no_sync = false;
-  bool quiet = false;
-  bool distributed = false;
-  ReadOptions read;
-};
-
-int RunExport(const ExportOptions& options, CommandOutput& output);
+int RunExport(const DcpOutputFlags& options, CommandOutput& output);
 CommandRunner AddExportCommand(CLI::App& parent);
 
 }  // namespace optstate::tools

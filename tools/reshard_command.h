@@ -4,24 +4,12 @@
 #ifndef OPTSTATE_TOOLS_RESHARD_COMMAND_H_
 #define OPTSTATE_TOOLS_RESHARD_COMMAND_H_
 
-#include <string>
-
 #include "command.h"
+#include "dcp_output.h"
 
 namespace optstate::tools {
 
-struct ReshardOptions {
-  std::string input;
-  std::string output;
-  int world_size = 0;
-  bool json = false;
-  bool no_sync = false;
-  bool verify_crc = false;
-  bool quiet = false;
-  bool distributed = false;
-};
-
-int RunReshard(const ReshardOptions& options, CommandOutput& output);
+int RunReshard(const DcpOutputFlags& options, CommandOutput& output);
 CommandRunner AddReshardCommand(CLI::App& parent);
 
 }  // namespace optstate::tools

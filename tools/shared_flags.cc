@@ -61,28 +61,4 @@ std::function<void(uint64_t, uint64_t)> PercentProgress(std::ostream& err, std::
   };
 }
 
-void WriteDcpWriteReport(CommandOutput& output, const std::string& input, const std::string& dir, int world_size,
-                         const DcpWriteReport& r, bool json) {
-  if (json) {
-    nlohmann::ordered_json files = nlohmann::ordered_json::array();
-    for (size_t rank = 0; rank < r.file_bytes.size(); ++rank) {
-      files.push_back({{"name", "__" + std::to_string(rank) + "_0.distcp"}, {"bytes", r.file_bytes[rank]}});
-    }
-    WriteJson(output, {{"input", input}, {"output", dir}, {"world_size", world_size}, {"tensors", r.tensors},
-                       {"chunks", r.chunks}, {"bytes_items", r.bytes_items}, {"tensor_bytes", r.tensor_bytes},
-                       {"largest_chunk_bytes", r.largest_chunk_bytes}, {"metadata_bytes", r.metadata_bytes},
-                       {"files", files}});
-    return;
-  }
-  uint64_t total = r.metadata_bytes;
-  for (uint64_t b : r.file_bytes) total += b;
-  output.out << dir << ": DCP checkpoint for " << world_size << (world_size == 1 ? " rank, " : " ranks, ")
-             << HumanBytes(total) << " from " << input << "\n"
-             << "  " << r.tensors << " tensors (" << HumanBytes(r.tensor_bytes) << ") in " << r.chunks << " chunks, "
-             << r.bytes_items << " other values; largest chunk " << HumanBytes(r.largest_chunk_bytes) << "\n";
-  for (size_t rank = 0; rank < r.file_bytes.size(); ++rank) {
-    output.out << "  __" << rank << "_0.distcp  " << HumanBytes(r.file_bytes[rank]) << "\n";
-  }
-}
-
 }  // namespace optstate::tools

@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
-#include "optstate/dcp_writer.h"
 #include "optstate/state_matching.h"
 
 namespace CLI {
@@ -35,10 +34,6 @@ void WriteParamSourceText(const MatchedState& m, std::ostream& out);
 // Progress on stderr every 10%: "optstate <command>: 40% (1.2 GiB of 3.0 GiB)";
 // nothing for jobs under 64 MiB.
 std::function<void(uint64_t done, uint64_t total)> PercentProgress(std::ostream& err, std::string_view command);
-
-// What reshard and export wrote: text, or JSON (schemas/dcp-write.schema.json).
-void WriteDcpWriteReport(CommandOutput& output, const std::string& input, const std::string& dir, int world_size,
-                         const DcpWriteReport& report, bool json);
 
 }  // namespace optstate::tools
 

@@ -13,7 +13,7 @@ For each FSDP2 fixture <name> (testdata/good/torch26/<name>/, 2 and 3 ranks):
                            <case>.dcp with a file <case>.dcp.source naming the training
                            run it must hold and <case>.dcp.world its world size):
                            torch's dcp_to_torch_save of it equals that run's
-                           consolidated file, and dcp.load of it into an FSDP2 model
+                           consolidated file and our consolidate of it, and dcp.load of it into an FSDP2 model
                            of that world size (get_state_dict/set_state_dict) gives
                            parameters and AdamW state equal to it, bit for bit.
 Ends with 'N passed, N failed, N skipped'.
@@ -116,6 +116,11 @@ def check_written(scratch, case):
     theirs = dcp_dir + ".torch.pt"
     dcp_to_torch_save(dcp_dir, theirs)
     d = cf.first_difference(want, torch.load(theirs, weights_only=True), "dcp_to_torch_save")
+    if d:
+        return d
+    ours = torch.load(dcp_dir + ".ours.pt", weights_only=True)
+    d = cf.first_difference(torch.load(theirs, weights_only=True), ours, "dcp_to_torch_save vs our consolidate")
+    d = d or key_order(torch.load(theirs, weights_only=True), ours)
     if d:
         return d
     out = dcp_dir + ".loaded.pt"

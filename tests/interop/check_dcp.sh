@@ -22,6 +22,7 @@ written() {
   local name=$1 source=$2 world=$3
   shift 3
   "$bin" "$@" -o "$scratch/$name.dcp" --world-size "$world" -q > /dev/null || { echo "FAIL $*"; exit 1; }
+  "$bin" consolidate "$scratch/$name.dcp" -o "$scratch/$name.dcp.ours.pt" -q > /dev/null || { echo "FAIL consolidate $name"; exit 1; }
   echo "$source" > "$scratch/$name.dcp.source"
   echo "$world" > "$scratch/$name.dcp.world"
 }

@@ -24,6 +24,20 @@ TEST(Crc32Test, RunningCrcEqualsWholeForEverySplit) {
   }
 }
 
+TEST(Crc32Test, CombineEqualsTheCrcOfTheJoinedBytes) {
+  std::string text = "The quick brown fox jumps over the lazy dog, twice over.";
+  uint32_t whole = Crc32(AsBytes(text));
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    std::string_view v(text);
+    uint32_t a = Crc32(AsBytes(v.substr(0, cut))), b = Crc32(AsBytes(v.substr(cut)));
+    EXPECT_EQ(Crc32Combine(a, b, text.size() - cut), whole) << cut;
+  }
+  // Long pieces (the exponent's higher bits): 5 MiB of a pattern after 3 bytes.
+  std::string big(5u << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 + (i >> 9));
+  EXPECT_EQ(Crc32Combine(Crc32(AsBytes("abc")), Crc32(AsBytes(big)), big.size()), Crc32(AsBytes("abc" + big)));
+}
+
 // Python's zipfile computed these CRCs when the fixtures were written.
 TEST(Crc32Test, MatchesZipRecordCrcsOfRealFixtures) {
   int checked = 0;

@@ -29,7 +29,9 @@ std::vector<std::pair<std::string, std::string>> Consolidated(const std::string&
   EXPECT_TRUE(dcp.ok()) << dcp.status().ToString();
   if (!dcp.ok()) return {};
   std::string out = Scratch(std::filesystem::path(dir).filename().string() + ".consolidated.pt");
-  auto report = ConsolidateDcp(**dcp, out);
+  ConsolidateOptions options;
+  options.read.verify_crc = true;  // every item's CRCs, combined or computed from parts, must hold
+  auto report = ConsolidateDcp(**dcp, out, options);
   EXPECT_TRUE(report.ok()) << report.status().ToString();
   auto file = OpenCheckpoint(out);
   EXPECT_TRUE(file.ok());

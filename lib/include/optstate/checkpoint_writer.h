@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "optstate/checkpoint.h"
+#include "optstate/zip_writer.h"
 
 namespace optstate {
 
@@ -51,12 +52,25 @@ using StorageSource = std::function<StatusOr<ByteSpan>(size_t storage_index)>;
 StatusOr<WriteReport> WriteNewCheckpoint(const Checkpoint& checkpoint, NodeId root, const std::string& path,
                                          const StorageSource& source, const WriteOptions& options = {});
 
+// The same with each storage given as pieces (a tensor assembled from DCP
+// chunks that each hold whole rows): pieces with a known CRC and a file
+// source are copied by the kernel, and the record's CRC combined from theirs.
+using StoragePiecesSource = std::function<StatusOr<std::vector<RecordPiece>>(size_t storage_index)>;
+// `release` is called with each range written from memory (to drop mapped pages).
+StatusOr<WriteReport> WriteNewCheckpointFromPieces(const Checkpoint& checkpoint, NodeId root,
+                                                   const std::string& path, const StoragePiecesSource& source,
+                                                   const WriteOptions& options = {},
+                                                   const std::function<void(ByteSpan)>& release = nullptr);
+
 // The same, written at the current position of `out` as one item of a larger
 // file (a DCP .distcp item): offsets inside the zip count from where it starts,
 // and its top directory is "archive", as torch.save into a buffer names it.
 // report.bytes is the item's length.
 StatusOr<WriteReport> WriteEmbeddedCheckpoint(const Checkpoint& checkpoint, NodeId root, OutputStream& out,
                                               const StorageSource& source);
+StatusOr<WriteReport> WriteEmbeddedCheckpointFromPieces(const Checkpoint& checkpoint, NodeId root, OutputStream& out,
+                                                        const StoragePiecesSource& source,
+                                                        const std::function<void(ByteSpan)>& release = nullptr);
 
 }  // namespace optstate
 

@@ -11,12 +11,14 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "optstate/checkpoint.h"
 #include "optstate/dcp_metadata.h"
 #include "optstate/file_io.h"
+#include "optstate/zip_writer.h"
 
 namespace optstate {
 
@@ -49,12 +51,22 @@ class DcpCheckpoint {
   StatusOr<ByteSpan> ChunkBytes(const DcpEntry& entry, const DcpChunk& chunk, std::vector<std::byte>& scratch,
                                 const ReadOptions& options = {}) const;
 
+  // The chunk as a piece of a record for the zip writer, when its item stores
+  // exactly the chunk's bytes in one stored record (as DCP writes items): the
+  // piece then carries that record's CRC and file position, so the bytes can be
+  // copied by the kernel. nullopt when the item is laid out otherwise.
+  StatusOr<std::optional<RecordPiece>> ChunkPiece(const DcpEntry& entry, const DcpChunk& chunk,
+                                                  const ReadOptions& options = {}) const;
+
   // Drops resident pages of a range once copied.
   void ReleasePages(ByteSpan range) const;
 
  private:
   friend StatusOr<std::unique_ptr<DcpCheckpoint>> OpenDcpCheckpoint(const std::string&, const DcpMetadataLimits&);
   const MappedFile& FileOf(const DcpLocation& where) const { return *mapped_.at(where.relative_path); }
+  // Parses a chunk's item and checks it against .metadata; `context` names it for errors.
+  StatusOr<Checkpoint> ParseChunk(const DcpEntry& entry, const DcpChunk& chunk, const ReadOptions& options,
+                                  std::string& context) const;
 
   std::string dir_;
   DcpMetadata metadata_;

@@ -2,9 +2,12 @@
 // the nested structure rebuilt from planner_data (every mapping key a str, list
 // indices as lists), each tensor whole, each bytes item's value as it was saved.
 //
-// Written tensor by tensor: a tensor stored as one chunk is copied straight
-// from its data file; one split into chunks is assembled in a buffer of its own
-// size, so memory is bounded by the largest tensor, never the checkpoint.
+// Written tensor by tensor. Chunks that hold whole rows (FSDP2's dim-0 shards,
+// replicated values) are consecutive pieces of their tensor's record: the
+// kernel copies them from the data files and the record's CRC is combined from
+// the items' own, so memory stays small whatever the sizes. Other layouts (a
+// tensor split along a later dimension) are assembled in a buffer of the
+// tensor's size.
 #ifndef OPTSTATE_DCP_CONSOLIDATE_H_
 #define OPTSTATE_DCP_CONSOLIDATE_H_
 
@@ -37,7 +40,7 @@ struct ConsolidateReport {
   size_t chunks = 0;
   size_t bytes_items = 0;
   uint64_t tensor_bytes = 0;
-  uint64_t largest_tensor_bytes = 0;  // the most memory a tensor needed
+  uint64_t largest_tensor_bytes = 0;  // the largest tensor assembled in memory (0: none was)
   size_t optimizer_states = 0;        // rekeyed to indices (kIndex)
   // State entries kept under their name because no param_group lists them (kIndex).
   std::vector<std::string> unlisted_state;

@@ -61,6 +61,9 @@ struct DcpEntry {
   // Bytes items (any non-tensor value, itself a torch.save of that value).
   DcpLocation bytes_where;
   uint64_t numel() const;         // tensors: of the global shape
+  // Every chunk spans all of dims 1..n (FSDP2's dim-0 shards, 0-d values), so
+  // in C order the chunks are consecutive byte ranges of the tensor.
+  bool HoldsWholeRows() const;
 };
 
 struct DcpMetadata {

@@ -21,20 +21,23 @@
 #include "optstate/coordinator.h"
 #include "optstate/dcp_metadata.h"
 #include "optstate/file_io.h"
+#include "optstate/zip_writer.h"
 #include "optstate/status.h"
 
 namespace optstate {
 
-struct DcpOutEntry {
-  std::string fqn;                // flat key
-  std::vector<DcpPathPart> path;  // for planner_data
-  bool is_tensor = false;
-  DType dtype = DType::kFloat32;
-  std::vector<int64_t> size;
+// An entry to write: its key, path, kind, dtype and global size (the DcpEntry
+// part; chunks and locations are the writer's to fill), and how to get its data.
+struct DcpOutEntry : DcpEntry {
   // Tensors: writes the C-order elements of rows [row_begin, row_end) of dim 0
   // (for a 0-d tensor: its one element, rows [0, 1)) into `out`, which has room
   // for exactly that many bytes.
   std::function<Status(int64_t row_begin, int64_t row_end, std::byte* out)> rows;
+  // Optional, tried before `rows`: the same rows as pieces of files (parts of
+  // input chunks) that the kernel copies; an empty result means "use rows".
+  std::function<StatusOr<std::vector<RecordPiece>>(int64_t row_begin, int64_t row_end)> pieces;
+  // Called with memory the pieces were read from, once written.
+  std::function<void(ByteSpan)> release;
   // Bytes items: writes the complete torch.save zip of the value.
   std::function<Status(OutputStream& out)> write_item;
 };
@@ -52,7 +55,7 @@ struct DcpWriteReport {
   size_t bytes_items = 0;
   uint64_t tensor_bytes = 0;
   uint64_t written_tensor_bytes = 0; // by this process
-  uint64_t largest_chunk_bytes = 0;  // the buffer held at once
+  uint64_t largest_chunk_bytes = 0;  // the largest chunk that went through memory (0: none did)
   uint64_t metadata_bytes = 0;
 };
 

@@ -20,6 +20,13 @@
 
 namespace optstate {
 
+// One part of a record written from several places (a DCP tensor from its chunks).
+struct RecordPiece {
+  ByteSpan data;                    // the bytes, written from memory unless copied by the kernel
+  std::optional<uint32_t> crc;      // their CRC-32 when already known (from the zip they come from)
+  std::optional<FileRange> source;  // where they lie in a file: the kernel copies them
+};
+
 class ZipWriter {
  public:
   // `prefix` is the archive's top directory ("archive" for in-memory saves).
@@ -45,6 +52,12 @@ class ZipWriter {
                    const std::function<void(ByteSpan)>& done_with = nullptr,
                    std::optional<uint32_t> known_crc = std::nullopt,
                    std::optional<FileRange> source = std::nullopt);
+  // Adds a record made of `pieces` in order. Its CRC is combined from the
+  // pieces' (computed for those that have none), so pieces with a known CRC
+  // and a source never pass through this process, and those with a source
+  // alone are read once (for the CRC) and copied by the kernel.
+  Status AddRecordPieces(const std::string& name, const std::vector<RecordPiece>& pieces,
+                         const std::function<void(ByteSpan)>& done_with = nullptr);
   // Adds a record of `size` zero bytes, streamed without allocating them.
   Status AddZeroRecord(const std::string& name, uint64_t size);
   // Central directory and end records, then the atomic rename.

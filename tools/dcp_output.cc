@@ -1,0 +1,80 @@
+#include "dcp_output.h"
+
+#include <CLI/CLI.hpp>
+
+#include "optstate/inspect_report.h"
+#include "shared_flags.h"
+
+namespace optstate::tools {
+namespace {
+
+// What was written: text, or JSON (schemas/dcp-write.schema.json).
+void WriteReport(CommandOutput& output, const std::string& input, const std::string& dir, int world_size,
+                         const DcpWriteReport& r, bool json) {
+  if (json) {
+    nlohmann::ordered_json files = nlohmann::ordered_json::array();
+    for (size_t rank = 0; rank < r.file_bytes.size(); ++rank) {
+      files.push_back({{"name", "__" + std::to_string(rank) + "_0.distcp"}, {"bytes", r.file_bytes[rank]}});
+    }
+    WriteJson(output, {{"input", input}, {"output", dir}, {"world_size", world_size}, {"tensors", r.tensors},
+                       {"chunks", r.chunks}, {"bytes_items", r.bytes_items}, {"tensor_bytes", r.tensor_bytes},
+                       {"largest_chunk_bytes", r.largest_chunk_bytes}, {"metadata_bytes", r.metadata_bytes},
+                       {"files", files}});
+    return;
+  }
+  uint64_t total = r.metadata_bytes;
+  for (uint64_t b : r.file_bytes) total += b;
+  output.out << dir << ": DCP checkpoint for " << world_size << (world_size == 1 ? " rank, " : " ranks, ")
+             << HumanBytes(total) << " from " << input << "\n"
+             << "  " << r.tensors << " tensors (" << HumanBytes(r.tensor_bytes) << ") in " << r.chunks << " chunks, "
+             << r.bytes_items << " other values; "
+             << (r.largest_chunk_bytes == 0 ? std::string("every chunk copied by the kernel")
+                                            : "largest chunk through memory " + HumanBytes(r.largest_chunk_bytes))
+             << "\n";
+  for (size_t rank = 0; rank < r.file_bytes.size(); ++rank) {
+    output.out << "  __" << rank << "_0.distcp  " << HumanBytes(r.file_bytes[rank]) << "\n";
+  }
+}
+
+}  // namespace
+
+void AddDcpOutputFlags(CLI::App& cmd, DcpOutputFlags& f, const std::string& input_help) {
+  cmd.add_option("input", f.input, input_help)->required();
+  cmd.add_option("-o,--output", f.output, "New directory; written beside it under a temporary name, then renamed")
+      ->required();
+  cmd.add_option("--world-size", f.world_size, "Ranks of the output: one __<rank>_0.distcp file each")
+      ->required()
+      ->check(CLI::Range(1, 65536));
+  AddWriteFlags(cmd, f.no_sync, f.verify_crc);
+  cmd.add_flag("-q,--quiet", f.quiet, "No progress on stderr");
+  cmd.add_flag("--distributed", f.distributed,
+               "Share the work with the other processes of a torchrun or srun job (RANK/WORLD_SIZE or\n"
+               "SLURM_PROCID/SLURM_NTASKS, MASTER_ADDR/MASTER_PORT): each writes its ranks' files\n"
+               "into an output directory they all see; rank 0 writes .metadata last");
+  cmd.add_flag("--json", f.json, "Write the report as JSON (schemas/dcp-write.schema.json)");
+}
+
+int RunDcpOutput(const DcpOutputFlags& f, std::string_view command, CommandOutput& output,
+                 const std::function<Status()>& open,
+                 const std::function<StatusOr<DcpWriteReport>(const DcpWriteOptions&, Coordinator*)>& write) {
+  std::unique_ptr<Coordinator> coordinator;
+  if (f.distributed) {
+    auto connected = ConnectCoordinator(std::string(command) + ":" + f.output);
+    if (!connected.ok()) return ReportError(output, command, connected.status(), f.json);
+    coordinator = std::move(*connected);
+  }
+  Status opened = open();
+  Status ready = coordinator ? AgreeToStart(*coordinator, opened) : opened;
+  if (!ready.ok()) return ReportError(output, command, ready, f.json);
+  DcpWriteOptions wo;
+  wo.world_size = f.world_size;
+  wo.durability = f.no_sync ? Durability::kUnsynced : Durability::kSynced;
+  bool reports = !coordinator || coordinator->rank() == 0;  // one report per job
+  if (!f.quiet && !f.json && reports) wo.progress = PercentProgress(output.err, command);
+  auto report = write(wo, coordinator.get());
+  if (!report.ok()) return ReportError(output, command, report.status(), f.json);
+  if (reports) WriteReport(output, f.input, f.output, f.world_size, *report, f.json);
+  return kExitOk;
+}
+
+}  // namespace optstate::tools

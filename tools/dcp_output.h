@@ -1,0 +1,38 @@
+// What reshard and export share: the flags of a DCP output (-o, --world-size,
+// --no-sync, -q, --distributed, --json), joining the other processes of a
+// --distributed job, and the report, written once per job (by rank 0).
+#ifndef OPTSTATE_TOOLS_DCP_OUTPUT_H_
+#define OPTSTATE_TOOLS_DCP_OUTPUT_H_
+
+#include <functional>
+#include <string>
+
+#include "command.h"
+#include "optstate/dcp_writer.h"
+
+namespace optstate::tools {
+
+struct DcpOutputFlags {
+  std::string input;
+  std::string output;
+  int world_size = 0;
+  bool json = false;
+  bool no_sync = false;
+  bool verify_crc = false;
+  bool quiet = false;
+  bool distributed = false;
+};
+
+// Adds input (described by `input_help`) and every output flag.
+void AddDcpOutputFlags(CLI::App& cmd, DcpOutputFlags& flags, const std::string& input_help);
+
+// Runs a DCP-writing command: connects to the job when --distributed, calls
+// `open` (whose failure in any process fails every process), then `write`
+// with the output options and the coordinator (null when alone), and reports.
+int RunDcpOutput(const DcpOutputFlags& flags, std::string_view command, CommandOutput& output,
+                 const std::function<Status()>& open,
+                 const std::function<StatusOr<DcpWriteReport>(const DcpWriteOptions&, Coordinator*)>& write);
+
+}  // namespace optstate::tools
+
+#endif  // OPTSTATE_TOOLS_DCP_OUTPUT_H_
