@@ -39,16 +39,19 @@ testdata/gen/torch26-python.sh testdata/gen/gen_dcp_fsdp2.py "$rel/torch26"
 # symlinks point at testdata/good/torch26/fsdp2_dcp (valid once moved in place).
 testdata/gen/torch26-python.sh testdata/gen/gen_hostile_dcp.py "$rel/torch26/fsdp2_dcp" \
     "${side#"$repo"/}/hostile.new/dcp" > /dev/null
+testdata/gen/torch26-python.sh testdata/gen/gen_dcp_variants.py "$rel/torch26/fsdp2_dcp" \
+    "${side#"$repo"/}/dcp_variants.new" > /dev/null
 
 rm -rf "$final"
 mv "$stage" "$final"
-# testdata/hostile and testdata/pickles are replaced only with the default OUTDIR.
+# testdata/hostile, testdata/pickles and testdata/dcp_variants are replaced only
+# with the default OUTDIR.
 if [ "$final" = "$repo/testdata/good" ]; then
-  for d in hostile pickles; do
+  for d in hostile pickles dcp_variants; do
     rm -rf "$repo/testdata/$d"
     mv "$side/$d.new" "$repo/testdata/$d"
   done
 else
-  rm -rf "$side/hostile.new" "$side/pickles.new"
+  rm -rf "$side/hostile.new" "$side/pickles.new" "$side/dcp_variants.new"
 fi
 echo "fixtures in $final: $(du -sh "$final" | cut -f1)"

@@ -67,6 +67,37 @@ TEST(DcpMetadataTest, ReadsWhatTorchReads) {
   }
 }
 
+// The same checkpoint's metadata as other torch versions write it
+// (testdata/gen/gen_dcp_variants.py) reads exactly as the original.
+TEST(DcpMetadataTest, ReadsOtherVersionsLayouts) {
+  auto base = OpenDcpCheckpoint(testing::RepoPath(kFixtures[0]));
+  ASSERT_TRUE(base.ok());
+  auto describe = [](const DcpMetadata& md) {
+    std::string out;
+    for (const DcpEntry& e : md.entries) {
+      out += e.fqn + " " + DcpPathText(e.path) + " " + std::string(GetDTypeInfo(e.dtype).name) + ShapeText(e.size) +
+             DcpLocationText(e.bytes_where);
+      for (const DcpChunk& c : e.chunks) out += ShapeText(c.offsets) + ShapeText(c.sizes) + DcpLocationText(c.where);
+      out += "\n";
+    }
+    return out;
+  };
+  const std::string want = describe((*base)->metadata());
+  for (const char* name : {"version_field", "old_properties_path", "no_storage_meta", "protocol_2"}) {
+    SCOPED_TRACE(name);
+    auto v = OpenDcpCheckpoint(testing::RepoPath(std::string("testdata/dcp_variants/") + name));
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    const DcpMetadata& md = (*v)->metadata();
+    EXPECT_EQ(describe(md), want);
+    EXPECT_EQ(md.version, std::string(name) == "version_field" ? "1.0.0" : "");
+    EXPECT_EQ(md.pickle_protocol, std::string(name) == "protocol_2" ? 2 : 4);
+    EXPECT_EQ(md.checkpoint_id.empty(), std::string(name) == "no_storage_meta");
+    bool old_path = false;
+    for (const GlobalRef& g : md.globals) old_path |= g.module == "torch.distributed._shard.sharded_tensor.metadata";
+    EXPECT_EQ(old_path, std::string(name) == "old_properties_path");
+  }
+}
+
 TEST(DcpMetadataTest, HostileMetadataIsRefused) {
   const std::string dir = testing::RepoPath("testdata/hostile/dcp/");
   const std::map<std::string, std::string> want = {
