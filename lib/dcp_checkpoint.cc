@@ -109,6 +109,9 @@ StatusOr<std::optional<RecordPiece>> DcpCheckpoint::ChunkPiece(const DcpEntry& e
   StatusOr<ByteSpan> data = StorageBytes(ItemBytes(c.where), cp, s);
   if (!data.ok()) return std::move(data).status().WithContext(context);
   const MappedFile& file = FileOf(c.where);
+  // Parsing touched the item's zip headers; the data itself will be copied
+  // by the kernel. Drop the pages so memory does not grow with the chunk count.
+  ReleasePages(ItemBytes(c.where));
   RecordPiece piece;
   piece.data = *data;
   piece.crc = z.crc32;
