@@ -14,6 +14,7 @@
 #include "remap_command.h"
 #include "repack_command.h"
 #include "reshard_command.h"
+#include "validate_command.h"
 #include "verify_command.h"
 
 namespace optstate::tools {
@@ -51,6 +52,7 @@ int RunCli(int argc, const char* const* argv, CommandOutput& output) {
   add(AddConsolidateCommand(app));
   add(AddReshardCommand(app));
   add(AddExportCommand(app));
+  add(AddValidateCommand(app));
 
   try {
     app.parse(argc, argv);

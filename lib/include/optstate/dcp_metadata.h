@@ -81,11 +81,18 @@ struct DcpMetadataLimits {
   uint64_t max_entries = 1u << 22;
   uint64_t max_chunks_per_tensor = 1u << 16;
   uint32_t max_dims = 64;
+  // Refuse chunks that overlap, leave gaps or reach outside their tensor. Off
+  // only for `validate`, which reports them (CheckDcpChunkLayout) instead.
+  bool check_layout = true;
 };
 
 // Parses and checks `bytes` (the .metadata file). Errors name the pickle
 // offset of the offending object, and the flat key where one is involved.
 StatusOr<DcpMetadata> ParseDcpMetadata(ByteSpan bytes, const DcpMetadataLimits& limits = {});
+
+// Chunks inside the tensor, not overlapping, covering it; the error names the
+// chunk (ParseDcpMetadata runs this on every tensor unless told not to).
+Status CheckDcpChunkLayout(const DcpEntry& entry);
 
 // The .metadata pickle for `entries` (with their chunks and locations), as
 // torch 2.6's pickle.load rebuilds DCP's Metadata from it (dcp_metadata_writer.cc).

@@ -1,0 +1,68 @@
+// `optstate validate`: a checkpoint gate for CI. Rules with stable ids, each
+// with a default severity that a rules file may change (or turn off); every
+// finding names its rule, severity, where in the checkpoint, and what to do.
+//
+// Works on torch.save files (and .zst) and on DCP directories (the object they
+// rebuild). Rules that need the model's parameter list, or tensor values when
+// --no-values is given, are listed as skipped with the reason, never silently.
+#ifndef OPTSTATE_VALIDATE_H_
+#define OPTSTATE_VALIDATE_H_
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "optstate/checkpoint.h"
+#include "optstate/status.h"
+
+namespace optstate {
+
+enum class RuleSeverity { kOff, kInfo, kWarning, kError };
+std::string_view RuleSeverityName(RuleSeverity s);  // "off", "info", "warning", "error"
+std::optional<RuleSeverity> RuleSeverityFromName(std::string_view name);
+
+struct RuleInfo {
+  std::string_view id;
+  RuleSeverity default_severity;
+  std::string_view checks;       // one line: what fires it
+  bool needs_values = false;     // reads tensor bytes (skipped under --no-values)
+};
+
+// Every rule, in report order. Ids are stable: rules files and CI configs name them.
+const std::vector<RuleInfo>& ValidationRules();
+
+struct ValidationFinding {
+  std::string rule;
+  RuleSeverity severity = RuleSeverity::kError;
+  std::string path;     // inside the checkpoint: "optimizer.state[3].exp_avg", "data.pkl offset 120"
+  std::string message;  // what it means and what to do
+};
+
+struct ValidationReport {
+  std::string input;
+  std::string format;                  // "zip", "legacy", "zstd", "dcp"
+  std::vector<ValidationFinding> findings;
+  std::vector<std::string> checked;    // rule ids that ran
+  std::vector<std::pair<std::string, std::string>> skipped;  // rule id, why
+  uint64_t value_bytes = 0;            // tensor bytes read
+  bool failed() const;                 // some finding at error severity
+};
+
+struct ValidateOptions {
+  bool scan_values = true;
+  std::map<std::string, RuleSeverity> severities;  // overrides, from a rules file
+  ReadOptions read;
+};
+
+// Errors only for input that cannot be read at all (exit 2); everything wrong
+// inside a readable checkpoint is a finding.
+StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptions& options);
+
+// {"rules": {"<id>": "off" | "info" | "warning" | "error"}} (schemas/validate-rules.schema.json).
+// Unknown ids and severities are errors naming them.
+StatusOr<std::map<std::string, RuleSeverity>> ParseRulesFile(std::string_view json_text);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_VALIDATE_H_

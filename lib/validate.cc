@@ -1,0 +1,327 @@
+// The checks behind `optstate validate`, run on the object a torch.save file
+// or a DCP directory holds. Rule ids and severities: validate_rules.cc.
+#include "optstate/validate.h"
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "half_float.h"
+#include "optstate/crc32.h"
+#include "optstate/dcp_checkpoint.h"
+#include "optstate/dcp_consolidate.h"
+#include "optstate/graph_walk.h"
+#include "optstate/inspect_report.h"
+#include "optstate/optimizer_state.h"
+
+namespace optstate {
+namespace {
+
+bool IsFloatType(DType d) { return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kBFloat16 || d == DType::kFloat16; }
+
+double Element(const std::vector<std::byte>& b, DType d, size_t i) {
+  if (d == DType::kFloat64) {
+    double v;
+    std::memcpy(&v, b.data() + 8 * i, 8);
+    return v;
+  }
+  return LoadAsFloat(b.data(), d, i);
+}
+
+class Validator {
+ public:
+  Validator(const Checkpoint& cp, const TensorBytesReader& read, const ValidateOptions& o, ValidationReport& r)
+      : cp_(cp), g_(cp.graph), read_(read), o_(o), r_(r) {}
+
+  RuleSeverity Severity(std::string_view id) const {
+    auto it = o_.severities.find(std::string(id));
+    if (it != o_.severities.end()) return it->second;
+    for (const RuleInfo& rule : ValidationRules()) {
+      if (rule.id == id) return rule.default_severity;
+    }
+    return RuleSeverity::kError;
+  }
+
+  void Add(std::string_view rule, std::string path, std::string message) {
+    RuleSeverity s = Severity(rule);
+    if (s == RuleSeverity::kOff) return;
+    r_.findings.push_back({std::string(rule), s, std::move(path), std::move(message)});
+  }
+
+  void Security() {
+    for (const Finding& f : cp_.findings) {
+      std::string rule = f.code == "dangerous_global" ? "dangerous-global"
+                         : f.code == "global_not_allowlisted" ? "global-not-allowlisted"
+                         : f.code == "nested_global" ? "nested-pickle" : "";
+      if (!rule.empty()) Add(rule, f.where, f.message);
+    }
+  }
+
+  void Optimizers() {
+    for (const std::string& path : FindOptimizerStates(cp_)) {
+      StatusOr<OptimizerState> s = ReadOptimizerState(cp_, path);
+      if (s.ok()) Optimizer(*s);
+    }
+  }
+
+ private:
+  std::string At(const OptimizerState& s, const std::string& rest) const {
+    return (s.path.empty() ? "" : s.path + ".") + rest;
+  }
+
+  // A step value: a 0-d tensor (torch) or a plain number (HeavyBall's int step).
+  std::optional<double> Step(NodeId v) const {
+    const Node& n = g_.at(v);
+    if (n.kind == NodeKind::kInt) return static_cast<double>(n.int_value);
+    if (n.kind == NodeKind::kFloat) return n.float_value;
+    if (n.kind != NodeKind::kTensor) return std::nullopt;
+    const TensorRef& t = cp_.tensors[n.tensor];
+    if (t.numel() != 1) return std::nullopt;
+    StatusOr<std::vector<std::byte>> b = read_(t);
+    if (!b.ok() || b->empty()) return std::nullopt;
+    if (IsFloatType(t.dtype)) return Element(*b, t.dtype, 0);
+    if (t.dtype == DType::kInt64) {
+      int64_t i;
+      std::memcpy(&i, b->data(), 8);
+      return static_cast<double>(i);
+    }
+    return std::nullopt;
+  }
+
+  void Optimizer(const OptimizerState& s) {
+    // Keys torch.optim will not map.
+    std::map<KeyKind, size_t> odd;
+    for (const StateKey& k : s.keys) {
+      if (k.kind != KeyKind::kIndex && k.kind != KeyKind::kFqn) ++odd[k.kind];
+    }
+    for (auto [kind, n] : odd) {
+      Add("state-keys-not-canonical", At(s, "state"),
+          std::to_string(n) + " of " + std::to_string(s.keys.size()) + " state keys are " +
+              std::string(KeyKindName(kind)) + " (" + std::string(KeyKindOrigin(kind)) +
+              "): torch.optim files that state under no parameter, so training restarts without it. "
+              "Run `optstate collisions` then `optstate remap`.");
+    }
+    // param_groups: duplicates, and which group each parameter is in.
+    std::map<std::string, size_t> group_of;
+    for (size_t gi = 0; gi < s.group_params.size(); ++gi) {
+      for (NodeId p : s.group_params[gi]) {
+        std::string name = ValueText(g_, p);
+        if (!group_of.emplace(name, gi).second) {
+          Add("param-group-duplicate", At(s, "param_groups[" + std::to_string(gi) + "].params"),
+              "parameter " + name + " is listed again (first in group " + std::to_string(group_of[name]) +
+                  "): load_state_dict would pair the wrong state with the wrong parameter.");
+        }
+      }
+    }
+    // State and parameters against each other (canonical keys only: others are reported above).
+    std::set<std::string> with_state;
+    std::map<size_t, std::vector<std::pair<std::string, double>>> steps;  // group -> (key, step)
+    bool all_steps_one = !s.keys.empty(), all_moments_zero = !s.keys.empty();
+    for (const StateKey& k : s.keys) {
+      if (k.kind != KeyKind::kIndex && k.kind != KeyKind::kFqn) {
+        all_steps_one = false;
+        continue;
+      }
+      std::string name = k.kind == KeyKind::kIndex ? std::to_string(k.index) : "'" + k.fqn + "'";
+      with_state.insert(name);
+      auto gi = group_of.find(name);
+      if (gi == group_of.end()) {
+        Add("state-without-param", At(s, "state[" + k.text + "]"),
+            "no param_group lists " + name + ": torch.optim keeps this entry but no parameter uses it.");
+      }
+      NodeId step = DictLookup(g_, k.value, "step");
+      std::optional<double> v = step == kNoNode ? std::nullopt : Step(step);
+      if (v && gi != group_of.end()) steps[gi->second].emplace_back(k.text, *v);
+      all_steps_one &= v && *v == 1.0;
+      Values(s, k, all_moments_zero);
+    }
+    // Keys that map to nothing are reported above; every parameter would repeat it.
+    if (odd.empty()) {
+      std::map<size_t, std::vector<std::string>> missing;
+      for (auto& [name, gi] : group_of) {
+        if (!with_state.count(name)) missing[gi].push_back(name);
+      }
+      for (auto& [gi, names] : missing) {
+        std::string list;
+        for (size_t i = 0; i < names.size() && i < 8; ++i) list += (i ? ", " : "") + names[i];
+        if (names.size() > 8) list += ", ...";
+        Add("param-without-state", At(s, "param_groups[" + std::to_string(gi) + "]"),
+            std::to_string(names.size()) + " of " + std::to_string(s.group_params[gi].size()) +
+                " parameters have no state (" + list + "): frozen, never stepped, or their state sits under "
+                "other keys.");
+      }
+    }
+    for (auto& [gi, list] : steps) {
+      double lo = list[0].second, hi = lo;
+      for (auto& [key, v] : list) lo = std::min(lo, v), hi = std::max(hi, v);
+      if (lo != hi) {
+        Add("steps-differ-in-group", At(s, "param_groups[" + std::to_string(gi) + "]"),
+            "steps run from " + ValueTextOfNumber(lo) + " to " + ValueTextOfNumber(hi) +
+                " in one group: state was mixed from different points of training, or some entries belong "
+                "to other parameters.");
+      }
+      NodeId group = s.group_params.size() > gi ? GroupNode(s, gi) : kNoNode;
+      NodeId lr_node = group == kNoNode ? kNoNode : DictLookup(g_, group, "lr");
+      std::optional<double> lr = lr_node == kNoNode ? std::nullopt : Step(lr_node);
+      if (lr && *lr == 0.0 && hi > 0) {
+        Add("lr-zero-with-steps", At(s, "param_groups[" + std::to_string(gi) + "].lr"),
+            "lr is 0 in a group whose state has taken " + ValueTextOfNumber(hi) +
+                " steps: the lr=0 of DCP's init step leaked into the saved groups (HeavyBall's per-parameter "
+                "group copies); training resumed from this will not move. Set lr in param_groups.");
+      }
+    }
+    if (o_.scan_values && all_steps_one && all_moments_zero) {
+      Add("untrained-init-state", At(s, "state"),
+          "every step is 1 and every moment is zero: this state was created by DCP's init step (a zero-gradient "
+          "step at lr=0) and never trained. Resuming from it restarts Adam's bias correction at step 2.");
+    }
+  }
+
+  NodeId GroupNode(const OptimizerState& s, size_t gi) const {
+    NodeId groups = DictLookup(g_, s.node, "param_groups");
+    if (groups == kNoNode || gi >= g_.at(groups).items.size()) return kNoNode;
+    return g_.at(groups).items[gi];
+  }
+
+  static std::string ValueTextOfNumber(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+  }
+
+  // Tensor fields of one entry (and of its per-view dicts): finite, exp_avg_sq >= 0.
+  void Values(const OptimizerState& s, const StateKey& k, bool& all_zero) {
+    if (!o_.scan_values) return;
+    std::vector<std::pair<std::string, NodeId>> fields;
+    auto collect = [&](NodeId dict, const std::string& prefix) {
+      if (g_.at(dict).kind != NodeKind::kDict) return;
+      for (auto [key, v] : g_.at(dict).entries) fields.emplace_back(prefix + KeyText(g_, key), v);
+    };
+    collect(k.value, "");
+    for (size_t i = 0; i < fields.size(); ++i) {
+      if (g_.at(fields[i].second).kind == NodeKind::kDict) collect(fields[i].second, fields[i].first + ".");
+    }
+    for (auto& [name, v] : fields) {
+      const Node& n = g_.at(v);
+      if (n.kind != NodeKind::kTensor) continue;
+      const TensorRef& t = cp_.tensors[n.tensor];
+      if (!IsFloatType(t.dtype) || t.storage < 0) continue;
+      StatusOr<std::vector<std::byte>> b = read_(t);
+      if (!b.ok()) continue;
+      r_.value_bytes += b->size();
+      size_t nonfinite = 0, negative = 0, nonzero = 0;
+      for (size_t i = 0; i < t.numel(); ++i) {
+        double x = Element(*b, t.dtype, i);
+        nonfinite += !std::isfinite(x);
+        negative += x < 0;
+        nonzero += x != 0;
+      }
+      std::string path = At(s, "state[" + k.text + "]." + name);
+      if (nonfinite) {
+        Add("non-finite", path, std::to_string(nonfinite) + " of " + std::to_string(t.numel()) +
+                                    " values are NaN or infinite: the next step spreads them into the parameter.");
+      }
+      bool second_moment = name.ends_with("exp_avg_sq");
+      if (second_moment && negative) {
+        Add("negative-exp-avg-sq", path, std::to_string(negative) + " of " + std::to_string(t.numel()) +
+                                             " values are negative: exp_avg_sq is a mean of squares; this state is "
+                                             "corrupt or belongs to another field.");
+      }
+      if ((name.ends_with("exp_avg") || second_moment) && nonzero) all_zero = false;
+    }
+  }
+
+  const Checkpoint& cp_;
+  const ObjectGraph& g_;
+  const TensorBytesReader& read_;
+  const ValidateOptions& o_;
+  ValidationReport& r_;
+};
+
+void NoteRules(const ValidateOptions& o, const std::string& format, ValidationReport& r) {
+  for (const RuleInfo& rule : ValidationRules()) {
+    if (rule.needs_values && !o.scan_values) {
+      r.skipped.emplace_back(rule.id, "--no-values");
+    } else {
+      r.checked.emplace_back(rule.id);
+    }
+  }
+  (void)format;
+}
+
+StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const ValidateOptions& o) {
+  ValidationReport r;
+  r.input = dir;
+  r.format = "dcp";
+  NoteRules(o, r.format, r);
+  DcpMetadataLimits limits;
+  limits.pickle = o.read.pickle;
+  limits.check_layout = false;  // reported as findings below, not refused
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<DcpCheckpoint> dcp, OpenDcpCheckpoint(dir, limits));
+  std::vector<ValidationFinding> layout;
+  bool layout_ok = true;
+  for (const DcpEntry& e : dcp->metadata().entries) {
+    if (!e.is_tensor) continue;
+    Status s = CheckDcpChunkLayout(e);
+    if (!s.ok()) {
+      layout_ok = false;
+      layout.push_back({"dcp-chunk-layout", RuleSeverity::kError, ".metadata: " + e.fqn, std::string(s.message())});
+    }
+  }
+  OPTSTATE_ASSIGN_OR_RETURN(DcpGraph graph, BuildDcpGraph(*dcp, ConsolidateKeys::kFqn, o.read));
+  ReadOptions crc = o.read;
+  crc.verify_crc = o.scan_values;
+  TensorBytesReader read = [&](const TensorRef& t) { return ReadDcpTensor(*dcp, graph, t, crc); };
+  TensorBytesReader none = [](const TensorRef&) -> StatusOr<std::vector<std::byte>> {
+    return UnsupportedError("chunk layout is broken");
+  };
+  Validator v(graph.checkpoint, layout_ok ? read : none, o, r);
+  for (ValidationFinding& f : layout) v.Add(f.rule, f.path, f.message);
+  v.Security();
+  v.Optimizers();
+  if (o.scan_values) {  // every item's records against their CRCs
+    for (const DcpEntry& e : dcp->metadata().entries) {
+      for (const DcpChunk& c : e.is_tensor ? e.chunks : std::vector<DcpChunk>{DcpChunk{{}, {}, e.bytes_where}}) {
+        Status s = dcp->ParseItem(c.where, crc).status();
+        if (!s.ok()) v.Add("crc-mismatch", DcpLocationText(c.where) + " ('" + e.fqn + "')", std::string(s.message()));
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptions& o) {
+  if (IsDcpDirectory(path)) return ValidateDcpDirectory(path, o);
+  ReadOptions read = o.read;
+  read.resolve_offsets = o.scan_values;  // record data offsets, for the CRC check
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointFile> file, OpenCheckpoint(path, read));
+  const Checkpoint& cp = file->checkpoint();
+  ValidationReport r;
+  r.input = path;
+  r.format = std::string(ContainerFormatName(cp.container.format));
+  NoteRules(o, r.format, r);
+  TensorBytesReader reader = [&](const TensorRef& t) { return ReadTensorBytes(file->bytes(), cp, t); };
+  Validator v(cp, reader, o, r);
+  v.Security();
+  v.Optimizers();
+  if (o.scan_values) {
+    for (const ZipEntry& e : cp.container.zip.entries) {
+      if (e.method != 0 || !e.data_offset_known || e.data_offset > file->bytes().size() ||
+          e.size > file->bytes().size() - e.data_offset) {
+        continue;
+      }
+      uint32_t crc = Crc32(file->bytes().subspan(e.data_offset, e.size));
+      if (crc != e.crc32) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "CRC-32 of the data is %08x, the directory says %08x", crc, e.crc32);
+        v.Add("crc-mismatch", "record '" + e.name + "' at offset " + std::to_string(e.data_offset),
+              std::string(buf) + ": the bytes changed after writing (disk, transfer or a partial copy).");
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace optstate

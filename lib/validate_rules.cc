@@ -1,0 +1,77 @@
+// The rule catalogue and rules files: ids, default severities, parsing.
+#include <nlohmann/json.hpp>
+
+#include "optstate/validate.h"
+
+namespace optstate {
+
+std::string_view RuleSeverityName(RuleSeverity s) {
+  switch (s) {
+    case RuleSeverity::kOff: return "off";
+    case RuleSeverity::kInfo: return "info";
+    case RuleSeverity::kWarning: return "warning";
+    case RuleSeverity::kError: return "error";
+  }
+  return "error";
+}
+
+std::optional<RuleSeverity> RuleSeverityFromName(std::string_view name) {
+  for (RuleSeverity s : {RuleSeverity::kOff, RuleSeverity::kInfo, RuleSeverity::kWarning, RuleSeverity::kError}) {
+    if (RuleSeverityName(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+const std::vector<RuleInfo>& ValidationRules() {
+  using S = RuleSeverity;
+  static const std::vector<RuleInfo> kRules = {
+      {"state-keys-not-canonical", S::kError,
+       "optimizer state keyed by something torch.optim does not map to parameters (pointer tuples, bare "
+       "pointers, (Parameter, i), string indices, tensors)"},
+      {"param-group-duplicate", S::kError, "a parameter listed twice in param_groups"},
+      {"state-without-param", S::kWarning, "a state entry whose key names no parameter in param_groups"},
+      {"param-without-state", S::kInfo, "a parameter in param_groups without a state entry (frozen, or never stepped)"},
+      {"steps-differ-in-group", S::kWarning, "state entries of one param group at different step counts"},
+      {"lr-zero-with-steps", S::kError,
+       "a param group with lr == 0 whose state has taken steps (the lr=0 leak of DCP's init step)"},
+      {"untrained-init-state", S::kWarning,
+       "every step is 1 and every moment is zero: state made by DCP's init step, never trained", true},
+      {"non-finite", S::kError, "NaN or infinity in optimizer state", true},
+      {"negative-exp-avg-sq", S::kError, "negative values in exp_avg_sq (impossible for Adam)", true},
+      {"dangerous-global", S::kError, "a pickle names a callable that runs code or reaches the system"},
+      {"global-not-allowlisted", S::kWarning, "a global outside torch 2.6's weights_only allowlist"},
+      {"nested-pickle", S::kWarning, "a pickle hidden in a bytes value (unpickled by whoever loads that value)"},
+      {"crc-mismatch", S::kError, "a zip record whose bytes do not match its CRC-32", true},
+      {"dcp-chunk-layout", S::kError, "DCP chunks that overlap, leave gaps or reach outside their tensor"},
+  };
+  return kRules;
+}
+
+StatusOr<std::map<std::string, RuleSeverity>> ParseRulesFile(std::string_view text) {
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) return InvalidArgumentError("rules file: not a JSON object");
+  auto rules = doc.find("rules");
+  if (rules == doc.end() || !rules->is_object()) {
+    return InvalidArgumentError("rules file: needs {\"rules\": {\"<rule id>\": \"off|info|warning|error\"}}");
+  }
+  std::map<std::string, RuleSeverity> out;
+  for (auto it = rules->begin(); it != rules->end(); ++it) {
+    bool known = false;
+    for (const RuleInfo& r : ValidationRules()) known |= r.id == it.key();
+    if (!known) return InvalidArgumentError("rules file: unknown rule '" + it.key() + "' (optstate validate --list-rules)");
+    if (!it->is_string() || !RuleSeverityFromName(it->get<std::string>())) {
+      return InvalidArgumentError("rules file: rule '" + it.key() + "' needs one of \"off\", \"info\", \"warning\", \"error\"");
+    }
+    out[it.key()] = *RuleSeverityFromName(it->get<std::string>());
+  }
+  return out;
+}
+
+bool ValidationReport::failed() const {
+  for (const ValidationFinding& f : findings) {
+    if (f.severity == RuleSeverity::kError) return true;
+  }
+  return false;
+}
+
+}  // namespace optstate

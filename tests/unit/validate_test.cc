@@ -1,0 +1,88 @@
+// validate: which rules fire on which real fixtures (and which stay quiet),
+// rules files, and the JUnit report's structure.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "fixtures.h"
+#include "optstate/validate.h"
+#include "validate_command.h"
+
+namespace optstate {
+namespace {
+
+std::set<std::string> Fired(const std::string& fixture, bool values = true) {
+  ValidateOptions o;
+  o.scan_values = values;
+  auto r = Validate(testing::RepoPath(fixture), o);
+  EXPECT_TRUE(r.ok()) << fixture << ": " << r.status().ToString();
+  std::set<std::string> out;
+  if (r.ok()) {
+    for (const ValidationFinding& f : r->findings) out.insert(f.rule);
+  }
+  return out;
+}
+
+TEST(ValidateTest, RulesFireOnTheFixturesMadeForThem) {
+  using Set = std::set<std::string>;
+  EXPECT_EQ(Fired("testdata/good/torch113/adamw_index.pt"), Set{});
+  EXPECT_EQ(Fired("testdata/good/torch26/adamw_index.pt"), Set{});
+  EXPECT_EQ(Fired("testdata/good/torch113/heavyball_ptr_shape.pt"), Set{"state-keys-not-canonical"});
+  EXPECT_EQ(Fired("testdata/good/torch113/string_index.pt"), Set{"state-keys-not-canonical"});
+  EXPECT_EQ(Fired("testdata/good/torch113/dcp_init_untrained.pt"), Set{"untrained-init-state"});
+  EXPECT_EQ(Fired("testdata/good/torch113/dcp_init_untrained.pt", /*values=*/false), Set{});
+  EXPECT_TRUE(Fired("testdata/hostile/os_system_global.pt").count("dangerous-global"));
+  EXPECT_TRUE(Fired("testdata/hostile/heavyball_rng_bytes.pt").count("nested-pickle"));
+  EXPECT_EQ(Fired("testdata/good/torch26/fsdp2_dcp"), Set{});
+  EXPECT_EQ(Fired("testdata/good/torch26/fsdp2_3rank_dcp"), Set{});
+  EXPECT_EQ(Fired("testdata/hostile/dcp/overlapping_chunks"), Set{"dcp-chunk-layout"});
+  EXPECT_EQ(Fired("testdata/hostile/dcp/chunk_outside_tensor"), Set{"dcp-chunk-layout"});
+}
+
+TEST(ValidateTest, UnreadableInputIsAnErrorNotAFinding) {
+  auto r = Validate(testing::RepoPath("testdata/hostile/dcp/path_traversal"), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorrupt);
+}
+
+TEST(ValidateTest, RulesFiles) {
+  auto good = ParseRulesFile(R"({"rules": {"non-finite": "warning", "crc-mismatch": "off"}})");
+  ASSERT_TRUE(good.ok());
+  EXPECT_EQ(good->at("non-finite"), RuleSeverity::kWarning);
+  EXPECT_EQ(good->at("crc-mismatch"), RuleSeverity::kOff);
+  EXPECT_EQ(ParseRulesFile(R"({"rules": {"nope": "error"}})").status().ToString(),
+            "invalid argument: rules file: unknown rule 'nope' (optstate validate --list-rules)");
+  EXPECT_EQ(ParseRulesFile(R"({"rules": {"non-finite": "fatal"}})").status().ToString(),
+            "invalid argument: rules file: rule 'non-finite' needs one of \"off\", \"info\", \"warning\", \"error\"");
+  EXPECT_EQ(ParseRulesFile("[1, 2").status().ToString(), "invalid argument: rules file: not a JSON object");
+  // An error turned off no longer fails the gate.
+  ValidateOptions o;
+  o.severities = *ParseRulesFile(R"({"rules": {"state-keys-not-canonical": "off"}})");
+  auto r = Validate(testing::RepoPath("testdata/good/torch113/heavyball_ptr_shape.pt"), o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->findings.empty());
+  EXPECT_FALSE(r->failed());
+}
+
+TEST(ValidateTest, JUnitHasOneCasePerRuleAndFailsOnErrors) {
+  ValidationReport r;
+  r.input = "ckpt <1>.pt";
+  r.findings.push_back({"non-finite", RuleSeverity::kError, "state[0].exp_avg", "2 values are NaN & <bad>"});
+  r.findings.push_back({"steps-differ-in-group", RuleSeverity::kWarning, "param_groups[0]", "steps 1 to 3"});
+  r.skipped.emplace_back("crc-mismatch", "--no-values");
+  std::string xml = tools::ValidationJUnit(r);
+  size_t cases = 0;
+  for (size_t at = xml.find("<testcase "); at != std::string::npos; at = xml.find("<testcase ", at + 1)) ++cases;
+  EXPECT_EQ(cases, ValidationRules().size());
+  EXPECT_NE(xml.find("failures=\"1\" errors=\"0\" skipped=\"1\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("classname=\"ckpt &lt;1&gt;.pt\" name=\"non-finite\">\n      <failure message=\"error "
+                     "state[0].exp_avg: 2 values are NaN &amp; &lt;bad&gt;\" type=\"non-finite\">"),
+            std::string::npos)
+      << xml;
+  EXPECT_NE(xml.find("<system-out>warning param_groups[0]: steps 1 to 3\n</system-out>"), std::string::npos);
+  EXPECT_NE(xml.find("name=\"crc-mismatch\">\n      <skipped message=\"--no-values\"/>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace optstate

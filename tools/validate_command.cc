@@ -1,0 +1,101 @@
+#include "validate_command.h"
+
+#include <iomanip>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "optstate/file_io.h"
+
+namespace optstate::tools {
+namespace {
+
+constexpr const char* kName = "validate";
+
+nlohmann::ordered_json ReportJson(const ValidationReport& r) {
+  using J = nlohmann::ordered_json;
+  J doc = {{"input", r.input}, {"format", r.format}, {"passed", !r.failed()}, {"value_bytes", r.value_bytes}};
+  doc["findings"] = J::array();
+  for (const ValidationFinding& f : r.findings) {
+    doc["findings"].push_back({{"rule", f.rule}, {"severity", RuleSeverityName(f.severity)}, {"path", f.path},
+                               {"message", f.message}});
+  }
+  doc["rules"] = J::array();
+  for (const std::string& id : r.checked) doc["rules"].push_back({{"id", id}, {"status", "checked"}});
+  for (const auto& [id, why] : r.skipped) doc["rules"].push_back({{"id", id}, {"status", "skipped"}, {"reason", why}});
+  return doc;
+}
+
+void ReportText(const ValidationReport& r, std::ostream& out) {
+  size_t errors = 0, warnings = 0;
+  for (const ValidationFinding& f : r.findings) {
+    errors += f.severity == RuleSeverity::kError;
+    warnings += f.severity == RuleSeverity::kWarning;
+  }
+  out << r.input << ": " << (r.failed() ? "FAILED" : "passed") << " (" << errors << " errors, " << warnings
+      << " warnings, " << r.findings.size() - errors - warnings << " notes; " << r.checked.size() << " rules checked)\n";
+  for (const ValidationFinding& f : r.findings) {
+    out << "  " << std::left << std::setw(8) << RuleSeverityName(f.severity) << "[" << f.rule << "] " << f.path << ": "
+        << f.message << "\n";
+  }
+  for (const auto& [id, why] : r.skipped) out << "  skipped [" << id << "]: " << why << "\n";
+}
+
+}  // namespace
+
+int RunValidate(const ValidateCommandOptions& o, CommandOutput& output) {
+  if (o.list_rules) {
+    for (const RuleInfo& rule : ValidationRules()) {
+      output.out << std::left << std::setw(28) << rule.id << std::setw(9) << RuleSeverityName(rule.default_severity)
+                 << rule.checks << (rule.needs_values ? " (reads values)" : "") << "\n";
+    }
+    return kExitOk;
+  }
+  if (o.path.empty()) return ReportError(output, kName, InvalidArgumentError("give a checkpoint file or DCP directory"), o.json);
+  ValidateOptions vo;
+  vo.scan_values = !o.no_values;
+  vo.read = o.read;
+  if (!o.rules.empty()) {
+    auto file = MappedFile::Open(o.rules);
+    if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
+    auto rules = ParseRulesFile(AsChars(file->bytes()));
+    if (!rules.ok()) return ReportError(output, kName, std::move(rules).status().WithContext(o.rules), o.json);
+    vo.severities = std::move(*rules);
+  }
+  auto report = Validate(o.path, vo);
+  if (!report.ok()) return ReportError(output, kName, report.status(), o.json);
+  if (!o.junit.empty()) {
+    Status s = WriteFileAtomically(o.junit, ValidationJUnit(*report));
+    if (!s.ok()) return ReportError(output, kName, s, o.json);
+  }
+  if (o.json) {
+    WriteJson(output, ReportJson(*report));
+  } else {
+    ReportText(*report, output.out);
+  }
+  return report->failed() ? kExitFindings : kExitOk;
+}
+
+CommandRunner AddValidateCommand(CLI::App& parent) {
+  auto o = std::make_shared<ValidateCommandOptions>();
+  CLI::App* cmd = parent.add_subcommand(
+      kName, "Check a checkpoint for CI: rules with stable ids (broken state keys, lr=0 leaks, untrained\n"
+             "init state, non-finite values, unsafe pickles, CRC mismatches, DCP chunk layout); exit 1 on errors");
+  cmd->add_option("path", o->path, "torch.save file, .zst, or DCP checkpoint directory");
+  cmd->add_option("--rules", o->rules,
+                  "JSON rules file: {\"rules\": {\"<id>\": \"off|info|warning|error\"}} "
+                  "(schemas/validate-rules.schema.json)");
+  cmd->add_option("--junit", o->junit, "Also write a JUnit XML report here (one test case per rule)");
+  cmd->add_flag("--no-values", o->no_values, "Structure only: do not read tensor bytes (rules that need them are skipped)");
+  cmd->add_flag("--list-rules", o->list_rules, "List every rule with its default severity, and exit");
+  cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/validate.schema.json)");
+  cmd->footer(
+      "\nExamples:\n"
+      "  optstate validate checkpoint.pt\n"
+      "  optstate validate checkpoints/step_1000 --junit reports/optstate.xml\n"
+      "  optstate validate --no-values --rules ci-rules.json checkpoint.pt --json\n"
+      "  optstate validate --list-rules");
+  return [o](CommandOutput& output) { return RunValidate(*o, output); };
+}
+
+}  // namespace optstate::tools

@@ -1,0 +1,33 @@
+// `optstate validate PATH`: a checkpoint gate for CI. Exit 0 when no rule at
+// error severity fires, 1 when one does, 2 when the input cannot be read.
+// Text for people, --json (schemas/validate.schema.json), --junit FILE (one
+// test case per rule per checkpoint) for CI systems to display.
+#ifndef OPTSTATE_TOOLS_VALIDATE_COMMAND_H_
+#define OPTSTATE_TOOLS_VALIDATE_COMMAND_H_
+
+#include <string>
+
+#include "command.h"
+#include "optstate/validate.h"
+
+namespace optstate::tools {
+
+struct ValidateCommandOptions {
+  std::string path;
+  std::string rules;   // rules file
+  std::string junit;   // JUnit XML output
+  bool json = false;
+  bool no_values = false;
+  bool list_rules = false;
+  ReadOptions read;
+};
+
+int RunValidate(const ValidateCommandOptions& options, CommandOutput& output);
+CommandRunner AddValidateCommand(CLI::App& parent);
+
+// The JUnit XML document for one report (validate_junit.cc).
+std::string ValidationJUnit(const ValidationReport& report);
+
+}  // namespace optstate::tools
+
+#endif  // OPTSTATE_TOOLS_VALIDATE_COMMAND_H_
