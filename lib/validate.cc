@@ -242,11 +242,71 @@ void NoteRules(const ValidateOptions& o, const std::string& format, ValidationRe
   for (const RuleInfo& rule : ValidationRules()) {
     if (rule.needs_values && !o.scan_values) {
       r.skipped.emplace_back(rule.id, "--no-values");
-    } else {
+    } else if (rule.needs_params && format == "dcp") {
+      r.skipped.emplace_back(rule.id, "not checked for DCP directories yet");
+    } else if (!rule.needs_params) {
       r.checked.emplace_back(rule.id);
     }
   }
-  (void)format;
+}
+
+// The rules that need the parameter list. Without --model or --manifest they
+// use the checkpoint's own model entry, or are skipped saying why.
+Status ParamRules(const std::string& path, const ValidateOptions& o, Validator& v, ValidationReport& r) {
+  StatusOr<MatchedState> matched = OpenAndMatch(path, "", o.params.value_or(ParamSource{}), o.read, MatchOptions{});
+  if (!matched.ok()) {
+    // Asked for explicitly: a model or manifest that does not fit (another
+    // parameter count, an undecidable order) is an input error, as in collisions.
+    if (o.params) return matched.status();
+    for (const RuleInfo& rule : ValidationRules()) {
+      if (rule.needs_params) {
+        r.skipped.emplace_back(rule.id, "no parameter list (give --model or --manifest): " +
+                                            std::string(matched.status().message()));
+      }
+    }
+    return Status();
+  }
+  const MatchedState& m = *matched;
+  for (const RuleInfo& rule : ValidationRules()) {
+    if (rule.needs_params) r.checked.emplace_back(rule.id);
+  }
+  std::string at = m.state.path.empty() ? "state" : m.state.path + ".state";
+  for (const CollisionGroup& c : m.match.collisions) {
+    std::string names;
+    for (size_t i = 0; i < c.params.size() && i < 6; ++i) names += (i ? ", " : "") + m.params[c.params[i]].name;
+    if (c.params.size() > 6) names += ", ...";
+    v.Add("state-collision", at,
+          std::to_string(c.params.size()) + " parameters (" + names + ") share " + std::to_string(c.keys.size()) +
+              " state entr" + (c.keys.size() == 1 ? "y" : "ies") + ": " + c.reason +
+              ". Their moments are mixed; `optstate remap --on-collision drop|share|reset` makes it loadable.");
+  }
+  for (size_t k : m.match.orphans) {
+    v.Add("state-orphan", at + "[" + m.state.keys[k].text + "]",
+          "belongs to no parameter: " + m.match.keys[k].reason + ". remap drops it and says so.");
+  }
+  const Checkpoint& cp = m.file->checkpoint();
+  for (size_t k = 0; k < m.state.keys.size(); ++k) {
+    const KeyMatch& km = m.match.keys[k];
+    if (km.fate != KeyFate::kAssigned || km.params.size() != 1) continue;
+    const StateKey& key = m.state.keys[k];
+    const ParamInfo& p = m.params[km.params[0]];
+    // Canonical keys only: a view key's state has the view's shape, and such keys are reported anyway.
+    if (key.kind != KeyKind::kIndex && key.kind != KeyKind::kFqn) continue;
+    if (key.nested_views || cp.graph.at(key.value).kind != NodeKind::kDict) continue;
+    for (auto [name, value] : cp.graph.at(key.value).entries) {
+      const Node& n = cp.graph.at(value);
+      if (n.kind != NodeKind::kTensor) continue;
+      const TensorRef& t = cp.tensors[n.tensor];
+      const std::vector<int64_t>& shape = t.is_dtensor ? t.global_sizes : t.sizes;
+      if (t.numel() <= 1 && shape.size() <= 1) continue;  // step and other scalars
+      if (shape != p.shape) {
+        v.Add("state-shape-mismatch", at + "[" + key.text + "]." + KeyText(cp.graph, name),
+              "shape " + ShapeText(shape) + " but parameter " + p.name + " is " + ShapeText(p.shape) +
+                  ": this entry belongs to another parameter (a key mapped wrongly).");
+      }
+    }
+  }
+  return Status();
 }
 
 StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const ValidateOptions& o) {
@@ -306,6 +366,7 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
   Validator v(cp, reader, o, r);
   v.Security();
   v.Optimizers();
+  OPTSTATE_RETURN_IF_ERROR(ParamRules(path, o, v, r));
   if (o.scan_values) {
     for (const ZipEntry& e : cp.container.zip.entries) {
       if (e.method != 0 || !e.data_offset_known || e.data_offset > file->bytes().size() ||

@@ -43,6 +43,11 @@ const std::vector<RuleInfo>& ValidationRules() {
       {"nested-pickle", S::kWarning, "a pickle hidden in a bytes value (unpickled by whoever loads that value)"},
       {"crc-mismatch", S::kError, "a zip record whose bytes do not match its CRC-32", true},
       {"dcp-chunk-layout", S::kError, "DCP chunks that overlap, leave gaps or reach outside their tensor"},
+      {"state-collision", S::kError,
+       "parameters whose state was merged into one entry (HeavyBall under FSDP: every data_ptr 0)", false, true},
+      {"state-orphan", S::kWarning, "state entries of no parameter (freed temporaries)", false, true},
+      {"state-shape-mismatch", S::kError, "state tensors whose shape does not fit their parameter", false, true},
+
   };
   return kRules;
 }

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "optstate/file_io.h"
+#include "shared_flags.h"
 
 namespace optstate::tools {
 namespace {
@@ -55,6 +56,7 @@ int RunValidate(const ValidateCommandOptions& o, CommandOutput& output) {
   ValidateOptions vo;
   vo.scan_values = !o.no_values;
   vo.read = o.read;
+  if (!o.params.manifest.empty() || !o.params.model.empty() || !o.params.model_key.empty()) vo.params = o.params;
   if (!o.rules.empty()) {
     auto file = MappedFile::Open(o.rules);
     if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
@@ -82,6 +84,7 @@ CommandRunner AddValidateCommand(CLI::App& parent) {
       kName, "Check a checkpoint for CI: rules with stable ids (broken state keys, lr=0 leaks, untrained\n"
              "init state, non-finite values, unsafe pickles, CRC mismatches, DCP chunk layout); exit 1 on errors");
   cmd->add_option("path", o->path, "torch.save file, .zst, or DCP checkpoint directory");
+  AddParamSourceFlags(*cmd, o->params);
   cmd->add_option("--rules", o->rules,
                   "JSON rules file: {\"rules\": {\"<id>\": \"off|info|warning|error\"}} "
                   "(schemas/validate-rules.schema.json)");
@@ -94,6 +97,7 @@ CommandRunner AddValidateCommand(CLI::App& parent) {
       "  optstate validate checkpoint.pt\n"
       "  optstate validate checkpoints/step_1000 --junit reports/optstate.xml\n"
       "  optstate validate --no-values --rules ci-rules.json checkpoint.pt --json\n"
+      "  optstate validate --manifest params.json heavyball_fsdp.pt     (collisions, orphans, shapes)\n"
       "  optstate validate --list-rules");
   return [o](CommandOutput& output) { return RunValidate(*o, output); };
 }

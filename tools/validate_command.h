@@ -20,6 +20,7 @@ struct ValidateCommandOptions {
   bool no_values = false;
   bool list_rules = false;
   ReadOptions read;
+  ParamSource params;  // --manifest, --model, --model-key
 };
 
 int RunValidate(const ValidateCommandOptions& options, CommandOutput& output);

@@ -40,6 +40,28 @@ TEST(ValidateTest, RulesFireOnTheFixturesMadeForThem) {
   EXPECT_EQ(Fired("testdata/hostile/dcp/chunk_outside_tensor"), Set{"dcp-chunk-layout"});
 }
 
+TEST(ValidateTest, ParameterListRules) {
+  ValidateOptions o;
+  o.params = ParamSource{testing::RepoPath("testdata/good/torch113/heavyball_fsdp_collision.manifest.json"), "", ""};
+  auto r = Validate(testing::RepoPath("testdata/good/torch113/heavyball_fsdp_collision.pt"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  size_t collisions = 0;
+  for (const ValidationFinding& f : r->findings) collisions += f.rule == "state-collision";
+  EXPECT_EQ(collisions, 2u);  // [8, 8] x 2 and [8] x 4
+  o.params = ParamSource{testing::RepoPath("tests/cli/inputs/adamw_index_wrong_shape.manifest.json"), "", ""};
+  r = Validate(testing::RepoPath("testdata/good/torch113/adamw_index.pt"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->findings.size(), 2u);
+  EXPECT_EQ(r->findings[0].rule, "state-shape-mismatch");
+  EXPECT_EQ(r->findings[0].path, "state[0].exp_avg");
+  // The same checkpoint with a fitting list: quiet.
+  o.params = ParamSource{"", testing::RepoPath("testdata/good/torch113/heavyball_param_view.pt"), "model"};
+  r = Validate(testing::RepoPath("testdata/good/torch113/adamw_index.pt"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->findings.empty());
+  EXPECT_TRUE(r->skipped.empty());
+}
+
 TEST(ValidateTest, UnreadableInputIsAnErrorNotAFinding) {
   auto r = Validate(testing::RepoPath("testdata/hostile/dcp/path_traversal"), {});
   ASSERT_FALSE(r.ok());

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "optstate/checkpoint.h"
+#include "optstate/state_matching.h"
 #include "optstate/status.h"
 
 namespace optstate {
@@ -27,6 +28,7 @@ struct RuleInfo {
   RuleSeverity default_severity;
   std::string_view checks;       // one line: what fires it
   bool needs_values = false;     // reads tensor bytes (skipped under --no-values)
+  bool needs_params = false;     // needs the parameter list (--model, --manifest, or the file's own model)
 };
 
 // Every rule, in report order. Ids are stable: rules files and CI configs name them.
@@ -51,6 +53,9 @@ struct ValidationReport {
 
 struct ValidateOptions {
   bool scan_values = true;
+  // Where the parameters come from for the rules that need them; nullopt: the
+  // checkpoint's own model entry if it has one (else those rules are skipped).
+  std::optional<ParamSource> params;
   std::map<std::string, RuleSeverity> severities;  // overrides, from a rules file
   ReadOptions read;
 };
