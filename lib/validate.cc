@@ -8,6 +8,7 @@
 
 #include "half_float.h"
 #include "optstate/crc32.h"
+#include "optstate/graph_builder.h"
 #include "optstate/dcp_checkpoint.h"
 #include "optstate/dcp_consolidate.h"
 #include "optstate/graph_walk.h"
@@ -19,7 +20,7 @@ namespace {
 
 bool IsFloatType(DType d) { return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kBFloat16 || d == DType::kFloat16; }
 
-double Element(const std::vector<std::byte>& b, DType d, size_t i) {
+double Element(ByteSpan b, DType d, size_t i) {
   if (d == DType::kFloat64) {
     double v;
     std::memcpy(&v, b.data() + 8 * i, 8);
@@ -28,10 +29,46 @@ double Element(const std::vector<std::byte>& b, DType d, size_t i) {
   return LoadAsFloat(b.data(), d, i);
 }
 
+struct ValueCounts {
+  size_t nonfinite = 0, negative = 0, nonzero = 0;
+};
+
+// float32, the common case, on the raw bits so the loop vectorises: exponent
+// all ones is NaN or infinity; the sign bit of a non-zero value is negative.
+ValueCounts CountFloat32(ByteSpan b) {
+  ValueCounts c;
+  size_t n = b.size() / 4;
+  const std::byte* p = b.data();
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, p + 4 * i, 4);
+    bool special = (u & 0x7F800000u) == 0x7F800000u;
+    bool zero = (u & 0x7FFFFFFFu) == 0;
+    c.nonfinite += special;
+    c.negative += (u >> 31) & !zero & !special;
+    c.nonzero += !zero;
+  }
+  return c;
+}
+
+ValueCounts CountAny(ByteSpan b, DType d, size_t n) {
+  ValueCounts c;
+  for (size_t i = 0; i < n; ++i) {
+    double x = Element(b, d, i);
+    c.nonfinite += !std::isfinite(x);
+    c.negative += x < 0;
+    c.nonzero += x != 0;
+  }
+  return c;
+}
+
 class Validator {
  public:
   Validator(const Checkpoint& cp, const TensorBytesReader& read, const ValidateOptions& o, ValidationReport& r)
       : cp_(cp), g_(cp.graph), read_(read), o_(o), r_(r) {}
+
+  // For a file: contiguous tensors are scanned where they lie, without a copy.
+  void ScanInPlace(const CheckpointFile* file) { file_ = file; }
 
   RuleSeverity Severity(std::string_view id) const {
     auto it = o_.severities.find(std::string(id));
@@ -206,16 +243,13 @@ class Validator {
       if (n.kind != NodeKind::kTensor) continue;
       const TensorRef& t = cp_.tensors[n.tensor];
       if (!IsFloatType(t.dtype) || t.storage < 0) continue;
-      StatusOr<std::vector<std::byte>> b = read_(t);
+      std::vector<std::byte> scratch;
+      StatusOr<ByteSpan> b = ValuesOf(t, scratch);
       if (!b.ok()) continue;
       r_.value_bytes += b->size();
-      size_t nonfinite = 0, negative = 0, nonzero = 0;
-      for (size_t i = 0; i < t.numel(); ++i) {
-        double x = Element(*b, t.dtype, i);
-        nonfinite += !std::isfinite(x);
-        negative += x < 0;
-        nonzero += x != 0;
-      }
+      ValueCounts c = t.dtype == DType::kFloat32 ? CountFloat32(*b) : CountAny(*b, t.dtype, t.numel());
+      size_t nonfinite = c.nonfinite, negative = c.negative, nonzero = c.nonzero;
+      if (file_) file_->ReleasePages(*b);  // read once; memory stays flat
       std::string path = At(s, "state[" + k.text + "]." + name);
       if (nonfinite) {
         Add("non-finite", path, std::to_string(nonfinite) + " of " + std::to_string(t.numel()) +
@@ -231,8 +265,19 @@ class Validator {
     }
   }
 
+  StatusOr<ByteSpan> ValuesOf(const TensorRef& t, std::vector<std::byte>& scratch) const {
+    if (file_ && t.strides == ContiguousStrides(t.sizes)) {
+      OPTSTATE_ASSIGN_OR_RETURN(ByteSpan storage, StorageBytes(file_->bytes(), cp_, cp_.storages[t.storage]));
+      uint64_t at = t.storage_offset * GetDTypeInfo(t.dtype).element_size;
+      if (at <= storage.size() && t.nbytes() <= storage.size() - at) return storage.subspan(at, t.nbytes());
+    }
+    OPTSTATE_ASSIGN_OR_RETURN(scratch, read_(t));
+    return ByteSpan(scratch.data(), scratch.size());
+  }
+
   const Checkpoint& cp_;
   const ObjectGraph& g_;
+  const CheckpointFile* file_ = nullptr;
   const TensorBytesReader& read_;
   const ValidateOptions& o_;
   ValidationReport& r_;
@@ -362,8 +407,16 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
   r.input = path;
   r.format = std::string(ContainerFormatName(cp.container.format));
   NoteRules(o, r.format, r);
-  TensorBytesReader reader = [&](const TensorRef& t) { return ReadTensorBytes(file->bytes(), cp, t); };
+  TensorBytesReader reader = [&](const TensorRef& t) -> StatusOr<std::vector<std::byte>> {
+    OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, ReadTensorBytes(file->bytes(), cp, t));
+    if (t.storage >= 0) {
+      StatusOr<ByteSpan> storage = StorageBytes(file->bytes(), cp, cp.storages[t.storage]);
+      if (storage.ok()) file->ReleasePages(*storage);
+    }
+    return bytes;
+  };
   Validator v(cp, reader, o, r);
+  v.ScanInPlace(file.get());
   v.Security();
   v.Optimizers();
   OPTSTATE_RETURN_IF_ERROR(ParamRules(path, o, v, r));
@@ -373,7 +426,9 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
           e.size > file->bytes().size() - e.data_offset) {
         continue;
       }
-      uint32_t crc = Crc32(file->bytes().subspan(e.data_offset, e.size));
+      ByteSpan record = file->bytes().subspan(e.data_offset, e.size);
+      uint32_t crc = Crc32OnTwoThreads(record);
+      file->ReleasePages(record);  // read once: keeps memory flat whatever the file's size
       if (crc != e.crc32) {
         char buf[96];
         std::snprintf(buf, sizeof buf, "CRC-32 of the data is %08x, the directory says %08x", crc, e.crc32);

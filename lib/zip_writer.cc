@@ -106,24 +106,6 @@ Status ZipWriter::AddRecord(const std::string& record, ByteSpan data, const std:
   return Descriptor(crc);
 }
 
-namespace {
-
-// The CRC of a large range on two threads (halves combined), else on this one.
-uint32_t ParallelCrc32(ByteSpan data) {
-  if (data.size() < (8u << 20)) return Crc32(data);
-  size_t half = data.size() / 2;
-  std::future<uint32_t> first;
-  try {
-    first = std::async(std::launch::async, [data, half] { return Crc32(data.first(half)); });
-  } catch (const std::system_error&) {
-    return Crc32(data);  // no thread to be had
-  }
-  uint32_t second = Crc32(data.subspan(half));
-  return Crc32Combine(first.get(), second, data.size() - half);
-}
-
-}  // namespace
-
 Status ZipWriter::AddRecordPieces(const std::string& record, const std::vector<RecordPiece>& pieces,
                                   const std::function<void(ByteSpan)>& done_with) {
   uint64_t total = 0;
@@ -139,7 +121,7 @@ Status ZipWriter::AddRecordPieces(const std::string& record, const std::vector<R
     if (!piece_crc && p.source) {
       // Part of a record (a reshard's chunk cut from an input chunk): read once
       // for the CRC, copied by the kernel.
-      piece_crc = ParallelCrc32(p.data);
+      piece_crc = Crc32OnTwoThreads(p.data);
       OPTSTATE_ASSIGN_OR_RETURN(copied, out_->CopyFromFile(p.source->fd, p.source->offset, p.data.size()));
       if (done_with) done_with(p.data);
     }
