@@ -26,6 +26,7 @@ describe.write_expected(sys.argv[1], "adamw_index.pt compressed with zstd -19")'
 
 /usr/bin/python3 testdata/gen/gen_hostile.py "$side/hostile.new" > /dev/null
 /usr/bin/python3 testdata/gen/gen_pickles.py "$side/pickles.new" > /dev/null
+/usr/bin/python3 testdata/gen/gen_validate_fixtures.py "$side/validate.new" > /dev/null
 
 echo "== torch 2.6 (Debian trixie chroot)"
 testdata/gen/torch26-chroot.sh
@@ -44,14 +45,14 @@ testdata/gen/torch26-python.sh testdata/gen/gen_dcp_variants.py "$rel/torch26/fs
 
 rm -rf "$final"
 mv "$stage" "$final"
-# testdata/hostile, testdata/pickles and testdata/dcp_variants are replaced only
-# with the default OUTDIR.
+# testdata/hostile, pickles, dcp_variants and validate are replaced only with
+# the default OUTDIR.
 if [ "$final" = "$repo/testdata/good" ]; then
-  for d in hostile pickles dcp_variants; do
+  for d in hostile pickles dcp_variants validate; do
     rm -rf "$repo/testdata/$d"
     mv "$side/$d.new" "$repo/testdata/$d"
   done
 else
-  rm -rf "$side/hostile.new" "$side/pickles.new" "$side/dcp_variants.new"
+  rm -rf "$side/hostile.new" "$side/pickles.new" "$side/dcp_variants.new" "$side/validate.new"
 fi
 echo "fixtures in $final: $(du -sh "$final" | cut -f1)"

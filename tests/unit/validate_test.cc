@@ -34,6 +34,11 @@ TEST(ValidateTest, RulesFireOnTheFixturesMadeForThem) {
   EXPECT_EQ(Fired("testdata/good/torch113/dcp_init_untrained.pt", /*values=*/false), Set{});
   EXPECT_TRUE(Fired("testdata/hostile/os_system_global.pt").count("dangerous-global"));
   EXPECT_TRUE(Fired("testdata/hostile/heavyball_rng_bytes.pt").count("nested-pickle"));
+  EXPECT_EQ(Fired("testdata/validate/lr_zero_leak.pt"), Set{"lr-zero-with-steps"});
+  EXPECT_EQ(Fired("testdata/validate/duplicate_param.pt"), Set{"param-group-duplicate"});
+  EXPECT_EQ(Fired("testdata/validate/frozen_param.pt"), Set{"param-without-state"});
+  EXPECT_EQ(Fired("testdata/validate/ghost_state.pt"), Set{"state-without-param"});
+  EXPECT_EQ(Fired("testdata/validate/args_namespace.pt"), Set{"global-not-allowlisted"});
   EXPECT_EQ(Fired("testdata/good/torch26/fsdp2_dcp"), Set{});
   EXPECT_EQ(Fired("testdata/good/torch26/fsdp2_3rank_dcp"), Set{});
   EXPECT_EQ(Fired("testdata/hostile/dcp/overlapping_chunks"), Set{"dcp-chunk-layout"});
