@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include <new>
+#include <optional>
 
 #include "half_float.h"
 #include "legacy_format.h"
@@ -174,13 +175,46 @@ StatusOr<ByteSpan> StorageBytes(ByteSpan bytes, const Checkpoint& checkpoint, co
   return bytes.subspan(static_cast<size_t>(offset), static_cast<size_t>(s.nbytes));
 }
 
+std::optional<uint32_t> StorageRecordCrc(const Checkpoint& checkpoint, const StorageRef& s) {
+  if (s.zip_entry < 0) return std::nullopt;
+  const ZipEntry& e = checkpoint.container.zip.entries[static_cast<size_t>(s.zip_entry)];
+  if (e.method != 0 || e.size != s.nbytes) return std::nullopt;
+  return e.crc32;
+}
+
+namespace {
+
+// C order in memory: every dimension longer than one has the stride the sizes
+// after it give (torch's is_contiguous; size-1 dimensions may have any stride).
+bool IsContiguous(const TensorRef& t) {
+  if (t.numel() <= 1) return true;
+  int64_t expected = 1;
+  for (size_t d = t.sizes.size(); d-- > 0;) {
+    if (t.sizes[d] != 1 && t.strides[d] != expected) return false;
+    expected *= t.sizes[d];
+  }
+  return true;
+}
+
+}  // namespace
+
+StatusOr<std::optional<ByteSpan>> TensorBytesInPlace(ByteSpan bytes, const Checkpoint& checkpoint,
+                                                     const TensorRef& t) {
+  if (t.storage < 0 || !IsContiguous(t)) return std::optional<ByteSpan>();
+  const StorageRef& s = checkpoint.storages[static_cast<size_t>(t.storage)];
+  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan storage, StorageBytes(bytes, checkpoint, s));
+  if (t.nbytes() == 0) return std::optional<ByteSpan>(storage.first(0));
+  uint64_t begin = t.storage_offset * GetDTypeInfo(t.dtype).element_size;
+  if (begin > storage.size() || t.nbytes() > storage.size() - begin) {
+    return CorruptError("a tensor reaches past the end of storage '" + s.key + "'");
+  }
+  return std::optional<ByteSpan>(storage.subspan(begin, t.nbytes()));
+}
+
 StatusOr<std::vector<std::byte>> ReadTensorBytes(ByteSpan bytes, const Checkpoint& checkpoint,
                                                  const TensorRef& t) {
   if (t.storage < 0) return std::vector<std::byte>{};
-  const StorageRef& s = checkpoint.storages[static_cast<size_t>(t.storage)];
-  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan storage, StorageBytes(bytes, checkpoint, s));
-  const std::byte* base = storage.data();
-  const size_t elem = GetDTypeInfo(t.dtype).element_size;
+  OPTSTATE_ASSIGN_OR_RETURN(std::optional<ByteSpan> in_place, TensorBytesInPlace(bytes, checkpoint, t));
   std::vector<std::byte> out;
   try {
     out.resize(t.nbytes());
@@ -188,6 +222,14 @@ StatusOr<std::vector<std::byte>> ReadTensorBytes(ByteSpan bytes, const Checkpoin
     return LimitExceededError("out of memory for a tensor of " + std::to_string(t.nbytes()) + " bytes");
   }
   if (out.empty()) return out;
+  if (in_place) {  // one run already: a single copy instead of element by element
+    std::copy(in_place->begin(), in_place->end(), out.begin());
+    return out;
+  }
+  const StorageRef& s = checkpoint.storages[static_cast<size_t>(t.storage)];
+  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan storage, StorageBytes(bytes, checkpoint, s));
+  const std::byte* base = storage.data();
+  const size_t elem = GetDTypeInfo(t.dtype).element_size;
   // Odometer over the index space in C order; the extent was checked against the
   // storage when the tensor was resolved, so every element read is in bounds.
   std::vector<int64_t> index(t.sizes.size(), 0);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "box_copy.h"
 #include "optstate/graph_builder.h"
 
 namespace optstate {
@@ -79,16 +80,9 @@ StatusOr<ByteSpan> DcpCheckpoint::ChunkBytes(const DcpEntry& e, const DcpChunk& 
   OPTSTATE_ASSIGN_OR_RETURN(Checkpoint cp, ParseChunk(e, c, options, context));
   const TensorRef& t = cp.tensors[cp.graph.at(cp.graph.root).tensor];
   ByteSpan item = ItemBytes(c.where);
-  if (t.strides == ContiguousStrides(t.sizes) || t.numel() <= 1) {
-    StatusOr<ByteSpan> storage = StorageBytes(item, cp, cp.storages[t.storage]);
-    if (!storage.ok()) return std::move(storage).status().WithContext(context);
-    uint64_t elem = GetDTypeInfo(t.dtype).element_size;
-    uint64_t begin = t.storage_offset * elem;
-    if (begin > storage->size() || t.nbytes() > storage->size() - begin) {
-      return CorruptError(context + ": the tensor reaches past its storage");
-    }
-    return storage->subspan(begin, t.nbytes());
-  }
+  StatusOr<std::optional<ByteSpan>> in_place = TensorBytesInPlace(item, cp, t);
+  if (!in_place.ok()) return std::move(in_place).status().WithContext(context);
+  if (*in_place) return **in_place;
   StatusOr<std::vector<std::byte>> copy = ReadTensorBytes(item, cp, t);
   if (!copy.ok()) return std::move(copy).status().WithContext(context);
   scratch = std::move(*copy);
@@ -101,22 +95,73 @@ StatusOr<std::optional<RecordPiece>> DcpCheckpoint::ChunkPiece(const DcpEntry& e
   OPTSTATE_ASSIGN_OR_RETURN(Checkpoint cp, ParseChunk(e, c, options, context));
   const TensorRef& t = cp.tensors[cp.graph.at(cp.graph.root).tensor];
   const StorageRef& s = cp.storages[t.storage];
-  bool whole = (t.strides == ContiguousStrides(t.sizes) || t.numel() <= 1) && t.storage_offset == 0 &&
-               t.nbytes() == s.nbytes && s.zip_entry >= 0;
-  if (!whole) return std::optional<RecordPiece>();
-  const ZipEntry& z = cp.container.zip.entries[static_cast<size_t>(s.zip_entry)];
-  if (z.method != 0 || z.size != s.nbytes) return std::optional<RecordPiece>();
-  StatusOr<ByteSpan> data = StorageBytes(ItemBytes(c.where), cp, s);
+  // The chunk must be its storage's whole record, as DCP writes items.
+  std::optional<uint32_t> crc = StorageRecordCrc(cp, s);
+  if (!crc || t.storage_offset != 0 || t.nbytes() != s.nbytes) return std::optional<RecordPiece>();
+  StatusOr<std::optional<ByteSpan>> data = TensorBytesInPlace(ItemBytes(c.where), cp, t);
   if (!data.ok()) return std::move(data).status().WithContext(context);
+  if (!*data) return std::optional<RecordPiece>();
   const MappedFile& file = FileOf(c.where);
   // Parsing touched the item's zip headers; the data itself will be copied
   // by the kernel. Drop the pages so memory does not grow with the chunk count.
   ReleasePages(ItemBytes(c.where));
   RecordPiece piece;
-  piece.data = *data;
-  piece.crc = z.crc32;
-  piece.source = FileRange{file.fd(), static_cast<uint64_t>(data->data() - file.bytes().data())};
+  piece.data = **data;
+  piece.crc = crc;
+  piece.source = FileRange{file.fd(), static_cast<uint64_t>(piece.data.data() - file.bytes().data())};
   return std::optional<RecordPiece>(piece);
+}
+
+StatusOr<std::vector<RecordPiece>> DcpCheckpoint::RowPieces(const DcpEntry& e, int64_t begin, int64_t end,
+                                                            const ReadOptions& options) const {
+  std::vector<RecordPiece> pieces;
+  if (e.size.empty()) {  // a 0-d value: its one chunk, whole
+    OPTSTATE_ASSIGN_OR_RETURN(std::optional<RecordPiece> whole, ChunkPiece(e, e.chunks.at(0), options));
+    if (whole) pieces.push_back(*whole);
+    return pieces;
+  }
+  if (!e.HoldsWholeRows()) return pieces;
+  const uint64_t row = e.RowBytes();
+  std::vector<const DcpChunk*> order;
+  for (const DcpChunk& c : e.chunks) {
+    if (c.sizes[0] > 0 && c.offsets[0] < end && c.offsets[0] + c.sizes[0] > begin) order.push_back(&c);
+  }
+  std::sort(order.begin(), order.end(), [](const DcpChunk* a, const DcpChunk* b) { return a->offsets[0] < b->offsets[0]; });
+  for (const DcpChunk* c : order) {
+    OPTSTATE_ASSIGN_OR_RETURN(std::optional<RecordPiece> whole, ChunkPiece(e, *c, options));
+    if (!whole) return std::vector<RecordPiece>();
+    int64_t from = std::max(begin, c->offsets[0]), to = std::min(end, c->offsets[0] + c->sizes[0]);
+    uint64_t skip = static_cast<uint64_t>(from - c->offsets[0]) * row;
+    uint64_t length = static_cast<uint64_t>(to - from) * row;
+    RecordPiece p = *whole;
+    if (skip != 0 || length != p.data.size()) {  // part of the record: its CRC is not known
+      p.data = p.data.subspan(skip, length);
+      p.crc.reset();
+      p.source->offset += skip;
+    }
+    pieces.push_back(p);
+  }
+  return pieces;
+}
+
+Status DcpCheckpoint::CopyRows(const DcpEntry& e, int64_t begin, int64_t end, std::byte* out,
+                               const ReadOptions& options) const {
+  Box want{std::vector<int64_t>(e.size.size(), 0), e.size};
+  if (!e.size.empty()) {
+    want.offsets[0] = begin;
+    want.sizes[0] = end - begin;
+  }
+  const size_t elem = GetDTypeInfo(e.dtype).element_size;
+  std::vector<std::byte> scratch;
+  for (const DcpChunk& c : e.chunks) {
+    // Chunks outside the rows are passed over; empty ones are still read, so a
+    // broken item is reported wherever it is.
+    if (!e.size.empty() && c.numel() > 0 && (c.offsets[0] >= end || c.offsets[0] + c.sizes[0] <= begin)) continue;
+    OPTSTATE_ASSIGN_OR_RETURN(ByteSpan data, ChunkBytes(e, c, scratch, options));
+    CopyIntersection(Box{c.offsets, c.sizes}, data.data(), want, out, elem);
+    ReleasePages(data);  // keeps resident memory at one chunk, whatever the checkpoint's size
+  }
+  return Status();
 }
 
 StatusOr<std::unique_ptr<DcpCheckpoint>> OpenDcpCheckpoint(const std::string& dir, const DcpMetadataLimits& limits) {

@@ -5,7 +5,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "box_copy.h"
 #include "optstate/graph_builder.h"
 #include "optstate/graph_walk.h"
 #include "optstate/optimizer_state.h"
@@ -130,16 +129,9 @@ void RekeyToIndices(Checkpoint& cp, GraphBuilder& b, ConsolidateReport& report) 
 }
 
 Status AssembleTensor(const DcpCheckpoint& dcp, const DcpEntry& e, const ReadOptions& read,
-                      std::vector<std::byte>& whole, std::vector<std::byte>& scratch) {
-  size_t elem = GetDTypeInfo(e.dtype).element_size;
-  whole.assign(e.numel() * elem, std::byte{0});
-  for (const DcpChunk& c : e.chunks) {
-    OPTSTATE_ASSIGN_OR_RETURN(ByteSpan part, dcp.ChunkBytes(e, c, scratch, read));
-    CopyIntersection(Box{c.offsets, c.sizes}, part.data(), Box{std::vector<int64_t>(e.size.size(), 0), e.size},
-                     whole.data(), elem);
-    dcp.ReleasePages(part);
-  }
-  return Status();
+                      std::vector<std::byte>& whole) {
+  whole.assign(e.numel() * GetDTypeInfo(e.dtype).element_size, std::byte{0});
+  return dcp.CopyRows(e, 0, e.size.empty() ? 1 : e.size[0], whole.data(), read);
 }
 
 }  // namespace
@@ -187,8 +179,8 @@ StatusOr<std::vector<std::byte>> ReadDcpTensor(const DcpCheckpoint& dcp, const D
   if (t.storage < 0 || static_cast<size_t>(t.storage) >= graph.storage_entry.size()) {
     return InvalidArgumentError("not a tensor of this DCP checkpoint");
   }
-  std::vector<std::byte> whole, scratch;
-  OPTSTATE_RETURN_IF_ERROR(AssembleTensor(dcp, *graph.storage_entry[t.storage], read, whole, scratch));
+  std::vector<std::byte> whole;
+  OPTSTATE_RETURN_IF_ERROR(AssembleTensor(dcp, *graph.storage_entry[t.storage], read, whole));
   return whole;
 }
 
@@ -202,32 +194,16 @@ StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::
   }
   ConsolidateReport report = graph.counts;
   report.largest_tensor_bytes = 0;
-  std::vector<std::byte> whole, scratch;
+  std::vector<std::byte> whole;
   uint64_t done = 0;
   auto source = [&](size_t storage) -> StatusOr<std::vector<RecordPiece>> {
     const DcpEntry& e = *graph.storage_entry[storage];
-    std::vector<RecordPiece> pieces;
     // Chunks holding whole rows follow each other in the output: each is a
     // piece the kernel copies, under the CRC its item already records.
-    if (e.HoldsWholeRows()) {
-      std::vector<const DcpChunk*> order;
-      for (const DcpChunk& c : e.chunks) {
-        if (c.numel() > 0 || e.size.empty()) order.push_back(&c);
-      }
-      std::sort(order.begin(), order.end(), [](const DcpChunk* a, const DcpChunk* b) {
-        return !a->offsets.empty() && a->offsets[0] < b->offsets[0];
-      });
-      for (const DcpChunk* c : order) {
-        OPTSTATE_ASSIGN_OR_RETURN(std::optional<RecordPiece> piece, dcp.ChunkPiece(e, *c, options.read));
-        if (!piece) {
-          pieces.clear();
-          break;
-        }
-        pieces.push_back(*piece);
-      }
-    }
+    OPTSTATE_ASSIGN_OR_RETURN(std::vector<RecordPiece> pieces,
+                              dcp.RowPieces(e, 0, e.size.empty() ? 1 : e.size[0], options.read));
     if (pieces.empty()) {  // other layouts: assembled in memory
-      OPTSTATE_RETURN_IF_ERROR(AssembleTensor(dcp, e, options.read, whole, scratch));
+      OPTSTATE_RETURN_IF_ERROR(AssembleTensor(dcp, e, options.read, whole));
       report.largest_tensor_bytes = std::max<uint64_t>(report.largest_tensor_bytes, whole.size());
       pieces.push_back(RecordPiece{ByteSpan(whole.data(), whole.size()), std::nullopt, std::nullopt});
     }

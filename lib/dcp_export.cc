@@ -1,9 +1,7 @@
 #include "optstate/dcp_export.h"
 
-#include <algorithm>
 #include <cstring>
 
-#include "box_copy.h"
 #include "optstate/checkpoint_writer.h"
 #include "optstate/graph_builder.h"
 #include "optstate/graph_walk.h"
@@ -11,76 +9,25 @@
 namespace optstate {
 namespace {
 
-// The box of rows [begin, end) of a tensor of shape `size` (the whole 0-d tensor).
-Box RowsBox(const std::vector<int64_t>& size, int64_t begin, int64_t end) {
-  Box b{std::vector<int64_t>(size.size(), 0), size};
-  if (!size.empty()) {
-    b.offsets[0] = begin;
-    b.sizes[0] = end - begin;
-  }
-  return b;
-}
-
-// Rows [begin, end) of a tensor whose chunks hold whole rows, as parts of the
-// chunks' own records (see DcpCheckpoint::ChunkPiece); empty when the layout
-// does not allow it, and the rows go through memory instead.
-StatusOr<std::vector<RecordPiece>> RowPieces(const DcpCheckpoint& input, const DcpEntry& e, int64_t begin,
-                                             int64_t end, const ReadOptions& read) {
-  std::vector<RecordPiece> pieces;
-  if (e.size.empty()) {  // a 0-d value: its one chunk, whole
-    OPTSTATE_ASSIGN_OR_RETURN(std::optional<RecordPiece> whole, input.ChunkPiece(e, e.chunks.at(0), read));
-    if (whole) pieces.push_back(*whole);
-    return pieces;
-  }
-  if (!e.HoldsWholeRows()) return pieces;
-  uint64_t row = GetDTypeInfo(e.dtype).element_size;
-  for (size_t d = 1; d < e.size.size(); ++d) row *= static_cast<uint64_t>(e.size[d]);
-  std::vector<const DcpChunk*> order;
-  for (const DcpChunk& c : e.chunks) {
-    if (c.sizes[0] > 0 && c.offsets[0] < end && c.offsets[0] + c.sizes[0] > begin) order.push_back(&c);
-  }
-  std::sort(order.begin(), order.end(), [](const DcpChunk* a, const DcpChunk* b) { return a->offsets[0] < b->offsets[0]; });
-  for (const DcpChunk* c : order) {
-    OPTSTATE_ASSIGN_OR_RETURN(std::optional<RecordPiece> whole, input.ChunkPiece(e, *c, read));
-    if (!whole) return std::vector<RecordPiece>();
-    int64_t from = std::max(begin, c->offsets[0]), to = std::min(end, c->offsets[0] + c->sizes[0]);
-    uint64_t skip = static_cast<uint64_t>(from - c->offsets[0]) * row;
-    uint64_t length = static_cast<uint64_t>(to - from) * row;
-    RecordPiece p = *whole;
-    if (skip != 0 || length != p.data.size()) {  // part of the record: its CRC is not known
-      p.data = p.data.subspan(skip, length);
-      p.crc.reset();
-      p.source->offset += skip;
-    }
-    pieces.push_back(p);
-  }
-  return pieces;
-}
-
 // ---- torch.save file -> flat entries -------------------------------------
 
-// Rows [begin, end) of a contiguous tensor as one piece of its storage's zip
-// record (with the record's CRC when the rows are all of it); empty when the
-// tensor is laid out otherwise or the file is decompressed in memory.
-StatusOr<std::vector<RecordPiece>> StoragePieces(const CheckpointFile& file, const Checkpoint& cp, const TensorRef& t,
+// Rows [begin, end) of a contiguous tensor (rows of `row` bytes) as one piece
+// of its storage's zip record, with the record's CRC when the rows are all of
+// it; empty when the tensor is laid out otherwise or the file is decompressed
+// in memory.
+StatusOr<std::vector<RecordPiece>> StoragePieces(const CheckpointFile& file, const TensorRef& t, uint64_t row,
                                                  int64_t begin, int64_t end) {
   std::vector<RecordPiece> pieces;
-  if (t.strides != ContiguousStrides(t.sizes) && t.numel() > 1) return pieces;
-  uint64_t elem = GetDTypeInfo(t.dtype).element_size, row = elem;
-  for (size_t d = 1; d < t.sizes.size(); ++d) row *= static_cast<uint64_t>(t.sizes[d]);
-  const StorageRef& s = cp.storages[t.storage];
-  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan storage, StorageBytes(file.bytes(), cp, s));
-  uint64_t at = t.storage_offset * elem + static_cast<uint64_t>(begin) * row;
-  uint64_t length = static_cast<uint64_t>(end - begin) * row;
-  if (at > storage.size() || length > storage.size() - at) return CorruptError("the tensor reaches past its storage");
+  const Checkpoint& cp = file.checkpoint();
+  OPTSTATE_ASSIGN_OR_RETURN(std::optional<ByteSpan> in_place, TensorBytesInPlace(file.bytes(), cp, t));
+  if (!in_place) return pieces;
+  uint64_t skip = static_cast<uint64_t>(begin) * row, length = static_cast<uint64_t>(end - begin) * row;
   RecordPiece p;
-  p.data = storage.subspan(at, length);
+  p.data = in_place->subspan(skip, length);
   p.source = file.FileRangeOf(p.data);
   if (!p.source) return pieces;
-  if (at == 0 && length == storage.size() && s.zip_entry >= 0) {
-    const ZipEntry& z = cp.container.zip.entries[static_cast<size_t>(s.zip_entry)];
-    if (z.method == 0 && z.size == length) p.crc = z.crc32;
-  }
+  const StorageRef& s = cp.storages[t.storage];
+  if (t.storage_offset == 0 && skip == 0 && length == s.nbytes) p.crc = StorageRecordCrc(cp, s);
   pieces.push_back(p);
   return pieces;
 }
@@ -154,25 +101,22 @@ class Flattener {
       e.dtype = t.dtype;
       e.size = t.sizes;
       const CheckpointFile& file = file_;
-      const Checkpoint& cp = cp_;
-      e.rows = [&file, &cp, t](int64_t begin, int64_t end, std::byte* out) -> Status {
-        uint64_t elem = GetDTypeInfo(t.dtype).element_size;
-        uint64_t row = elem;
-        for (size_t d = 1; d < t.sizes.size(); ++d) row *= static_cast<uint64_t>(t.sizes[d]);
-        if (t.strides == ContiguousStrides(t.sizes)) {
-          OPTSTATE_ASSIGN_OR_RETURN(ByteSpan storage, StorageBytes(file.bytes(), cp, cp.storages[t.storage]));
-          uint64_t at = t.storage_offset * elem + static_cast<uint64_t>(begin) * row;
-          uint64_t length = static_cast<uint64_t>(end - begin) * row;
-          if (at > storage.size() || length > storage.size() - at) return CorruptError("the tensor reaches past its storage");
-          std::memcpy(out, storage.data() + at, length);
-          file.ReleasePages(storage.subspan(at, length));
+      const uint64_t row = e.RowBytes();
+      e.rows = [&file, t, row](int64_t begin, int64_t end, std::byte* out) -> Status {
+        uint64_t skip = static_cast<uint64_t>(begin) * row, length = static_cast<uint64_t>(end - begin) * row;
+        OPTSTATE_ASSIGN_OR_RETURN(std::optional<ByteSpan> in_place,
+                                  TensorBytesInPlace(file.bytes(), file.checkpoint(), t));
+        if (in_place) {
+          ByteSpan rows = in_place->subspan(skip, length);
+          std::memcpy(out, rows.data(), length);
+          file.ReleasePages(rows);
           return Status();
         }
-        OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::byte> whole, ReadTensorBytes(file.bytes(), cp, t));
-        std::memcpy(out, whole.data() + static_cast<uint64_t>(begin) * row, static_cast<uint64_t>(end - begin) * row);
+        OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::byte> whole, ReadTensorBytes(file.bytes(), file.checkpoint(), t));
+        std::memcpy(out, whole.data() + skip, length);
         return Status();
       };
-      e.pieces = [&file, &cp, t](int64_t begin, int64_t end) { return StoragePieces(file, cp, t, begin, end); };
+      e.pieces = [&file, t, row](int64_t begin, int64_t end) { return StoragePieces(file, t, row, begin, end); };
       e.release = [&file](ByteSpan range) { file.ReleasePages(range); };
     } else {
       auto item = std::make_shared<Checkpoint>();
@@ -206,19 +150,10 @@ StatusOr<DcpWriteReport> ReshardDcp(const DcpCheckpoint& input, const std::strin
     static_cast<DcpEntry&>(e) = in;  // key, path, kind, dtype, size (chunks are rewritten)
     const DcpEntry* src = &in;
     if (in.is_tensor) {
-      e.rows = [&input, src, &read](int64_t begin, int64_t end, std::byte* out) -> Status {
-        Box want = RowsBox(src->size, begin, end);
-        size_t elem = GetDTypeInfo(src->dtype).element_size;
-        std::vector<std::byte> scratch;
-        for (const DcpChunk& c : src->chunks) {
-          if (!src->size.empty() && (c.offsets[0] >= end || c.offsets[0] + c.sizes[0] <= begin)) continue;
-          OPTSTATE_ASSIGN_OR_RETURN(ByteSpan data, input.ChunkBytes(*src, c, scratch, read));
-          CopyIntersection(Box{c.offsets, c.sizes}, data.data(), want, out, elem);
-          input.ReleasePages(data);  // keeps resident memory at one chunk, whatever the checkpoint's size
-        }
-        return Status();
+      e.rows = [&input, src, &read](int64_t begin, int64_t end, std::byte* out) {
+        return input.CopyRows(*src, begin, end, out, read);
       };
-      e.pieces = [&input, src, &read](int64_t begin, int64_t end) { return RowPieces(input, *src, begin, end, read); };
+      e.pieces = [&input, src, &read](int64_t begin, int64_t end) { return input.RowPieces(*src, begin, end, read); };
       e.release = [&input](ByteSpan range) { input.ReleasePages(range); };
     } else {
       e.write_item = [&input, src](OutputStream& out) { return out.Write(input.ItemBytes(src->bytes_where)); };

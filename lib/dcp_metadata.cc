@@ -337,6 +337,12 @@ Status CheckDcpChunkLayout(const DcpEntry& entry) { return CheckTiling(entry); }
 uint64_t DcpChunk::numel() const { return Volume(sizes).value_or(0); }
 uint64_t DcpEntry::numel() const { return Volume(size).value_or(0); }
 
+uint64_t DcpEntry::RowBytes() const {
+  uint64_t n = GetDTypeInfo(dtype).element_size;
+  for (size_t d = 1; d < size.size(); ++d) n *= static_cast<uint64_t>(size[d]);
+  return n;
+}
+
 bool DcpEntry::HoldsWholeRows() const {
   for (const DcpChunk& c : chunks) {
     for (size_t d = 1; d < size.size(); ++d) {

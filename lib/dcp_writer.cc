@@ -18,14 +18,8 @@ struct Placement {
   std::vector<int> chunk_rank;
 };
 
-uint64_t RowBytes(const DcpOutEntry& e) {
-  uint64_t n = GetDTypeInfo(e.dtype).element_size;
-  for (size_t d = 1; d < e.size.size(); ++d) n *= static_cast<uint64_t>(e.size[d]);
-  return n;
-}
-
 uint64_t ChunkBytes(const DcpOutEntry& e, const DcpChunk& c) {
-  return e.size.empty() ? RowBytes(e) : static_cast<uint64_t>(c.sizes[0]) * RowBytes(e);
+  return e.size.empty() ? e.RowBytes() : static_cast<uint64_t>(c.sizes[0]) * e.RowBytes();
 }
 
 // The same plan in every process: it depends only on the entries and the world size.
@@ -53,7 +47,7 @@ std::vector<Placement> Plan(const std::vector<DcpOutEntry>& entries, int world) 
     const DcpOutEntry& e = entries[i];
     if (e.is_tensor && !e.size.empty()) continue;
     int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-    load[r] += e.is_tensor ? RowBytes(e) : 1;
+    load[r] += e.is_tensor ? e.RowBytes() : 1;
     plan[i].chunks.push_back(DcpChunk{});
     plan[i].chunk_rank.push_back(r);
   }

@@ -8,7 +8,6 @@
 
 #include "half_float.h"
 #include "optstate/crc32.h"
-#include "optstate/graph_builder.h"
 #include "optstate/dcp_checkpoint.h"
 #include "optstate/dcp_consolidate.h"
 #include "optstate/graph_walk.h"
@@ -266,10 +265,9 @@ class Validator {
   }
 
   StatusOr<ByteSpan> ValuesOf(const TensorRef& t, std::vector<std::byte>& scratch) const {
-    if (file_ && t.strides == ContiguousStrides(t.sizes)) {
-      OPTSTATE_ASSIGN_OR_RETURN(ByteSpan storage, StorageBytes(file_->bytes(), cp_, cp_.storages[t.storage]));
-      uint64_t at = t.storage_offset * GetDTypeInfo(t.dtype).element_size;
-      if (at <= storage.size() && t.nbytes() <= storage.size() - at) return storage.subspan(at, t.nbytes());
+    if (file_) {
+      OPTSTATE_ASSIGN_OR_RETURN(std::optional<ByteSpan> in_place, TensorBytesInPlace(file_->bytes(), cp_, t));
+      if (in_place) return *in_place;
     }
     OPTSTATE_ASSIGN_OR_RETURN(scratch, read_(t));
     return ByteSpan(scratch.data(), scratch.size());

@@ -86,6 +86,17 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
 // from), checked against its bounds.
 StatusOr<ByteSpan> StorageBytes(ByteSpan bytes, const Checkpoint& checkpoint, const StorageRef& storage);
 
+// The CRC-32 the zip directory records for a storage's record, when that
+// record is stored (not compressed) and holds exactly the storage's bytes;
+// nullopt otherwise (legacy format, decompressed .zst content, no zip entry).
+std::optional<uint32_t> StorageRecordCrc(const Checkpoint& checkpoint, const StorageRef& storage);
+
+// The tensor's elements where they lie in `bytes`, when they already form one
+// run in C order (a contiguous tensor, or at most one element): no copy. nullopt
+// when they must be gathered (ReadTensorBytes does); meta tensors have none.
+StatusOr<std::optional<ByteSpan>> TensorBytesInPlace(ByteSpan bytes, const Checkpoint& checkpoint,
+                                                     const TensorRef& tensor);
+
 // A float32, bfloat16 or float16 tensor's elements as float (exact), in C order;
 // kUnsupported for other dtypes.
 StatusOr<std::vector<float>> ReadTensorAsFloat(ByteSpan bytes, const Checkpoint& checkpoint, const TensorRef& t);

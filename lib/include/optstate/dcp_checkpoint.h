@@ -58,6 +58,19 @@ class DcpCheckpoint {
   StatusOr<std::optional<RecordPiece>> ChunkPiece(const DcpEntry& entry, const DcpChunk& chunk,
                                                   const ReadOptions& options = {}) const;
 
+  // Rows [begin, end) of dim 0 of a tensor whose chunks hold whole rows, as
+  // pieces of the chunks' own records (ChunkPiece; a part of a record has no
+  // known CRC); for a 0-d tensor, its one chunk. Empty when the layout does not
+  // allow it: then CopyRows gathers the rows through memory.
+  StatusOr<std::vector<RecordPiece>> RowPieces(const DcpEntry& entry, int64_t begin, int64_t end,
+                                               const ReadOptions& options = {}) const;
+
+  // Writes rows [begin, end) of dim 0 (a 0-d tensor: rows [0, 1)) in C order to
+  // `out`, from every chunk they overlap; elements no chunk holds are left as
+  // they were. Input pages are dropped as each chunk is done.
+  Status CopyRows(const DcpEntry& entry, int64_t begin, int64_t end, std::byte* out,
+                  const ReadOptions& options = {}) const;
+
   // Drops resident pages of a range once copied.
   void ReleasePages(ByteSpan range) const;
 

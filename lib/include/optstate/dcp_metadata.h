@@ -64,6 +64,8 @@ struct DcpEntry {
   // Every chunk spans all of dims 1..n (FSDP2's dim-0 shards, 0-d values), so
   // in C order the chunks are consecutive byte ranges of the tensor.
   bool HoldsWholeRows() const;
+  // Bytes of one row of dim 0 (all of a 0-d tensor): what rows [b, e) of it take.
+  uint64_t RowBytes() const;
 };
 
 struct DcpMetadata {
