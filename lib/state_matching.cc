@@ -346,8 +346,15 @@ Status LoadParams(const std::string& checkpoint, const ParamSource& source, cons
 
 StatusOr<MatchedState> OpenAndMatch(const std::string& checkpoint, const std::string& state_key,
                                     const ParamSource& source, const ReadOptions& read, const MatchOptions& match) {
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointFile> file, OpenCheckpoint(checkpoint, read));
+  return MatchCheckpoint(std::move(file), state_key, source, read, match);
+}
+
+StatusOr<MatchedState> MatchCheckpoint(std::unique_ptr<CheckpointFile> file, const std::string& state_key,
+                                       const ParamSource& source, const ReadOptions& read, const MatchOptions& match) {
   MatchedState m;
-  OPTSTATE_ASSIGN_OR_RETURN(m.file, OpenCheckpoint(checkpoint, read));
+  m.file = std::move(file);
+  const std::string checkpoint = m.file->path();
   StatusOr<OptimizerState> state = LocateOptimizerState(m.file->checkpoint(), state_key);
   if (!state.ok()) return std::move(state).status().WithContext(checkpoint);
   m.state = std::move(*state);

@@ -295,8 +295,10 @@ void NoteRules(const ValidateOptions& o, const std::string& format, ValidationRe
 
 // The rules that need the parameter list. Without --model or --manifest they
 // use the checkpoint's own model entry, or are skipped saying why.
-Status ParamRules(const std::string& path, const ValidateOptions& o, Validator& v, ValidationReport& r) {
-  StatusOr<MatchedState> matched = OpenAndMatch(path, "", o.params.value_or(ParamSource{}), o.read, MatchOptions{});
+// Takes the file the other rules read, rather than opening and parsing it again.
+Status ParamRules(std::unique_ptr<CheckpointFile> file, const ValidateOptions& o, Validator& v, ValidationReport& r) {
+  StatusOr<MatchedState> matched =
+      MatchCheckpoint(std::move(file), "", o.params.value_or(ParamSource{}), o.read, MatchOptions{});
   if (!matched.ok()) {
     // Asked for explicitly: a model or manifest that does not fit (another
     // parameter count, an undecidable order) is an input error, as in collisions.
@@ -417,7 +419,6 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
   v.ScanInPlace(file.get());
   v.Security();
   v.Optimizers();
-  OPTSTATE_RETURN_IF_ERROR(ParamRules(path, o, v, r));
   if (o.scan_values) {
     for (const ZipEntry& e : cp.container.zip.entries) {
       if (e.method != 0 || !e.data_offset_known || e.data_offset > file->bytes().size() ||
@@ -435,6 +436,8 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
       }
     }
   }
+  // Last: the matcher takes the file over (and v must not read it afterwards).
+  OPTSTATE_RETURN_IF_ERROR(ParamRules(std::move(file), o, v, r));
   return r;
 }
 

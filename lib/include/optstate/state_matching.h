@@ -107,6 +107,11 @@ struct MatchedState {
 StatusOr<MatchedState> OpenAndMatch(const std::string& checkpoint, const std::string& state_key,
                                     const ParamSource& source, const ReadOptions& read, const MatchOptions& match);
 
+// The same for a checkpoint already open (validate reads it for its own rules
+// first); `read` applies to the model file, if one is opened.
+StatusOr<MatchedState> MatchCheckpoint(std::unique_ptr<CheckpointFile> file, const std::string& state_key,
+                                       const ParamSource& source, const ReadOptions& read, const MatchOptions& match);
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_STATE_MATCHING_H_
