@@ -59,6 +59,12 @@ StatusOr<std::vector<ParamInfo>> ParseParamManifest(std::string_view text) {
       }
       info.nbytes = p["nbytes"].get<uint64_t>();
     }
+    if (p.contains("group")) {
+      if (!p["group"].is_number_unsigned() || p["group"].get<uint64_t>() > (1u << 20)) {
+        return InvalidArgumentError(where + ".group: expected the index of a param group (a small non-negative integer)");
+      }
+      info.group = p["group"].get<int64_t>();
+    }
     out.push_back(std::move(info));
   }
   return out;
@@ -71,6 +77,7 @@ std::string ParamManifestText(const std::vector<ParamInfo>& params) {
     nlohmann::ordered_json j = {{"name", p.name}, {"shape", p.shape}, {"dtype", GetDTypeInfo(p.dtype).name}};
     if (p.data_ptr) j["data_ptr"] = *p.data_ptr;
     j["nbytes"] = p.nbytes;
+    if (p.group) j["group"] = *p.group;
     doc["params"].push_back(std::move(j));
   }
   return doc.dump(1) + "\n";

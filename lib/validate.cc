@@ -13,6 +13,7 @@
 #include "optstate/graph_walk.h"
 #include "optstate/inspect_report.h"
 #include "optstate/optimizer_state.h"
+#include "validate_internal.h"
 
 namespace optstate {
 namespace {
@@ -63,25 +64,14 @@ ValueCounts CountAny(ByteSpan b, DType d, size_t n) {
 
 class Validator {
  public:
-  Validator(const Checkpoint& cp, const TensorBytesReader& read, const ValidateOptions& o, ValidationReport& r)
-      : cp_(cp), g_(cp.graph), read_(read), o_(o), r_(r) {}
+  Validator(const Checkpoint& cp, const TensorBytesReader& read, FindingSink& sink)
+      : cp_(cp), g_(cp.graph), read_(read), sink_(sink), o_(sink.options()), r_(sink.report()) {}
 
   // For a file: contiguous tensors are scanned where they lie, without a copy.
   void ScanInPlace(const CheckpointFile* file) { file_ = file; }
 
-  RuleSeverity Severity(std::string_view id) const {
-    auto it = o_.severities.find(std::string(id));
-    if (it != o_.severities.end()) return it->second;
-    for (const RuleInfo& rule : ValidationRules()) {
-      if (rule.id == id) return rule.default_severity;
-    }
-    return RuleSeverity::kError;
-  }
-
   void Add(std::string_view rule, std::string path, std::string message) {
-    RuleSeverity s = Severity(rule);
-    if (s == RuleSeverity::kOff) return;
-    r_.findings.push_back({std::string(rule), s, std::move(path), std::move(message)});
+    sink_.Add(rule, std::move(path), std::move(message));
   }
 
   void Security() {
@@ -277,88 +267,28 @@ class Validator {
   const ObjectGraph& g_;
   const CheckpointFile* file_ = nullptr;
   const TensorBytesReader& read_;
+  FindingSink& sink_;
   const ValidateOptions& o_;
   ValidationReport& r_;
 };
 
-void NoteRules(const ValidateOptions& o, const std::string& format, ValidationReport& r) {
+// The rules needing the parameter list are noted by CheckAgainstParams.
+void NoteRules(const ValidateOptions& o, ValidationReport& r) {
   for (const RuleInfo& rule : ValidationRules()) {
+    if (rule.needs_params) continue;
     if (rule.needs_values && !o.scan_values) {
       r.skipped.emplace_back(rule.id, "--no-values");
-    } else if (rule.needs_params && format == "dcp") {
-      r.skipped.emplace_back(rule.id, "not checked for DCP directories yet");
-    } else if (!rule.needs_params) {
+    } else {
       r.checked.emplace_back(rule.id);
     }
   }
-}
-
-// The rules that need the parameter list. Without --model or --manifest they
-// use the checkpoint's own model entry, or are skipped saying why.
-// Takes the file the other rules read, rather than opening and parsing it again.
-Status ParamRules(std::unique_ptr<CheckpointFile> file, const ValidateOptions& o, Validator& v, ValidationReport& r) {
-  StatusOr<MatchedState> matched =
-      MatchCheckpoint(std::move(file), "", o.params.value_or(ParamSource{}), o.read, MatchOptions{});
-  if (!matched.ok()) {
-    // Asked for explicitly: a model or manifest that does not fit (another
-    // parameter count, an undecidable order) is an input error, as in collisions.
-    if (o.params) return matched.status();
-    for (const RuleInfo& rule : ValidationRules()) {
-      if (rule.needs_params) {
-        r.skipped.emplace_back(rule.id, "no parameter list (give --model or --manifest): " +
-                                            std::string(matched.status().message()));
-      }
-    }
-    return Status();
-  }
-  const MatchedState& m = *matched;
-  for (const RuleInfo& rule : ValidationRules()) {
-    if (rule.needs_params) r.checked.emplace_back(rule.id);
-  }
-  std::string at = m.state.path.empty() ? "state" : m.state.path + ".state";
-  for (const CollisionGroup& c : m.match.collisions) {
-    std::string names;
-    for (size_t i = 0; i < c.params.size() && i < 6; ++i) names += (i ? ", " : "") + m.params[c.params[i]].name;
-    if (c.params.size() > 6) names += ", ...";
-    v.Add("state-collision", at,
-          std::to_string(c.params.size()) + " parameters (" + names + ") share " + std::to_string(c.keys.size()) +
-              " state entr" + (c.keys.size() == 1 ? "y" : "ies") + ": " + c.reason +
-              ". Their moments are mixed; `optstate remap --on-collision drop|share|reset` makes it loadable.");
-  }
-  for (size_t k : m.match.orphans) {
-    v.Add("state-orphan", at + "[" + m.state.keys[k].text + "]",
-          "belongs to no parameter: " + m.match.keys[k].reason + ". remap drops it and says so.");
-  }
-  const Checkpoint& cp = m.file->checkpoint();
-  for (size_t k = 0; k < m.state.keys.size(); ++k) {
-    const KeyMatch& km = m.match.keys[k];
-    if (km.fate != KeyFate::kAssigned || km.params.size() != 1) continue;
-    const StateKey& key = m.state.keys[k];
-    const ParamInfo& p = m.params[km.params[0]];
-    // Canonical keys only: a view key's state has the view's shape, and such keys are reported anyway.
-    if (key.kind != KeyKind::kIndex && key.kind != KeyKind::kFqn) continue;
-    if (key.nested_views || cp.graph.at(key.value).kind != NodeKind::kDict) continue;
-    for (auto [name, value] : cp.graph.at(key.value).entries) {
-      const Node& n = cp.graph.at(value);
-      if (n.kind != NodeKind::kTensor) continue;
-      const TensorRef& t = cp.tensors[n.tensor];
-      const std::vector<int64_t>& shape = t.is_dtensor ? t.global_sizes : t.sizes;
-      if (t.numel() <= 1 && shape.size() <= 1) continue;  // step and other scalars
-      if (shape != p.shape) {
-        v.Add("state-shape-mismatch", at + "[" + key.text + "]." + KeyText(cp.graph, name),
-              "shape " + ShapeText(shape) + " but parameter " + p.name + " is " + ShapeText(p.shape) +
-                  ": this entry belongs to another parameter (a key mapped wrongly).");
-      }
-    }
-  }
-  return Status();
 }
 
 StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const ValidateOptions& o) {
   ValidationReport r;
   r.input = dir;
   r.format = "dcp";
-  NoteRules(o, r.format, r);
+  NoteRules(o, r);
   DcpMetadataLimits limits;
   limits.pickle = o.read.pickle;
   limits.check_layout = false;  // reported as findings below, not refused
@@ -380,7 +310,8 @@ StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const Va
   TensorBytesReader none = [](const TensorRef&) -> StatusOr<std::vector<std::byte>> {
     return UnsupportedError("chunk layout is broken");
   };
-  Validator v(graph.checkpoint, layout_ok ? read : none, o, r);
+  FindingSink sink(o, r);
+  Validator v(graph.checkpoint, layout_ok ? read : none, sink);
   for (ValidationFinding& f : layout) v.Add(f.rule, f.path, f.message);
   v.Security();
   v.Optimizers();
@@ -392,10 +323,26 @@ StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const Va
       }
     }
   }
+  OPTSTATE_RETURN_IF_ERROR(CheckAgainstParams(graph.checkpoint, dir, sink));
   return r;
 }
 
 }  // namespace
+
+RuleSeverity FindingSink::Severity(std::string_view rule) const {
+  auto it = o_.severities.find(std::string(rule));
+  if (it != o_.severities.end()) return it->second;
+  for (const RuleInfo& info : ValidationRules()) {
+    if (info.id == rule) return info.default_severity;
+  }
+  return RuleSeverity::kError;
+}
+
+void FindingSink::Add(std::string_view rule, std::string path, std::string message) {
+  RuleSeverity s = Severity(rule);
+  if (s == RuleSeverity::kOff) return;
+  r_.findings.push_back({std::string(rule), s, std::move(path), std::move(message)});
+}
 
 StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptions& o) {
   if (IsDcpDirectory(path)) return ValidateDcpDirectory(path, o);
@@ -406,7 +353,7 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
   ValidationReport r;
   r.input = path;
   r.format = std::string(ContainerFormatName(cp.container.format));
-  NoteRules(o, r.format, r);
+  NoteRules(o, r);
   TensorBytesReader reader = [&](const TensorRef& t) -> StatusOr<std::vector<std::byte>> {
     OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, ReadTensorBytes(file->bytes(), cp, t));
     if (t.storage >= 0) {
@@ -415,7 +362,8 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
     }
     return bytes;
   };
-  Validator v(cp, reader, o, r);
+  FindingSink sink(o, r);
+  Validator v(cp, reader, sink);
   v.ScanInPlace(file.get());
   v.Security();
   v.Optimizers();
@@ -436,8 +384,7 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
       }
     }
   }
-  // Last: the matcher takes the file over (and v must not read it afterwards).
-  OPTSTATE_RETURN_IF_ERROR(ParamRules(std::move(file), o, v, r));
+  OPTSTATE_RETURN_IF_ERROR(CheckAgainstParams(cp, path, sink));
   return r;
 }
 

@@ -43,11 +43,16 @@ const std::vector<RuleInfo>& ValidationRules() {
       {"nested-pickle", S::kWarning, "a pickle hidden in a bytes value (unpickled by whoever loads that value)"},
       {"crc-mismatch", S::kError, "a zip record whose bytes do not match its CRC-32", true},
       {"dcp-chunk-layout", S::kError, "DCP chunks that overlap, leave gaps or reach outside their tensor"},
+      {"param-count-mismatch", S::kError,
+       "param_groups list more parameters than the model has, names it lacks, or other counts or group sizes "
+       "than the manifest",
+       false, true},
+      {"model-params-not-in-optimizer", S::kWarning,
+       "model parameters in no param group (frozen for fine-tuning, or state from another model)", false, true},
       {"state-collision", S::kError,
        "parameters whose state was merged into one entry (HeavyBall under FSDP: every data_ptr 0)", false, true},
       {"state-orphan", S::kWarning, "state entries of no parameter (freed temporaries)", false, true},
       {"state-shape-mismatch", S::kError, "state tensors whose shape does not fit their parameter", false, true},
-
   };
   return kRules;
 }

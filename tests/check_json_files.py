@@ -32,7 +32,10 @@ def main():
              ("*.expected.json", "fixture-expected.schema.json")]
     seen = set()
     for pattern, schema_name in rules:
-        for path in sorted(glob.glob(os.path.join(REPO, "testdata", "good", "*", pattern))):
+        paths = glob.glob(os.path.join(REPO, "testdata", "good", "*", pattern))
+        paths += glob.glob(os.path.join(REPO, "testdata", "validate", pattern))
+        paths += glob.glob(os.path.join(REPO, "tests", "cli", "inputs", pattern))
+        for path in sorted(paths):
             if path in seen:
                 continue
             seen.add(path)

@@ -97,7 +97,8 @@ CommandRunner AddValidateCommand(CLI::App& parent) {
       "  optstate validate checkpoint.pt\n"
       "  optstate validate checkpoints/step_1000 --junit reports/optstate.xml\n"
       "  optstate validate --no-values --rules ci-rules.json checkpoint.pt --json\n"
-      "  optstate validate --manifest params.json heavyball_fsdp.pt     (collisions, orphans, shapes)\n"
+      "  optstate validate --manifest params.json heavyball_fsdp.pt     (counts, groups, collisions, orphans, shapes)\n"
+      "  optstate validate --model model.pt checkpoints/step_1000       (a DCP directory against a model state_dict)\n"
       "  optstate validate --list-rules");
   return [o](CommandOutput& output) { return RunValidate(*o, output); };
 }

@@ -2,10 +2,16 @@
 // rules files, and the JUnit report's structure.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 
 #include "fixtures.h"
+#include "optstate/param_manifest.h"
 #include "optstate/validate.h"
 #include "validate_command.h"
 
@@ -43,6 +49,74 @@ TEST(ValidateTest, RulesFireOnTheFixturesMadeForThem) {
   EXPECT_EQ(Fired("testdata/good/torch26/fsdp2_3rank_dcp"), Set{});
   EXPECT_EQ(Fired("testdata/hostile/dcp/overlapping_chunks"), Set{"dcp-chunk-layout"});
   EXPECT_EQ(Fired("testdata/hostile/dcp/chunk_outside_tensor"), Set{"dcp-chunk-layout"});
+  EXPECT_EQ(Fired("testdata/validate/frozen_backbone.pt"), Set{"model-params-not-in-optimizer"});
+  EXPECT_EQ(Fired("testdata/validate/foreign_optimizer.pt"), Set{"param-count-mismatch"});
+  EXPECT_EQ(Fired("testdata/validate/weight_decay_groups.pt"), Set{});
+}
+
+std::vector<std::string> Skipped(const ValidationReport& r) {
+  std::vector<std::string> out;
+  for (auto& [id, why] : r.skipped) out.push_back(id);
+  return out;
+}
+
+TEST(ValidateTest, CountsAgainstTheModelRunWhenTheOrderCannotBeDecided) {
+  // Two groups: the model state_dict cannot order them, so the matching rules
+  // wait for a manifest, but the counts are compared all the same.
+  auto r = Validate(testing::RepoPath("testdata/validate/weight_decay_groups.pt"), {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Skipped(*r), (std::vector<std::string>{"state-collision", "state-orphan", "state-shape-mismatch"}));
+  EXPECT_NE(std::find(r->checked.begin(), r->checked.end(), "param-count-mismatch"), r->checked.end());
+  // The manifest written with groups decides the order: everything runs, quietly.
+  ValidateOptions o;
+  o.params = ParamSource{testing::RepoPath("testdata/validate/weight_decay_groups.manifest.json"), "", ""};
+  r = Validate(testing::RepoPath("testdata/validate/weight_decay_groups.pt"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->findings.empty());
+  EXPECT_TRUE(r->skipped.empty());
+  // The same parameters grouped [3, 1] instead of [2, 2].
+  o.params = ParamSource{testing::RepoPath("testdata/validate/weight_decay_groups.regrouped.manifest.json"), "", ""};
+  r = Validate(testing::RepoPath("testdata/validate/weight_decay_groups.pt"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->findings.size(), 1u);
+  EXPECT_EQ(r->findings[0].rule, "param-count-mismatch");
+  EXPECT_EQ(r->findings[0].path, "optimizer.param_groups");
+  EXPECT_NE(r->findings[0].message.find("group sizes [2, 2] but the manifest"), std::string::npos);
+}
+
+TEST(ValidateTest, ParameterListRulesRunOnDcpDirectories) {
+  // The directory's own model entry: every rule runs.
+  auto r = Validate(testing::RepoPath("testdata/good/torch26/fsdp2_3rank_dcp"), {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->skipped.empty());
+  EXPECT_TRUE(r->findings.empty());
+  // A manifest of the same names with one 2-d shape transposed.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {
+      {"emb.weight", {6, 10}}, {"fc1.weight", {6, 6}}, {"fc1.bias", {6}},      {"fc2.weight", {6, 6}}, {"fc2.bias", {6}},
+      {"head.weight", {3, 6}}, {"head.bias", {3}},     {"gate.weight", {1, 6}}, {"gate.bias", {1}}};
+  std::vector<ParamInfo> params;
+  for (auto& [name, shape] : shapes) {
+    params.emplace_back();
+    params.back().name = name;
+    params.back().shape = shape;
+  }
+  std::string manifest = (std::filesystem::temp_directory_path() /
+                          ("optstate-validate-" + std::to_string(::getpid()) + ".json")).string();
+  {
+    std::ofstream f(manifest);
+    f << ParamManifestText(params);
+  }
+  ValidateOptions o;
+  o.params = ParamSource{manifest, "", ""};
+  r = Validate(testing::RepoPath("testdata/good/torch26/fsdp2_3rank_dcp"), o);
+  std::filesystem::remove(manifest);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::set<std::string> paths;
+  for (const ValidationFinding& f : r->findings) {
+    EXPECT_EQ(f.rule, "state-shape-mismatch");
+    paths.insert(f.path);
+  }
+  EXPECT_EQ(paths, (std::set<std::string>{"optim.state[emb.weight].exp_avg", "optim.state[emb.weight].exp_avg_sq"}));
 }
 
 TEST(ValidateTest, ParameterListRules) {

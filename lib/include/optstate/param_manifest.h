@@ -20,6 +20,7 @@ struct ParamInfo {
   DType dtype = DType::kFloat32;
   std::optional<uint64_t> data_ptr;
   uint64_t nbytes = 0;  // from the file, else numel * element size
+  std::optional<int64_t> group;  // its param_groups index, when the manifest says
 };
 
 // Errors name the file and the field: "m.json: params[3].shape: expected an
