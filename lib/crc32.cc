@@ -5,6 +5,8 @@
 
 #include <array>
 
+#include "crc32_kernels.h"
+
 namespace optstate {
 namespace {
 
@@ -31,10 +33,9 @@ inline uint32_t Byte(const std::byte* p, int i) { return static_cast<uint8_t>(p[
 
 }  // namespace
 
-uint32_t Crc32(ByteSpan data, uint32_t crc) {
-  uint32_t c = ~crc;
-  const std::byte* p = data.data();
-  size_t n = data.size();
+namespace internal {
+
+uint32_t Crc32UpdateTable(uint32_t c, const std::byte* p, size_t n) {
   while (n >= 16) {  // n >= 16 checked by the loop condition: the loads are in bounds
     c ^= LoadU32LEUnchecked(p);
     c = kTables[15][c & 0xFF] ^ kTables[14][(c >> 8) & 0xFF] ^ kTables[13][(c >> 16) & 0xFF] ^
@@ -46,7 +47,16 @@ uint32_t Crc32(ByteSpan data, uint32_t crc) {
     n -= 16;
   }
   while (n-- > 0) c = kTables[0][(c ^ static_cast<uint8_t>(*p++)) & 0xFF] ^ (c >> 8);
-  return ~c;
+  return c;
+}
+
+}  // namespace internal
+
+uint32_t Crc32(ByteSpan data, uint32_t crc) {
+  if (data.size() >= 64 && internal::Crc32ClmulSupported()) {
+    return ~internal::Crc32UpdateClmul(~crc, data.data(), data.size());
+  }
+  return ~internal::Crc32UpdateTable(~crc, data.data(), data.size());
 }
 
 namespace {

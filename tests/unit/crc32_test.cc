@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
+#include <vector>
 
+#include "../../lib/crc32_kernels.h"
 #include "fixtures.h"
 
 namespace optstate {
@@ -12,6 +15,30 @@ namespace {
 TEST(Crc32Test, StandardCheckValue) {
   EXPECT_EQ(Crc32(AsBytes("123456789")), 0xCBF43926u);
   EXPECT_EQ(Crc32(AsBytes("")), 0u);
+}
+
+// The carry-less-multiply loop against the table loop (the reference) at
+// every length around its 64- and 16-byte steps, at odd alignments, from
+// random running registers.
+TEST(Crc32Test, ClmulKernelEqualsTheTableKernel) {
+  if (!internal::Crc32ClmulSupported()) GTEST_SKIP() << "no PCLMULQDQ on this CPU";
+  std::mt19937_64 rng(7);
+  std::vector<std::byte> data(4096 + 64);
+  for (std::byte& b : data) b = static_cast<std::byte>(rng());
+  size_t compared = 0;
+  for (size_t n = 64; n <= 4096; n += (n < 300 ? 1 : 61)) {
+    for (size_t offset : {0, 1, 7, 13}) {
+      uint32_t reg = static_cast<uint32_t>(rng());
+      ASSERT_EQ(internal::Crc32UpdateClmul(reg, data.data() + offset, n),
+                internal::Crc32UpdateTable(reg, data.data() + offset, n))
+          << "n=" << n << " offset=" << offset;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 1000u);
+  // Through the public entry point: the zip check value of a long run.
+  std::string text(100000, 'z');
+  EXPECT_EQ(Crc32(AsBytes(text)), ~internal::Crc32UpdateTable(~0u, AsBytes(text).data(), text.size()));
 }
 
 TEST(Crc32Test, RunningCrcEqualsWholeForEverySplit) {
