@@ -53,6 +53,9 @@ uint32_t Crc32UpdateTable(uint32_t c, const std::byte* p, size_t n) {
 }  // namespace internal
 
 uint32_t Crc32(ByteSpan data, uint32_t crc) {
+  if (data.size() >= 256 && internal::Crc32WideClmulSupported()) {
+    return ~internal::Crc32UpdateWideClmul(~crc, data.data(), data.size());
+  }
   if (data.size() >= 64 && internal::Crc32ClmulSupported()) {
     return ~internal::Crc32UpdateClmul(~crc, data.data(), data.size());
   }
