@@ -14,6 +14,7 @@
 #include "optstate/inspect_report.h"
 #include "optstate/optimizer_state.h"
 #include "validate_internal.h"
+#include "value_scan.h"
 
 namespace optstate {
 namespace {
@@ -27,39 +28,6 @@ double Element(ByteSpan b, DType d, size_t i) {
     return v;
   }
   return LoadAsFloat(b.data(), d, i);
-}
-
-struct ValueCounts {
-  size_t nonfinite = 0, negative = 0, nonzero = 0;
-};
-
-// float32, the common case, on the raw bits so the loop vectorises: exponent
-// all ones is NaN or infinity; the sign bit of a non-zero value is negative.
-ValueCounts CountFloat32(ByteSpan b) {
-  ValueCounts c;
-  size_t n = b.size() / 4;
-  const std::byte* p = b.data();
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, p + 4 * i, 4);
-    bool special = (u & 0x7F800000u) == 0x7F800000u;
-    bool zero = (u & 0x7FFFFFFFu) == 0;
-    c.nonfinite += special;
-    c.negative += (u >> 31) & !zero & !special;
-    c.nonzero += !zero;
-  }
-  return c;
-}
-
-ValueCounts CountAny(ByteSpan b, DType d, size_t n) {
-  ValueCounts c;
-  for (size_t i = 0; i < n; ++i) {
-    double x = Element(b, d, i);
-    c.nonfinite += !std::isfinite(x);
-    c.negative += x < 0;
-    c.nonzero += x != 0;
-  }
-  return c;
 }
 
 class Validator {
@@ -142,7 +110,8 @@ class Validator {
     // State and parameters against each other (canonical keys only: others are reported above).
     std::set<std::string> with_state;
     std::map<size_t, std::vector<std::pair<std::string, double>>> steps;  // group -> (key, step)
-    bool all_steps_one = !s.keys.empty(), all_moments_zero = !s.keys.empty();
+    bool all_steps_one = !s.keys.empty();
+    size_t first_task = tasks_.size();
     for (const StateKey& k : s.keys) {
       if (k.kind != KeyKind::kIndex && k.kind != KeyKind::kFqn) {
         all_steps_one = false;
@@ -159,7 +128,7 @@ class Validator {
       std::optional<double> v = step == kNoNode ? std::nullopt : Step(step);
       if (v && gi != group_of.end()) steps[gi->second].emplace_back(k.text, *v);
       all_steps_one &= v && *v == 1.0;
-      Values(s, k, all_moments_zero);
+      Values(s, k);
     }
     // Keys that map to nothing are reported above; every parameter would repeat it.
     if (odd.empty()) {
@@ -196,11 +165,7 @@ class Validator {
                 "group copies); training resumed from this will not move. Set lr in param_groups.");
       }
     }
-    if (o_.scan_values && all_steps_one && all_moments_zero) {
-      Add("untrained-init-state", At(s, "state"),
-          "every step is 1 and every moment is zero: this state was created by DCP's init step (a zero-gradient "
-          "step at lr=0) and never trained. Resuming from it restarts Adam's bias correction at step 2.");
-    }
+    if (o_.scan_values && all_steps_one) untrained_candidates_.push_back({At(s, "state"), first_task, tasks_.size()});
   }
 
   NodeId GroupNode(const OptimizerState& s, size_t gi) const {
@@ -215,8 +180,10 @@ class Validator {
     return buf;
   }
 
-  // Tensor fields of one entry (and of its per-view dicts): finite, exp_avg_sq >= 0.
-  void Values(const OptimizerState& s, const StateKey& k, bool& all_zero) {
+  // Tensor fields of one entry (and of its per-view dicts) become scan tasks:
+  // counted where they lie in a mapped file (in the records' sweep, see
+  // ScanAndReport), else read and counted now.
+  void Values(const OptimizerState& s, const StateKey& k) {
     if (!o_.scan_values) return;
     std::vector<std::pair<std::string, NodeId>> fields;
     auto collect = [&](NodeId dict, const std::string& prefix) {
@@ -232,36 +199,87 @@ class Validator {
       if (n.kind != NodeKind::kTensor) continue;
       const TensorRef& t = cp_.tensors[n.tensor];
       if (!IsFloatType(t.dtype) || t.storage < 0) continue;
-      std::vector<std::byte> scratch;
-      StatusOr<ByteSpan> b = ValuesOf(t, scratch);
-      if (!b.ok()) continue;
-      r_.value_bytes += b->size();
-      ValueCounts c = t.dtype == DType::kFloat32 ? CountFloat32(*b) : CountAny(*b, t.dtype, t.numel());
-      size_t nonfinite = c.nonfinite, negative = c.negative, nonzero = c.nonzero;
-      if (file_) file_->ReleasePages(*b);  // read once; memory stays flat
-      std::string path = At(s, "state[" + k.text + "]." + name);
-      if (nonfinite) {
-        Add("non-finite", path, std::to_string(nonfinite) + " of " + std::to_string(t.numel()) +
-                                    " values are NaN or infinite: the next step spreads them into the parameter.");
+      ScanTask task{At(s, "state[" + k.text + "]." + name), t.numel(), name.ends_with("exp_avg_sq"),
+                    name.ends_with("exp_avg") || name.ends_with("exp_avg_sq"), kNoRange, {}};
+      std::optional<ByteSpan> in_place;
+      if (file_) {
+        StatusOr<std::optional<ByteSpan>> found = TensorBytesInPlace(file_->bytes(), cp_, t);
+        if (!found.ok()) continue;
+        in_place = *found;
       }
-      bool second_moment = name.ends_with("exp_avg_sq");
-      if (second_moment && negative) {
-        Add("negative-exp-avg-sq", path, std::to_string(negative) + " of " + std::to_string(t.numel()) +
-                                             " values are negative: exp_avg_sq is a mean of squares; this state is "
-                                             "corrupt or belongs to another field.");
+      if (in_place) {
+        task.range = ranges_.size();
+        ranges_.push_back({*in_place, t.dtype, {}});
+        r_.value_bytes += in_place->size();
+      } else {
+        StatusOr<std::vector<std::byte>> bytes = read_(t);
+        if (!bytes.ok()) continue;
+        task.counts = CountValues(*bytes, t.dtype);
+        r_.value_bytes += bytes->size();
       }
-      if ((name.ends_with("exp_avg") || second_moment) && nonzero) all_zero = false;
+      tasks_.push_back(std::move(task));
     }
   }
 
-  StatusOr<ByteSpan> ValuesOf(const TensorRef& t, std::vector<std::byte>& scratch) const {
-    if (file_) {
-      OPTSTATE_ASSIGN_OR_RETURN(std::optional<ByteSpan> in_place, TensorBytesInPlace(file_->bytes(), cp_, t));
-      if (in_place) return *in_place;
+ public:
+  // Reads what was deferred, every stored record of a file with it (`records`:
+  // the zip entries whose CRCs to check), then reports values and CRCs.
+  void ScanAndReport(const std::vector<const ZipEntry*>& records) {
+    std::vector<ScanRecord> scan;
+    for (const ZipEntry* e : records) scan.push_back({file_->bytes().subspan(e->data_offset, e->size), 0});
+    if (!scan.empty() || !ranges_.empty()) {
+      ScanHooks hooks;
+      if (file_) hooks.locate = [this](ByteSpan b) { return file_->FileRangeOf(b); };
+      ScanRecordsAndRanges(scan, ranges_, hooks);
     }
-    OPTSTATE_ASSIGN_OR_RETURN(scratch, read_(t));
-    return ByteSpan(scratch.data(), scratch.size());
+    for (ScanTask& task : tasks_) {
+      if (task.range != kNoRange) task.counts = ranges_[task.range].counts;
+      if (task.counts.nonfinite) {
+        Add("non-finite", task.path, std::to_string(task.counts.nonfinite) + " of " + std::to_string(task.numel) +
+                                         " values are NaN or infinite: the next step spreads them into the parameter.");
+      }
+      if (task.second_moment && task.counts.negative) {
+        Add("negative-exp-avg-sq", task.path,
+            std::to_string(task.counts.negative) + " of " + std::to_string(task.numel) +
+                " values are negative: exp_avg_sq is a mean of squares; this state is corrupt or belongs to another "
+                "field.");
+      }
+    }
+    for (const Untrained& u : untrained_candidates_) {
+      bool all_zero = true;
+      for (size_t i = u.first_task; i < u.end_task; ++i) all_zero &= !(tasks_[i].moment && tasks_[i].counts.nonzero);
+      if (all_zero) {
+        Add("untrained-init-state", u.at,
+            "every step is 1 and every moment is zero: this state was created by DCP's init step (a zero-gradient "
+            "step at lr=0) and never trained. Resuming from it restarts Adam's bias correction at step 2.");
+      }
+    }
+    for (size_t i = 0; i < records.size(); ++i) {
+      if (scan[i].crc == records[i]->crc32) continue;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "CRC-32 of the data is %08x, the directory says %08x", scan[i].crc,
+                    records[i]->crc32);
+      Add("crc-mismatch", "record '" + records[i]->name + "' at offset " + std::to_string(records[i]->data_offset),
+          std::string(buf) + ": the bytes changed after writing (disk, transfer or a partial copy).");
+    }
   }
+
+ private:
+  static constexpr size_t kNoRange = SIZE_MAX;
+  struct ScanTask {
+    std::string path;
+    uint64_t numel;
+    bool second_moment, moment;
+    size_t range;        // into ranges_, or kNoRange when counted already
+    ValueCounts counts;
+  };
+  struct Untrained {     // an optimizer whose steps are all 1: untrained if its moments are all zero
+    std::string at;
+    size_t first_task, end_task;
+  };
+  std::vector<ScanTask> tasks_;
+  std::vector<ScanRange> ranges_;
+  std::vector<Untrained> untrained_candidates_;
 
   const Checkpoint& cp_;
   const ObjectGraph& g_;
@@ -315,6 +333,7 @@ StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const Va
   for (ValidationFinding& f : layout) v.Add(f.rule, f.path, f.message);
   v.Security();
   v.Optimizers();
+  v.ScanAndReport({});
   if (o.scan_values) {  // every item's records against their CRCs
     for (const DcpEntry& e : dcp->metadata().entries) {
       for (const DcpChunk& c : e.is_tensor ? e.chunks : std::vector<DcpChunk>{DcpChunk{{}, {}, e.bytes_where}}) {
@@ -367,23 +386,16 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
   v.ScanInPlace(file.get());
   v.Security();
   v.Optimizers();
+  std::vector<const ZipEntry*> records;  // stored whole in the file: their CRCs are checked
   if (o.scan_values) {
     for (const ZipEntry& e : cp.container.zip.entries) {
-      if (e.method != 0 || !e.data_offset_known || e.data_offset > file->bytes().size() ||
-          e.size > file->bytes().size() - e.data_offset) {
-        continue;
-      }
-      ByteSpan record = file->bytes().subspan(e.data_offset, e.size);
-      uint32_t crc = Crc32OnTwoThreads(record);
-      file->ReleasePages(record);  // read once: keeps memory flat whatever the file's size
-      if (crc != e.crc32) {
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "CRC-32 of the data is %08x, the directory says %08x", crc, e.crc32);
-        v.Add("crc-mismatch", "record '" + e.name + "' at offset " + std::to_string(e.data_offset),
-              std::string(buf) + ": the bytes changed after writing (disk, transfer or a partial copy).");
+      if (e.method == 0 && e.data_offset_known && e.data_offset <= file->bytes().size() &&
+          e.size <= file->bytes().size() - e.data_offset) {
+        records.push_back(&e);
       }
     }
   }
+  v.ScanAndReport(records);
   OPTSTATE_RETURN_IF_ERROR(CheckAgainstParams(cp, path, sink));
   return r;
 }

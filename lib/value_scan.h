@@ -1,0 +1,60 @@
+// validate's value pass: every stored zip record read once, on both cores,
+// computing its CRC-32 and counting the values of the tensors that lie in it
+// (non-finite, negative, non-zero) in the same sweep, while the bytes are in
+// cache. Internal to lib/.
+#ifndef OPTSTATE_VALUE_SCAN_H_
+#define OPTSTATE_VALUE_SCAN_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "optstate/byte_cursor.h"
+#include "optstate/dtype.h"
+#include "optstate/file_io.h"
+
+namespace optstate {
+
+struct ValueCounts {
+  uint64_t nonfinite = 0, negative = 0, nonzero = 0;
+  ValueCounts& operator+=(const ValueCounts& o) {
+    nonfinite += o.nonfinite, negative += o.negative, nonzero += o.nonzero;
+    return *this;
+  }
+};
+
+// The counts of `bytes` read as elements of a floating dtype (float32, float64,
+// bfloat16, float16); a partial trailing element is ignored.
+ValueCounts CountValues(ByteSpan bytes, DType dtype);
+
+struct ScanRecord {
+  ByteSpan bytes;      // the record's data where it lies in the mapped file
+  uint32_t crc = 0;    // out: its CRC-32
+};
+
+struct ScanRange {
+  ByteSpan bytes;      // a tensor's elements, inside one record or on their own
+  DType dtype = DType::kFloat32;
+  ValueCounts counts;  // out
+};
+
+// Where the bytes come from. Spans always name the data by its address in a
+// mapped (or decompressed) buffer; when `locate` gives a stretch's place in
+// the file, it is read with pread into a small buffer instead: on a warm page
+// cache that is faster than faulting the mapping in and dropping it again
+// (3.2 GiB on 2 cores: 0.24 s against 0.31-0.36 s), and nothing stays resident.
+struct ScanHooks {
+  std::function<std::optional<FileRange>(ByteSpan)> locate;
+};
+
+// Fills every record's crc and every range's counts. A range inside a record
+// is counted in that record's sweep; one outside every record on its own.
+// Ranges must start at an element boundary counted from their record's start
+// (torch stores a tensor at a multiple of its element size in its storage).
+void ScanRecordsAndRanges(std::vector<ScanRecord>& records, std::vector<ScanRange>& ranges,
+                          const ScanHooks& hooks, int threads = 2);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_VALUE_SCAN_H_
