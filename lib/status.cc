@@ -19,7 +19,7 @@ std::string_view StatusCodeName(StatusCode code) {
   return "unknown status code";
 }
 
-Status::Status(StatusCode code, std::string message, std::source_location origin) {
+Status::Status(StatusCode code, std::string message, SourceLocation origin) {
   // A caller passing kOk with a message has a bug; keep the message visible
   // instead of silently producing OK.
   if (code == StatusCode::kOk) code = StatusCode::kInternal;
@@ -66,28 +66,28 @@ std::string Status::ToStringWithOrigin() const {
   return out;
 }
 
-Status TruncatedError(std::string m, std::source_location o) {
+Status TruncatedError(std::string m, SourceLocation o) {
   return Status(StatusCode::kTruncated, std::move(m), o);
 }
-Status CorruptError(std::string m, std::source_location o) {
+Status CorruptError(std::string m, SourceLocation o) {
   return Status(StatusCode::kCorrupt, std::move(m), o);
 }
-Status UnsupportedError(std::string m, std::source_location o) {
+Status UnsupportedError(std::string m, SourceLocation o) {
   return Status(StatusCode::kUnsupported, std::move(m), o);
 }
-Status LimitExceededError(std::string m, std::source_location o) {
+Status LimitExceededError(std::string m, SourceLocation o) {
   return Status(StatusCode::kLimitExceeded, std::move(m), o);
 }
-Status IoError(std::string m, std::source_location o) {
+Status IoError(std::string m, SourceLocation o) {
   return Status(StatusCode::kIoError, std::move(m), o);
 }
-Status InvalidArgumentError(std::string m, std::source_location o) {
+Status InvalidArgumentError(std::string m, SourceLocation o) {
   return Status(StatusCode::kInvalidArgument, std::move(m), o);
 }
-Status NotFoundError(std::string m, std::source_location o) {
+Status NotFoundError(std::string m, SourceLocation o) {
   return Status(StatusCode::kNotFound, std::move(m), o);
 }
-Status InternalError(std::string m, std::source_location o) {
+Status InternalError(std::string m, SourceLocation o) {
   return Status(StatusCode::kInternal, std::move(m), o);
 }
 

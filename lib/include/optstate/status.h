@@ -30,6 +30,30 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+
+namespace optstate {
+
+#if defined(__cpp_lib_source_location)
+using SourceLocation = std::source_location;
+#else
+// clang 14 with libstdc++ 12 (the libFuzzer build) has no std::source_location;
+// the same builtins give the caller's file and line through a default argument.
+class SourceLocation {
+ public:
+  static constexpr SourceLocation current(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+    return SourceLocation(file, line);
+  }
+  constexpr const char* file_name() const { return file_; }
+  constexpr unsigned line() const { return line_; }
+
+ private:
+  constexpr SourceLocation(const char* file, unsigned line) : file_(file), line_(line) {}
+  const char* file_ = "";
+  unsigned line_ = 0;
+};
+#endif
+
+}  // namespace optstate
 #include <variant>
 
 namespace optstate {
@@ -56,7 +80,7 @@ class [[nodiscard]] Status {
   // REQUIRES: code != kOk. `origin` records where the error was made; it is
   // shown by ToStringWithOrigin() (debug output), never in user messages.
   Status(StatusCode code, std::string message,
-         std::source_location origin = std::source_location::current());
+         SourceLocation origin = SourceLocation::current());
 
   Status(const Status& other);
   Status& operator=(const Status& other);
@@ -83,28 +107,28 @@ class [[nodiscard]] Status {
   struct Rep {
     StatusCode code;
     std::string message;
-    std::source_location origin;
+    SourceLocation origin;
   };
   std::unique_ptr<Rep> rep_;
 };
 
 // Factories, one per code, so call sites read as what happened.
 Status TruncatedError(std::string message,
-                      std::source_location origin = std::source_location::current());
+                      SourceLocation origin = SourceLocation::current());
 Status CorruptError(std::string message,
-                    std::source_location origin = std::source_location::current());
+                    SourceLocation origin = SourceLocation::current());
 Status UnsupportedError(std::string message,
-                        std::source_location origin = std::source_location::current());
+                        SourceLocation origin = SourceLocation::current());
 Status LimitExceededError(std::string message,
-                          std::source_location origin = std::source_location::current());
+                          SourceLocation origin = SourceLocation::current());
 Status IoError(std::string message,
-               std::source_location origin = std::source_location::current());
+               SourceLocation origin = SourceLocation::current());
 Status InvalidArgumentError(std::string message,
-                            std::source_location origin = std::source_location::current());
+                            SourceLocation origin = SourceLocation::current());
 Status NotFoundError(std::string message,
-                     std::source_location origin = std::source_location::current());
+                     SourceLocation origin = SourceLocation::current());
 Status InternalError(std::string message,
-                     std::source_location origin = std::source_location::current());
+                     SourceLocation origin = SourceLocation::current());
 
 // A value or the Status saying why there is none. Constructing one from an OK
 // Status is a bug and yields kInternal rather than an empty value.
