@@ -71,17 +71,21 @@ std::string LittleEndianToDecimal(ByteSpan bytes) {
   for (size_t i = 0; i < bytes.size(); ++i) mag[i] = static_cast<uint8_t>(bytes[i]);
   bool negative = (mag.back() & 0x80) != 0;
   if (negative) NegateLittleEndian(mag);
-  // Repeated division by 10 from the most significant byte: O(n^2), and n is
-  // bounded by the string limit; real checkpoints have pointers of a few bytes.
-  std::string digits;
-  while (std::any_of(mag.begin(), mag.end(), [](uint8_t b) { return b != 0; })) {
-    unsigned rem = 0;
-    for (size_t i = mag.size(); i-- > 0;) {
-      unsigned cur = rem << 8 | mag[i];
-      mag[i] = static_cast<uint8_t>(cur / 10);
-      rem = cur % 10;
+  // Repeated division by 10^9 over 32-bit limbs, most significant first:
+  // quadratic in the length, which the pickle VM caps (max_long_bytes).
+  std::vector<uint32_t> limbs((mag.size() + 3) / 4, 0);
+  for (size_t i = 0; i < mag.size(); ++i) limbs[i / 4] |= static_cast<uint32_t>(mag[i]) << (8 * (i % 4));
+  while (!limbs.empty() && limbs.back() == 0) limbs.pop_back();
+  std::string digits;  // least significant first
+  while (!limbs.empty()) {
+    uint64_t rem = 0;
+    for (size_t i = limbs.size(); i-- > 0;) {
+      uint64_t cur = rem << 32 | limbs[i];
+      limbs[i] = static_cast<uint32_t>(cur / 1000000000u);
+      rem = cur % 1000000000u;
     }
-    digits += static_cast<char>('0' + rem);
+    while (!limbs.empty() && limbs.back() == 0) limbs.pop_back();
+    for (int k = 0; k < 9 && (rem != 0 || !limbs.empty()); ++k, rem /= 10) digits += static_cast<char>('0' + rem % 10);
   }
   if (digits.empty()) digits = "0";
   if (negative) digits += '-';

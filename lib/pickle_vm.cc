@@ -75,9 +75,9 @@ Status Machine::Step(uint8_t op) {
     case 0x8b: {  // LONG4
       OPTSTATE_ASSIGN_OR_RETURN(int32_t n, in_.ReadI32LE("LONG4 length"));
       if (n < 0) return Corrupt("negative length " + std::to_string(n));
-      if (static_cast<uint64_t>(n) > limits_.max_string_bytes) {
+      if (static_cast<uint64_t>(n) > limits_.max_long_bytes) {
         return LimitExceededError(Where() + "integer of " + std::to_string(n) +
-                                  " bytes (limit max_string_bytes)");
+                                  " bytes (limit max_long_bytes, " + std::to_string(limits_.max_long_bytes) + ")");
       }
       OPTSTATE_ASSIGN_OR_RETURN(ByteSpan b, in_.ReadBytes(static_cast<uint64_t>(n), "LONG4 digits"));
       return PushLong(b);

@@ -12,6 +12,7 @@
 #include "graph_compare.h"
 #include "optstate/graph_walk.h"
 #include "optstate/torch_objects.h"
+#include "../../lib/pickle_text.h"
 
 namespace optstate {
 namespace {
@@ -185,6 +186,42 @@ TEST(PickleVmTest, TruncationAtEveryOffsetFailsCleanly) {
           << r.status().ToString();
       ASSERT_TRUE(r.status().message().starts_with("offset ")) << r.status().ToString();
     }
+  }
+}
+
+// LONG1/LONG4 payloads (two's complement, little-endian) to decimal, checked
+// against Python's int.to_bytes for values around every 10^9 limb boundary.
+TEST(PickleVmTest, LongIntegersInDecimal) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "0"},
+      {"01", "1"},
+      {"ff", "-1"},
+      {"7f", "127"},
+      {"8000", "128"},
+      {"80ff", "-128"},
+      {"7fff", "-129"},
+      {"ff00", "255"},
+      {"0001", "256"},
+      {"ffc99a3b", "999999999"},
+      {"00ca9a3b", "1000000000"},
+      {"01ca9a3b", "1000000001"},
+      {"000064a7b3b6e00d", "1000000000000000000"},
+      {"00009c584c491ff2", "-1000000000000000000"},
+      {"ffffffffffffff7f", "9223372036854775807"},
+      {"0000000000000080ff", "-9223372036854775808"},
+      {"000000000000000001", "18446744073709551616"},
+      {"fffffffffffffffffe", "-18446744073709551617"},
+      {"050000e83c80d09f3c2e3b03", "1000000000000000000000000005"},
+      {"00000000009f0a4654405ba33c0ed69ce2", "-10000000000000000000000000000000000000000"},
+      {"3930000000000000000000000000000000000000000000000001", "1606938044258990275541962092341162602522202993782792835313721"},
+      {"f5b165224a58b791df6af1d8303e61cdc4bb86c3d1c427103c344c4189eb2f1e7bd5d47e2c04", "531387607866916073078218667906413574238342856452056515432942247604507891269235966742999541"},
+      {"a3d811736110e5781bcccea696762e6116c6e9c92d99bf358c2e0718822ce47ca8c741074b06", "801201831712607032344083788910793213086619015715796170143885790093448921970635095189608611"},
+      {"b2b3f4d58d82ca6386d2c96e760e819b85c924c3597164c4a6058a00581a22b22de5047242fc", "-476214159079173773637984811660747765543322359981862916929375263397182523825787091987156046"},
+  };
+  for (auto& [hex, decimal] : cases) {
+    std::string bytes;
+    for (size_t i = 0; i < hex.size(); i += 2) bytes += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+    EXPECT_EQ(LittleEndianToDecimal(AsBytes(bytes)), decimal) << hex;
   }
 }
 

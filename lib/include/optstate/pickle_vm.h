@@ -28,6 +28,10 @@ struct PickleLimits {
   uint64_t max_nodes = 1u << 26;          // objects in the graph
   uint64_t max_stack = 1u << 24;          // stack items, i.e. items in one container
   uint64_t max_string_bytes = 1ull << 30;  // one str or bytes value
+  // One LONG4 integer. Its decimal text costs time quadratic in its length, so
+  // it is capped far below strings: 1 KiB is 2466 digits; checkpoints hold
+  // pointers of 8 bytes and less.
+  uint64_t max_long_bytes = 1024;
 };
 
 struct GlobalRef {
