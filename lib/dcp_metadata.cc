@@ -376,8 +376,11 @@ StatusOr<DcpMetadata> ParseDcpMetadata(ByteSpan bytes, const DcpMetadataLimits& 
   OPTSTATE_ASSIGN_OR_RETURN(auto storage, ReadStorageData(g, Field(g, root, "storage_data"), limits.max_dims));
   NodeId planner = Field(g, root, "planner_data");
   out.has_planner_data = planner != kNoNode && g.at(planner).kind == NodeKind::kDict;
+  std::set<std::string> seen;
   for (auto [k, v] : g.at(sdm).entries) {
     OPTSTATE_ASSIGN_OR_RETURN(std::string fqn, StrOf(g, k, "a state_dict_metadata key"));
+    // A pickled dict may repeat a key (Python keeps the last); found by fuzzing.
+    if (!seen.insert(fqn).second) return CorruptError(At(g.at(k)) + "state_dict_metadata lists '" + fqn + "' twice");
     OPTSTATE_ASSIGN_OR_RETURN(DcpEntry e, ReadEntry(g, fqn, v, storage, limits));
     NodeId path = out.has_planner_data ? DictLookup(g, planner, fqn) : kNoNode;
     if (path != kNoNode) {

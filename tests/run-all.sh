@@ -19,6 +19,6 @@ cmake --build build/release -j "$jobs"
 (cd build/release && ctest --output-on-failure)
 cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Asan > build-asan.log 2>&1 || { cat build-asan.log; exit 1; }
 cmake --build build/asan -j "$jobs"
-(cd build/asan && ctest --output-on-failure -R '^(unit|torch_unit|cli_golden)$')
+(cd build/asan && ctest --output-on-failure -R '^(unit|torch_unit|cli_golden|fuzz_replay)$')
 rm -f build-release.log build-asan.log
 echo "run-all: finished in $(( $(date +%s) - start )) s"
