@@ -1,5 +1,7 @@
 #include "optstate/checkpoint.h"
 
+#include <algorithm>
+
 #include <zstd.h>
 
 #include <new>
@@ -54,7 +56,24 @@ Status ParseZipCheckpoint(const ByteCursor& whole, const ReadOptions& options, C
   return Status();
 }
 
-StatusOr<std::vector<std::byte>> Decompress(ByteSpan in, uint64_t cap) {
+}  // namespace
+
+StatusOr<std::vector<std::byte>> DecompressZstd(ByteSpan in, uint64_t cap) {
+  // A bomb that declares its size (zstd writes it for files) is refused before
+  // anything is allocated; one that does not stops at the cap.
+  unsigned long long declared = 0;
+  for (size_t at = 0; at < in.size();) {  // every frame's header, while each declares its size
+    size_t frame = ZSTD_findFrameCompressedSize(in.data() + at, in.size() - at);
+    unsigned long long content = ZSTD_getFrameContentSize(in.data() + at, in.size() - at);
+    if (ZSTD_isError(frame) || content == ZSTD_CONTENTSIZE_UNKNOWN || content == ZSTD_CONTENTSIZE_ERROR) break;
+    declared += content;
+    at += frame;
+    if (declared > cap) break;
+  }
+  if (declared > cap) {
+    return LimitExceededError("zstd frames declare " + std::to_string(declared) + " bytes of content, more than " +
+                              std::to_string(cap) + " (limit max_decompressed_bytes; inspect --max-decompressed-bytes)");
+  }
   std::vector<std::byte> out;
   ZSTD_DStream* stream = ZSTD_createDStream();
   if (stream == nullptr) return LimitExceededError("out of memory for zstd");
@@ -65,6 +84,9 @@ StatusOr<std::vector<std::byte>> Decompress(ByteSpan in, uint64_t cap) {
       size_t chunk = ZSTD_DStreamOutSize();
       if (out.size() + chunk > cap + chunk) break;
       size_t old = out.size();
+      if (out.capacity() < old + chunk) {  // doubling, but never past the cap: memory stays <= cap + one chunk
+        out.reserve(std::min<uint64_t>(std::max<uint64_t>(2 * out.capacity(), old + chunk), cap + chunk));
+      }
       out.resize(old + chunk);
       ZSTD_outBuffer dst{out.data() + old, chunk, 0};
       rc = ZSTD_decompressStream(stream, &dst, &src);
@@ -92,8 +114,6 @@ StatusOr<std::vector<std::byte>> Decompress(ByteSpan in, uint64_t cap) {
   return out;
 }
 
-}  // namespace
-
 StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions& options) {
   Checkpoint out;
   ContainerOptions copts;
@@ -111,6 +131,9 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
   std::string where = out.container.format == ContainerFormat::kZip ? out.pickle_record : "main pickle";
   ScanGlobals(out.globals, where, /*nested=*/false, out.findings);
   ScanNestedPickles(out.graph, options.pickle, options.max_nested_pickle_depth, out.findings);
+  std::vector<std::string> names;
+  for (const ZipEntry& e : out.container.zip.entries) names.push_back(e.name);
+  ScanZipNames(names, out.findings);
   return out;
 }
 
@@ -141,7 +164,7 @@ StatusOr<std::unique_ptr<CheckpointFile>> OpenCheckpoint(const std::string& path
     }
     outer = std::move(*sniff);
   }
-  StatusOr<std::vector<std::byte>> plain = Decompress(file->mapped_->bytes(), options.max_decompressed_bytes);
+  StatusOr<std::vector<std::byte>> plain = DecompressZstd(file->mapped_->bytes(), options.max_decompressed_bytes);
   if (!plain.ok()) return std::move(plain).status().WithContext(path);
   file->buffer_ = std::move(*plain);
   file->mapped_.reset();

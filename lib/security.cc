@@ -1,5 +1,7 @@
 #include "optstate/security.h"
 
+#include <cctype>
+
 #include "optstate/graph_walk.h"
 #include "optstate/torch_objects.h"
 
@@ -73,6 +75,25 @@ void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where
       findings.push_back({Severity::kWarning, "global_not_allowlisted", loc,
                           name + " is not on torch 2.6's weights_only allowlist: "
                                  "torch.load with the default weights_only=True refuses this file"});
+    }
+  }
+}
+
+void ScanZipNames(const std::vector<std::string>& names, std::vector<Finding>& findings) {
+  for (const std::string& name : names) {
+    bool escapes = name.starts_with("/") || name.starts_with("\\") ||
+                   (name.size() >= 2 && name[1] == ':' && std::isalpha(static_cast<unsigned char>(name[0])));
+    size_t start = 0;
+    while (!escapes && start <= name.size()) {  // any ".." path component, with / or \ separators
+      size_t end = name.find_first_of("/\\", start);
+      if (end == std::string::npos) end = name.size();
+      escapes = name.compare(start, end - start, "..") == 0;
+      start = end + 1;
+    }
+    if (escapes) {
+      findings.push_back({Severity::kError, "zip_name_escapes", "zip entry '" + name + "'",
+                          "this name points outside the archive's directory: unzipping the file would write "
+                          "there. torch.save never writes such names; the file was built or edited by hand."});
     }
   }
 }

@@ -46,7 +46,8 @@ class Validator {
     for (const Finding& f : cp_.findings) {
       std::string rule = f.code == "dangerous_global" ? "dangerous-global"
                          : f.code == "global_not_allowlisted" ? "global-not-allowlisted"
-                         : f.code == "nested_global" ? "nested-pickle" : "";
+                         : f.code == "nested_global" ? "nested-pickle"
+                         : f.code == "zip_name_escapes" ? "zip-name-escapes" : "";
       if (!rule.empty()) Add(rule, f.where, f.message);
     }
   }

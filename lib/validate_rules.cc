@@ -41,6 +41,7 @@ const std::vector<RuleInfo>& ValidationRules() {
       {"dangerous-global", S::kError, "a pickle names a callable that runs code or reaches the system"},
       {"global-not-allowlisted", S::kWarning, "a global outside torch 2.6's weights_only allowlist"},
       {"nested-pickle", S::kWarning, "a pickle hidden in a bytes value (unpickled by whoever loads that value)"},
+      {"zip-name-escapes", S::kError, "a zip entry named with '..' or an absolute path (unzip would write outside)"},
       {"crc-mismatch", S::kError, "a zip record whose bytes do not match its CRC-32", true},
       {"dcp-chunk-layout", S::kError, "DCP chunks that overlap, leave gaps or reach outside their tensor"},
       {"param-count-mismatch", S::kError,

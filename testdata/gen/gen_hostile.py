@@ -6,9 +6,21 @@ a dangerous callable. Pickling only records the name: nothing here is executed,
 and optstate must report every one of them without running anything.
 Also writes a benign HeavyBall-style file (a pickled random.Random in a bytes
 value) to show the difference between 'not allowlisted' and 'dangerous'.
+
+Opcodes Python 3's pickler never emits for these objects (INST, OBJ, NEWOBJ_EX,
+memo tricks) and sizes it would never declare are spliced into real torch.save
+output: the object "HOSTILE_SLOT" is saved, then its opcode in data.pkl is
+replaced by opcodes that push one other object (see splice()). zip names,
+nesting and the zstd bomb are made the same way from real files.
 """
+import io
+import struct
+import subprocess
+import zipfile
+import importlib
 import os
 import pickle
+import runpy
 import random
 import sys
 
@@ -36,15 +48,141 @@ def state_with(extra):
             "param_groups": [{"lr": 0.1, "params": [0]}], "extra": extra}
 
 
+SLOT = "HOSTILE_SLOT"
+
+
+def op_str(text):
+    b = text.encode()
+    return pickle.BINUNICODE + struct.pack("<I", len(b)) + b
+
+
+def op_global(module, name):
+    return pickle.GLOBAL + f"{module}\n{name}\n".encode()
+
+
+def put(zf, name, data):
+    """A stored entry with a fixed date, so that the files are the same on every run."""
+    zf.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+
+
+def splice(pushes_one_object, protocol=2):
+    """A torch.save file of state_with(SLOT) whose SLOT opcode is replaced.
+    Protocol 2: no FRAME opcodes, whose declared lengths the splice would break."""
+    buf = io.BytesIO()
+    torch.save(state_with(SLOT), buf, pickle_protocol=protocol)
+    src = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith("data.pkl"):
+                # BINUNICODE (protocol 2) or SHORT_BINUNICODE (4), as the pickler chose
+                short = pickle.SHORT_BINUNICODE + bytes([len(SLOT)]) + SLOT.encode()
+                slot = op_str(SLOT) if op_str(SLOT) in data else short
+                assert data.count(slot) == 1
+                data = data.replace(slot, pushes_one_object)
+            put(dst, info.filename, data)
+    return out.getvalue()
+
+
+def renamed(extra_names):
+    """A real torch.save file with extra entries under hostile names."""
+    buf = io.BytesIO()
+    torch.save(state_with(0), buf)
+    src = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            put(dst, info.filename, src.read(info))
+        for name in extra_names:
+            put(dst, name, b"#!/bin/sh\n")  # ZipInfo keeps the name as given
+    return out.getvalue()
+
+
+def spliced_cases():
+    cmd = op_str(RUN)
+    return {
+        # INST: MARK args INST module name -> module.name(*args)
+        "inst_os_system.pt": splice(pickle.MARK + cmd + pickle.INST + b"posix\nsystem\n"),
+        # OBJ: MARK cls args OBJ -> cls(*args)
+        "obj_os_system.pt": splice(pickle.MARK + op_global("posix", "system") + cmd + pickle.OBJ),
+        # NEWOBJ_EX: cls.__new__(cls, *args, **kwargs)
+        "newobj_ex_subprocess.pt": splice(op_global("subprocess", "Popen") + op_str("sh") + pickle.TUPLE1 +
+                                          pickle.EMPTY_DICT + pickle.NEWOBJ_EX),
+        # STACK_GLOBAL whose module and name come back from the memo long after
+        # they were pushed: no GLOBAL opcode, no adjacent "os" "system" strings.
+        "memo_hidden_global.pt": splice(
+            op_str("posix") + pickle.LONG_BINPUT + struct.pack("<I", 900001) + pickle.POP +
+            op_str("system") + pickle.LONG_BINPUT + struct.pack("<I", 900002) + pickle.POP +
+            pickle.LONG_BINGET + struct.pack("<I", 900001) + pickle.LONG_BINGET + struct.pack("<I", 900002) +
+            pickle.STACK_GLOBAL + cmd + pickle.TUPLE1 + pickle.REDUCE),
+        # Sizes far beyond the data.
+        "memo_index_2g.pt": splice(pickle.LONG_BINGET + struct.pack("<I", 0x7FFFFFF0)),
+        "binbytes8_huge.pt": splice(pickle.BINBYTES8 + struct.pack("<Q", 1 << 62) + b"xx"),
+        "binunicode8_huge.pt": splice(pickle.BINUNICODE8 + struct.pack("<Q", (1 << 40) + 3) + b"xx"),
+        "long4_2g.pt": splice(pickle.LONG4 + struct.pack("<i", 0x7FFFFFFF) + b"\x01"),
+        # A million nested lists: EMPTY_LIST x 10^6, then APPEND x (10^6 - 1).
+        "nested_million.pt": splice(pickle.EMPTY_LIST * 1000000 + pickle.APPEND * 999999),
+        # A million MARKs never closed.
+        "marks_million.pt": splice(pickle.MARK * 1000000 + pickle.NONE),
+    }
+
+
+def storage_numel_huge():
+    """A tensor whose storage claims 2^40 elements while its record holds 2."""
+
+    class Storage:
+        pass
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            if isinstance(obj, Storage):
+                return ("storage", torch.FloatStorage, "0", "cpu", 1 << 40)
+            return None
+
+    import collections
+    tensor = Call(torch._utils._rebuild_tensor_v2, Storage(), 0, (2,), (1,), False, collections.OrderedDict())
+    pkl = io.BytesIO()
+    Pickler(pkl, protocol=2).dump({"state": {0: {"exp_avg": tensor}}, "param_groups": [{"lr": 0.1, "params": [0]}]})
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        put(dst, "archive/data.pkl", pkl.getvalue())
+        put(dst, "archive/data/0", struct.pack("<2f", 1.0, 2.0))
+        put(dst, "archive/version", b"3\n")
+    return out.getvalue()
+
+
+def zstd_bomb(path, size, declared):
+    """`size` bytes of zeros in a few hundred KB; the size declared in the frame
+    header (as zstd writes files) or not (as a pipe gives it)."""
+    flag = f"--stream-size={size}" if declared else ""
+    with open(path, "wb") as f:
+        subprocess.run(f"head -c {size} /dev/zero | zstd -q -1 {flag} -c", shell=True, stdout=f, check=True)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
+    raw = dict(spliced_cases())
+    raw["storage_numel_2e40.pt"] = storage_numel_huge()
+    raw["zip_name_dotdot.pt"] = renamed(["archive/../../../home/user/.bashrc"])
+    raw["zip_name_absolute.pt"] = renamed(["/etc/cron.d/job"])
+    for name, data in raw.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+        print(f"{os.path.join(out, name)}: {len(data)} bytes")
+    zstd_bomb(os.path.join(out, "zstd_bomb.pt.zst"), 17 << 30, declared=True)
+    zstd_bomb(os.path.join(out, "zstd_stream_bomb.pt.zst"), 1 << 30, declared=False)
     cases = {
         # GLOBAL (protocol 2): posix.system on Linux.
         "os_system_global.pt": (state_with(Call(os.system, RUN)), 2),
         # STACK_GLOBAL (protocol 4).
         "os_system_stack_global.pt": (state_with(Call(os.system, RUN)), 4),
         "builtins_eval.pt": (state_with(Call(eval, f"__import__('os').system('{RUN}')")), 2),
+        "builtins_exec.pt": (state_with(Call(exec, f"__import__('os').system('{RUN}')")), 2),
+        "subprocess_check_output.pt": (state_with(Call(subprocess.check_output, ["sh", "-c", RUN])), 4),
+        "runpy_run_path.pt": (state_with(Call(runpy.run_path, "/tmp/x.py")), 2),
+        "importlib_import_module.pt": (state_with(Call(importlib.import_module, "os")), 2),
         # A pickle inside a bytes value, as HeavyBall stores precond_schedule.
         "nested_pickle_bytes.pt": (state_with(pickle.dumps(Call(os.system, RUN), protocol=4)), 2),
         # Benign but not weights_only-loadable: HeavyBall 2.x's precond_rng.

@@ -88,8 +88,17 @@ TEST(ReaderCorruptionTest, ZstdTruncatedAndOverCap) {
   small.max_decompressed_bytes = 1000;
   StatusOr<std::unique_ptr<CheckpointFile>> f = OpenCheckpoint(path, small);
   ASSERT_FALSE(f.ok());
+  // The frame declares its size: refused before decompressing anything.
+  EXPECT_EQ(f.status().ToString(), "limit exceeded: " + path +
+                                       ": zstd frames declare 9736 bytes of content, more than 1000 (limit "
+                                       "max_decompressed_bytes; inspect --max-decompressed-bytes)");
+  // A stream that declares nothing (1 GiB of zeros piped through zstd) stops at the cap.
+  path = testing::RepoPath("testdata/hostile/zstd_stream_bomb.pt.zst");
+  small.max_decompressed_bytes = 64u << 20;
+  f = OpenCheckpoint(path, small);
+  ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().ToString(),
-            "limit exceeded: " + path + ": zstd content exceeds 1000 bytes (limit max_decompressed_bytes)");
+            "limit exceeded: " + path + ": zstd content exceeds 67108864 bytes (limit max_decompressed_bytes)");
 }
 
 }  // namespace

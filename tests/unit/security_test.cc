@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "fixtures.h"
@@ -41,6 +42,68 @@ TEST(SecurityTest, HostilePicklesAreReportedAndNeverRun) {
   EXPECT_EQ(Codes("testdata/hostile/heavyball_rng_bytes.pt"),
             (std::vector<std::string>{"warning nested_pickle extra",
                                       "warning nested_global extra (nested pickle) offset 29"}));
+  EXPECT_FALSE(std::filesystem::exists(kMarker)) << "a hostile pickle ran";
+}
+
+// Every file in testdata/hostile/ (tests/fuzz's list in gen_hostile.py) is
+// either refused with the error that names its trick or read with an error
+// finding; none runs anything. A new hostile file needs a line here.
+TEST(SecurityTest, EveryHostileFileIsRefusedOrFlagged) {
+  const std::map<std::string, std::string> want = {
+      {"binbytes8_huge.pt", "refused: limit exceeded: BINBYTES8 of 4611686018427387904 bytes exceeds"},
+      {"binunicode8_huge.pt", "refused: limit exceeded: BINUNICODE8 of 1099511627779 bytes exceeds"},
+      {"builtins_eval.pt", "flagged: error dangerous_global"},
+      {"builtins_exec.pt", "flagged: error dangerous_global"},
+      {"heavyball_rng_bytes.pt", "flagged: warning nested_pickle, warning nested_global"},
+      {"importlib_import_module.pt", "flagged: error dangerous_global"},
+      {"inst_os_system.pt", "flagged: error dangerous_global"},
+      {"long4_2g.pt", "refused: limit exceeded: integer of 2147483647 bytes (limit max_long_bytes, 1024)"},
+      {"marks_million.pt", "refused: limit exceeded: more than 1000 open marks (limit max_depth)"},
+      {"memo_hidden_global.pt", "flagged: error dangerous_global"},
+      {"memo_index_2g.pt", "refused: corrupt data: memo index 2147483632 was never stored"},
+      {"nested_million.pt", "refused: limit exceeded: objects nested deeper than 1000 levels (limit max_depth)"},
+      {"nested_pickle_bytes.pt", "flagged: warning nested_pickle, error dangerous_global"},
+      {"newobj_ex_subprocess.pt", "flagged: error dangerous_global"},
+      {"obj_os_system.pt", "flagged: error dangerous_global"},
+      {"os_system_global.pt", "flagged: error dangerous_global"},
+      {"os_system_stack_global.pt", "flagged: error dangerous_global"},
+      {"runpy_run_path.pt", "flagged: error dangerous_global"},
+      {"storage_numel_2e40.pt", "refused: limit exceeded: storage '0': 4398046511104 bytes (limit max_storage_bytes)"},
+      {"subprocess_check_output.pt", "flagged: error dangerous_global"},
+      {"zip_name_absolute.pt", "refused: corrupt data: record '/etc/cron.d/job' lies outside the archive directory"},
+      {"zip_name_dotdot.pt", "flagged: error zip_name_escapes"},
+      {"zstd_bomb.pt.zst", "refused: limit exceeded: zstd frames declare 18253611008 bytes of content, more than 268435456"},
+      {"zstd_stream_bomb.pt.zst", "refused: limit exceeded: zstd content exceeds 268435456 bytes"},
+  };
+  std::filesystem::remove(kMarker);
+  size_t seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(testing::RepoPath("testdata/hostile"))) {
+    if (!entry.is_regular_file()) continue;
+    std::string name = entry.path().filename().string();
+    ++seen;
+    auto it = want.find(name);
+    ASSERT_NE(it, want.end()) << "testdata/hostile/" << name << " has no expectation here";
+    ReadOptions options;
+    options.max_decompressed_bytes = 256u << 20;  // the bombs stop here, not at 16 GiB
+    StatusOr<std::unique_ptr<CheckpointFile>> f = OpenCheckpoint(entry.path().string(), options);
+    if (!f.ok()) {
+      // "refused: <code>: <fragment>" -- the fragment may sit after the path and record context.
+      std::string got = f.status().ToString();
+      std::string code = it->second.substr(9, it->second.find(": ", 9) - 9);
+      std::string fragment = it->second.substr(it->second.find(": ", 9) + 2);
+      EXPECT_TRUE(it->second.starts_with("refused: ")) << name << " was refused: " << got;
+      EXPECT_TRUE(got.starts_with(code + ": ")) << name << ": " << got;
+      EXPECT_NE(got.find(fragment), std::string::npos) << name << ": " << got;
+      continue;
+    }
+    std::string got = "flagged: ";
+    for (const Finding& x : (*f)->checkpoint().findings) {
+      if (x.severity == Severity::kInfo) continue;
+      got += (got.size() > 9 ? ", " : "") + std::string(SeverityName(x.severity)) + " " + x.code;
+    }
+    EXPECT_EQ(got, it->second) << name;
+  }
+  EXPECT_EQ(seen, want.size());
   EXPECT_FALSE(std::filesystem::exists(kMarker)) << "a hostile pickle ran";
 }
 

@@ -79,6 +79,10 @@ class CheckpointFile {
 StatusOr<std::unique_ptr<CheckpointFile>> OpenCheckpoint(const std::string& path,
                                                          const ReadOptions& options = {});
 
+// The content of zstd frames, refused with kLimitExceeded as soon as it would
+// pass `max_bytes` (a bomb costs at most that much memory).
+StatusOr<std::vector<std::byte>> DecompressZstd(ByteSpan compressed, uint64_t max_bytes);
+
 // Parses the zip or legacy checkpoint that fills `cursor`.
 StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions& options = {});
 

@@ -30,6 +30,11 @@ struct Finding {
 void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where, bool nested,
                  std::vector<Finding>& findings);
 
+// Zip entry names that would leave the directory an extracting tool writes
+// into ("..", absolute paths, drive letters): optstate never extracts by name,
+// but `unzip` or a careless script would.
+void ScanZipNames(const std::vector<std::string>& names, std::vector<Finding>& findings);
+
 // Parses (never runs) every bytes value in the graph that looks like a pickle
 // and reports its globals, recursing up to `max_depth` levels of nesting.
 void ScanNestedPickles(const ObjectGraph& graph, const PickleLimits& limits, uint32_t max_depth,
