@@ -1,5 +1,7 @@
 #include "optstate/file_io.h"
 
+#include "temporary_outputs.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -126,6 +128,7 @@ StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(const std::
     ::unlink(buf.data());
     return LimitExceededError(final_path + ": out of memory");
   }
+  writer->cleanup_slot_ = RememberTemporaryOutput(writer->temp_path_, /*is_directory=*/false);
   return std::unique_ptr<AtomicFileWriter>(writer);
 }
 
@@ -138,6 +141,8 @@ void AtomicFileWriter::Abandon() {
   fd_ = -1;
   if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
   temp_path_.clear();
+  ForgetTemporaryOutput(cleanup_slot_);
+  cleanup_slot_ = -1;
 }
 
 Status AtomicFileWriter::Write(ByteSpan data) {
@@ -215,6 +220,8 @@ Status AtomicFileWriter::Commit() {
     return ErrnoStatus(final_path_, "rename failed", err);
   }
   committed_ = true;
+  ForgetTemporaryOutput(cleanup_slot_);
+  cleanup_slot_ = -1;
   // Make the rename itself durable; failure here leaves a complete file, so it
   // is not reported.
   int dir = sync ? ::open(DirName(final_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;

@@ -1,5 +1,7 @@
 #include "staging_directory.h"
 
+#include "temporary_outputs.h"
+
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -60,12 +62,15 @@ StatusOr<std::unique_ptr<StagingDirectory>> StagingDirectory::Create(const std::
     ::umask(mask);
     ::chmod(temp.c_str(), 0777 & ~mask);
   }
-  return std::unique_ptr<StagingDirectory>(new StagingDirectory(temp, dir, parent));
+  auto staging = std::unique_ptr<StagingDirectory>(new StagingDirectory(temp, dir, parent));
+  staging->cleanup_slot_ = RememberTemporaryOutput(temp, /*is_directory=*/true);
+  return staging;
 }
 
 StagingDirectory::~StagingDirectory() {
   std::error_code ec;
   if (!kept_) std::filesystem::remove_all(temp_, ec);
+  ForgetTemporaryOutput(cleanup_slot_);
 }
 
 Status StagingDirectory::Keep(Durability durability) {
@@ -74,6 +79,8 @@ Status StagingDirectory::Keep(Durability durability) {
     return IoError(final_ + ": cannot rename " + temp_ + " into place: " + std::strerror(errno));
   }
   kept_ = true;
+  ForgetTemporaryOutput(cleanup_slot_);
+  cleanup_slot_ = -1;
   return durability == Durability::kSynced ? SyncDirectory(parent_) : Status();
 }
 

@@ -33,6 +33,7 @@ class StagingDirectory {
       : temp_(std::move(temp)), final_(std::move(final_path)), parent_(std::move(parent)) {}
   std::string temp_, final_, parent_;
   bool kept_ = false;
+  int cleanup_slot_ = -1;  // see temporary_outputs.h
 };
 
 }  // namespace optstate

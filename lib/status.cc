@@ -37,7 +37,11 @@ Status& Status::operator=(const Status& other) {
 std::string_view Status::message() const { return rep_ ? std::string_view(rep_->message) : ""; }
 
 Status Status::WithContext(std::string_view context) && {
-  if (rep_ && !context.empty()) {
+  // A layer that already named the same file (an output's writer) is not
+  // repeated: "out.pt: write failed", not "out.pt: out.pt: write failed".
+  bool named = rep_ && rep_->message.size() > context.size() && rep_->message.starts_with(context) &&
+               rep_->message.compare(context.size(), 2, ": ") == 0;
+  if (rep_ && !context.empty() && !named) {
     std::string joined;
     joined.reserve(context.size() + 2 + rep_->message.size());
     joined.append(context).append(": ").append(rep_->message);

@@ -13,6 +13,7 @@
 
 #include "cli_app.h"
 #include "command.h"
+#include "interrupt_cleanup.h"
 #include "optstate/torch/tcp_store_coordinator.h"
 
 namespace {
@@ -63,6 +64,7 @@ optstate::StatusOr<std::unique_ptr<optstate::Coordinator>> Connect(const std::st
 
 int main(int argc, char** argv) {
   optstate::tools::SetCoordinatorFactory(Connect);
+  optstate::tools::RemoveOutputsOnInterrupt();
   optstate::tools::CommandOutput output{std::cout, std::cerr};
   return optstate::tools::RunCli(argc, argv, output);
 }

@@ -11,6 +11,7 @@
 
 #include "cli_app.h"
 #include "command.h"
+#include "interrupt_cleanup.h"
 
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
     std::cerr << "optstate: error: --distributed needs " << dist << ": " << std::strerror(errno) << "\n";
     return optstate::tools::kExitError;
   }
+  optstate::tools::RemoveOutputsOnInterrupt();
   optstate::tools::CommandOutput output{std::cout, std::cerr};
   return optstate::tools::RunCli(argc, argv, output);
 }

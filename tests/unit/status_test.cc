@@ -38,6 +38,14 @@ TEST(StatusTest, ContextIsPrependedPerLayerOutermostFirst) {
             "adam.pt: record 'archive/data.pkl': pickle: offset 12: need 4 bytes for BININT, 1 left");
 }
 
+TEST(StatusTest, ContextAlreadyNamedIsNotRepeated) {
+  Status s = IoError("out.pt: write failed: No space left on device").WithContext("out.pt");
+  EXPECT_EQ(s.message(), "out.pt: write failed: No space left on device");
+  // Only a whole leading name counts: "out.pt.zst" is another file.
+  s = IoError("out.pt.zst: write failed").WithContext("out.pt");
+  EXPECT_EQ(s.message(), "out.pt: out.pt.zst: write failed");
+}
+
 TEST(StatusTest, ContextOnOkStaysOk) {
   Status s = Status().WithContext("file.pt");
   EXPECT_TRUE(s.ok());

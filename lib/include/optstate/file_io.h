@@ -79,6 +79,12 @@ class OutputStream {
 // `sink`. The decompressed content equals what was written.
 StatusOr<std::unique_ptr<OutputStream>> MakeZstdOutput(std::unique_ptr<OutputStream> sink);
 
+// Removes every temporary output this process has open (AtomicFileWriter
+// temporaries, staging directories) without running their owners' code: for
+// a signal handler, so an interrupted run leaves nothing behind. Only
+// async-signal-safe calls; the process must end right after.
+void RemoveTemporaryOutputs();
+
 // kSynced: the output is on disk before it takes the final name, so a crash
 // leaves the old file or the complete new one. kUnsynced (--no-sync, for
 // scratch outputs): still renamed only when complete, but the kernel writes it
@@ -117,6 +123,7 @@ class AtomicFileWriter : public OutputStream {
   std::string final_path_;
   std::string temp_path_;
   int fd_ = -1;
+  int cleanup_slot_ = -1;  // in the registry RemoveTemporaryOutputs reads
   uint64_t written_ = 0;
   uint64_t flushed_ = 0;  // bytes handed to write-back so far
   Durability durability_ = Durability::kSynced;
