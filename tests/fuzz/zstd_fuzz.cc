@@ -5,7 +5,7 @@
 
 OPTSTATE_FUZZ_TARGET(zstd) {
   using namespace optstate;
-  constexpr uint64_t kCap = 64u << 20;
+  constexpr uint64_t kCap = 1u << 20;  // small: a zero-filled 64 MiB per input made this target run at 16 exec/s
   StatusOr<std::vector<std::byte>> plain = DecompressZstd(fuzz::Bytes(data, size), kCap);
   if (!plain.ok()) return 0;
   if (plain->size() > kCap) fuzz::FuzzCheckFailed("decompressed past the cap");
