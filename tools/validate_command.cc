@@ -39,7 +39,14 @@ void ReportText(const ValidationReport& r, std::ostream& out) {
     out << "  " << std::left << std::setw(8) << RuleSeverityName(f.severity) << "[" << f.rule << "] " << f.path << ": "
         << f.message << "\n";
   }
-  for (const auto& [id, why] : r.skipped) out << "  skipped [" << id << "]: " << why << "\n";
+  // Rules skipped for the same reason share one line.
+  for (size_t i = 0; i < r.skipped.size();) {
+    size_t j = i + 1;
+    std::string ids = r.skipped[i].first;
+    for (; j < r.skipped.size() && r.skipped[j].second == r.skipped[i].second; ++j) ids += ", " + r.skipped[j].first;
+    out << "  skipped [" << ids << "]: " << r.skipped[i].second << "\n";
+    i = j;
+  }
 }
 
 }  // namespace
