@@ -54,6 +54,25 @@ __attribute__((target("vpclmulqdq,avx2,pclmul,sse4.1"))) inline __m256i Load256(
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
+// Both loops end here: their 128-bit lanes (in message order) fold into one,
+// remaining 16-byte blocks fold in, and the table finishes the last 16 bytes
+// (which stand for the running CRC from a zero register) and the tail.
+__attribute__((target("pclmul,sse4.1"))) uint32_t FoldLanesAndFinish(const __m128i* lanes, int count,
+                                                                      const std::byte* p, size_t n) {
+  const __m128i by128 = _mm_set_epi64x(static_cast<int64_t>(FoldConstant(128 - 32)),
+                                       static_cast<int64_t>(FoldConstant(128 + 32)));
+  __m128i x = lanes[0];
+  for (int i = 1; i < count; ++i) x = _mm_xor_si128(Fold(x, by128), lanes[i]);
+  while (n >= 16) {
+    x = _mm_xor_si128(Fold(x, by128), Load(p));
+    p += 16;
+    n -= 16;
+  }
+  std::byte last[16];
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(last), x);
+  return Crc32UpdateTable(Crc32UpdateTable(0, last, 16), p, n);
+}
+
 }  // namespace
 
 bool Crc32WideClmulSupported() {
@@ -70,8 +89,6 @@ __attribute__((target("vpclmulqdq,avx2,pclmul,sse4.1"))) uint32_t Crc32UpdateWid
   const __m256i by1024 = _mm256_set_epi64x(
       static_cast<int64_t>(FoldConstant(1024 - 32)), static_cast<int64_t>(FoldConstant(1024 + 32)),
       static_cast<int64_t>(FoldConstant(1024 - 32)), static_cast<int64_t>(FoldConstant(1024 + 32)));
-  const __m128i by128 = _mm_set_epi64x(static_cast<int64_t>(FoldConstant(128 - 32)),
-                                       static_cast<int64_t>(FoldConstant(128 + 32)));
   __m256i y0 = _mm256_xor_si256(Load256(p), _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(reg))));
   __m256i y1 = Load256(p + 32), y2 = Load256(p + 64), y3 = Load256(p + 96);
   p += 128;
@@ -85,22 +102,11 @@ __attribute__((target("vpclmulqdq,avx2,pclmul,sse4.1"))) uint32_t Crc32UpdateWid
     n -= 128;
   }
   // Lanes in message order: y0 low, y0 high, y1 low, ...
-  __m128i x = _mm256_castsi256_si128(y0);
-  x = _mm_xor_si128(Fold(x, by128), _mm256_extracti128_si256(y0, 1));
-  x = _mm_xor_si128(Fold(x, by128), _mm256_castsi256_si128(y1));
-  x = _mm_xor_si128(Fold(x, by128), _mm256_extracti128_si256(y1, 1));
-  x = _mm_xor_si128(Fold(x, by128), _mm256_castsi256_si128(y2));
-  x = _mm_xor_si128(Fold(x, by128), _mm256_extracti128_si256(y2, 1));
-  x = _mm_xor_si128(Fold(x, by128), _mm256_castsi256_si128(y3));
-  x = _mm_xor_si128(Fold(x, by128), _mm256_extracti128_si256(y3, 1));
-  while (n >= 16) {
-    x = _mm_xor_si128(Fold(x, by128), Load(p));
-    p += 16;
-    n -= 16;
-  }
-  std::byte last[16];
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(last), x);
-  return Crc32UpdateTable(Crc32UpdateTable(0, last, 16), p, n);
+  const __m128i lanes[8] = {_mm256_castsi256_si128(y0), _mm256_extracti128_si256(y0, 1),
+                            _mm256_castsi256_si128(y1), _mm256_extracti128_si256(y1, 1),
+                            _mm256_castsi256_si128(y2), _mm256_extracti128_si256(y2, 1),
+                            _mm256_castsi256_si128(y3), _mm256_extracti128_si256(y3, 1)};
+  return FoldLanesAndFinish(lanes, 8, p, n);
 }
 
 bool Crc32ClmulSupported() {
@@ -111,8 +117,6 @@ bool Crc32ClmulSupported() {
 __attribute__((target("pclmul,sse4.1"))) uint32_t Crc32UpdateClmul(uint32_t reg, const std::byte* p, size_t n) {
   const __m128i by512 = _mm_set_epi64x(static_cast<int64_t>(FoldConstant(512 - 32)),
                                        static_cast<int64_t>(FoldConstant(512 + 32)));
-  const __m128i by128 = _mm_set_epi64x(static_cast<int64_t>(FoldConstant(128 - 32)),
-                                       static_cast<int64_t>(FoldConstant(128 + 32)));
   // The register enters as the first four bytes' xor (CRC linearity).
   __m128i x0 = _mm_xor_si128(Load(p), _mm_cvtsi32_si128(static_cast<int>(reg)));
   __m128i x1 = Load(p + 16), x2 = Load(p + 32), x3 = Load(p + 48);
@@ -126,19 +130,8 @@ __attribute__((target("pclmul,sse4.1"))) uint32_t Crc32UpdateClmul(uint32_t reg,
     p += 64;
     n -= 64;
   }
-  __m128i x = _mm_xor_si128(Fold(x0, by128), x1);
-  x = _mm_xor_si128(Fold(x, by128), x2);
-  x = _mm_xor_si128(Fold(x, by128), x3);
-  while (n >= 16) {
-    x = _mm_xor_si128(Fold(x, by128), Load(p));
-    p += 16;
-    n -= 16;
-  }
-  // x now stands for 16 message bytes whose CRC from a zero register is the
-  // running CRC; the table finishes them and the tail.
-  std::byte last[16];
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(last), x);
-  return Crc32UpdateTable(Crc32UpdateTable(0, last, 16), p, n);
+  const __m128i lanes[4] = {x0, x1, x2, x3};
+  return FoldLanesAndFinish(lanes, 4, p, n);
 }
 
 }  // namespace optstate::internal
