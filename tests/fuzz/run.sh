@@ -38,6 +38,13 @@ fuzz_one() {
     rm -rf "$merged" && mkdir -p "$merged" && cp "$out/seeds/$t"/* "$merged"/
     "$out/tests/fuzz/fuzz_$t" -merge=1 -max_len=16384 "$merged" "testdata/fuzz/$t" "$corpus" > "$out/$t.merge.log" 2>&1
     for f in "$out/seeds/$t"/*; do rm -f "$merged/$(basename "$f")"; done
+    # At most 512 KiB per target is committed, smallest inputs first: the
+    # repository stays small and the replay test fast.
+    local total=0
+    for f in $(ls -S -r "$merged"); do
+      total=$((total + $(stat -c %s "$merged/$f")))
+      [ "$total" -le $((512 << 10)) ] || rm -f "$merged/$f"
+    done
     # Fixed crashes are kept under their own names whatever the merge thought of them.
     find "testdata/fuzz/$t" -name 'regression-*' -exec cp {} "$merged"/ \; 2>/dev/null || true
     rm -rf "testdata/fuzz/$t" && mv "$merged" "testdata/fuzz/$t"
