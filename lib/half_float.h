@@ -73,6 +73,16 @@ inline float LoadAsFloat(const void* base, DType dtype, size_t i) {
   return f;
 }
 
+// Element i of any floating array (float64 included) as double, exactly.
+inline double LoadAsDouble(const void* base, DType dtype, size_t i) {
+  if (dtype == DType::kFloat64) {
+    double d;
+    std::memcpy(&d, static_cast<const std::byte*>(base) + 8 * i, 8);
+    return d;
+  }
+  return LoadAsFloat(base, dtype, i);
+}
+
 inline void StoreFromFloat(void* base, DType dtype, size_t i, float value) {
   auto* bytes = static_cast<std::byte*>(base);
   if (dtype == DType::kBFloat16) {

@@ -21,15 +21,6 @@ namespace {
 
 bool IsFloatType(DType d) { return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kBFloat16 || d == DType::kFloat16; }
 
-double Element(ByteSpan b, DType d, size_t i) {
-  if (d == DType::kFloat64) {
-    double v;
-    std::memcpy(&v, b.data() + 8 * i, 8);
-    return v;
-  }
-  return LoadAsFloat(b.data(), d, i);
-}
-
 class Validator {
  public:
   Validator(const Checkpoint& cp, const TensorBytesReader& read, FindingSink& sink)
@@ -74,7 +65,7 @@ class Validator {
     if (t.numel() != 1) return std::nullopt;
     StatusOr<std::vector<std::byte>> b = read_(t);
     if (!b.ok() || b->empty()) return std::nullopt;
-    if (IsFloatType(t.dtype)) return Element(*b, t.dtype, 0);
+    if (IsFloatType(t.dtype)) return LoadAsDouble(b->data(), t.dtype, 0);
     if (t.dtype == DType::kInt64) {
       int64_t i;
       std::memcpy(&i, b->data(), 8);

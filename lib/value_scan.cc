@@ -34,12 +34,7 @@ __attribute__((target_clones("avx2", "default"))) ValueCounts CountFloat32(const
 ValueCounts CountOther(const std::byte* p, size_t n, DType dtype) {
   ValueCounts c;
   for (size_t i = 0; i < n; ++i) {
-    double x;
-    if (dtype == DType::kFloat64) {
-      std::memcpy(&x, p + 8 * i, 8);
-    } else {
-      x = LoadAsFloat(p, dtype, i);
-    }
+    double x = LoadAsDouble(p, dtype, i);
     c.nonfinite += !std::isfinite(x);
     c.negative += x < 0;
     c.nonzero += x != 0;
