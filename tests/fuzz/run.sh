@@ -1,10 +1,14 @@
 #!/bin/bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) and fuzzes each one.
 #
-# Usage: tests/fuzz/run.sh [SECONDS_PER_TARGET=600] [TARGET...]
+# Usage: tests/fuzz/run.sh [SECONDS_PER_TARGET=600] [TARGET[:RUNS]...]
 #   Runs two targets at a time (one per core), each from the seeds cut from
-#   testdata/ plus testdata/fuzz/<target>/, for SECONDS_PER_TARGET, then
-#   prints executions, coverage and crashes per target. Crash inputs land in
+#   testdata/ plus testdata/fuzz/<target>/, for SECONDS_PER_TARGET or until
+#   RUNS executions, whichever comes first, then prints executions, coverage
+#   and crashes per target. OPTSTATE_FUZZ_UNTIL=TIME (anything `date -d`
+#   takes, e.g. 06:40) also ends every target by that time, so a long list
+#   can be given a wall-clock budget: targets later in the list get what the
+#   earlier ones leave. Crash inputs land in
 #   build/fuzz/artifacts/<target>/; fix the bug, then copy the input into
 #   testdata/fuzz/<target>/ so the fuzz_replay test keeps it fixed.
 #   OPTSTATE_FUZZ_MERGE=1 also merges the grown corpus, minimised, into
@@ -15,8 +19,12 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 seconds=${1:-600}
 shift || true
-targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(pickle_vm zip_directory legacy zstd dcp_metadata inspect roundtrip)
+specs=("$@")
+[ ${#specs[@]} -gt 0 ] || specs=(pickle_vm zip_directory legacy zstd dcp_metadata inspect roundtrip)
+targets=()
+for spec in "${specs[@]}"; do targets+=("${spec%%:*}"); done
+until_epoch=
+[ -z "${OPTSTATE_FUZZ_UNTIL:-}" ] || until_epoch=$(date -d "$OPTSTATE_FUZZ_UNTIL" +%s)
 out=build/fuzz
 CC=clang CXX=clang++ cmake -S . -B "$out" -DOPTSTATE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$out.log" 2>&1 ||
   { cat "$out.log"; exit 1; }
@@ -24,11 +32,17 @@ cmake --build "$out" -j"$(nproc)" > "$out.log" 2>&1 || { tail -50 "$out.log"; ex
 /usr/bin/python3 tests/fuzz/make_seeds.py "$out/seeds" > /dev/null
 
 fuzz_one() {
-  local t=$1 corpus=$out/corpus/$1
+  local t=${1%%:*} runs=-1 corpus=$out/corpus/${1%%:*} budget=$seconds
+  [ "$1" = "$t" ] || runs=${1#*:}
+  if [ -n "$until_epoch" ]; then
+    local left=$((until_epoch - $(date +%s)))
+    [ "$left" -gt 0 ] || { echo "skipped: OPTSTATE_FUZZ_UNTIL passed" > "$out/$t.log"; return; }
+    [ "$left" -ge "$budget" ] || budget=$left
+  fi
   mkdir -p "$corpus" "$out/artifacts/$t" "testdata/fuzz/$t"
   # -max_len keeps mutations small (seeds up to 256 KiB are still run whole);
   # -rss_limit_mb bounds memory: exceeding it is reported as a crash.
-  "$out/tests/fuzz/fuzz_$t" "$corpus" "$out/seeds/$t" "testdata/fuzz/$t" -max_total_time="$seconds" \
+  "$out/tests/fuzz/fuzz_$t" "$corpus" "$out/seeds/$t" "testdata/fuzz/$t" -max_total_time="$budget" -runs="$runs" \
       -max_len=16384 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
       -artifact_prefix="$out/artifacts/$t/" > "$out/$t.log" 2>&1 || true
   if [ "${OPTSTATE_FUZZ_MERGE:-0}" = 1 ]; then
@@ -52,8 +66,8 @@ fuzz_one() {
 }
 
 running=0
-for t in "${targets[@]}"; do
-  fuzz_one "$t" &
+for spec in "${specs[@]}"; do
+  fuzz_one "$spec" &
   running=$((running + 1))
   if [ "$running" -ge "$(nproc)" ]; then wait -n; running=$((running - 1)); fi
 done
