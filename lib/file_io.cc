@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <ctime>
 #include <cstring>
 #include <new>
 #include <string>
@@ -108,28 +110,81 @@ void MappedFile::Release() {
   size_ = 0;
 }
 
+namespace {
+
+// An unnamed file in `dir` (O_TMPFILE): if the process is killed outright
+// (SIGKILL, the OOM killer) it vanishes with the last descriptor, so not even a
+// temporary is left. -1 where the filesystem or kernel cannot, or where
+// /proc/self/fd (needed to give it a name at Commit) is missing.
+int OpenUnnamed(const std::string& dir) {
+  if (::access("/proc/self/fd", X_OK) != 0) return -1;
+  return ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);  // the umask applies
+}
+
+// "<dir>/.<name>.tmp-" plus six characters that differ from call to call.
+std::string TemporaryName(const std::string& final_path, unsigned attempt) {
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  uint64_t x = static_cast<uint64_t>(::getpid()) * 0x9E3779B97F4A7C15ull ^
+               static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&final_path)) ^ (uint64_t{attempt} << 40);
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  x ^= static_cast<uint64_t>(now.tv_nsec) * 0xBF58476D1CE4E5B9ull;
+  std::string name = DirName(final_path) + "/." + BaseName(final_path) + ".tmp-";
+  for (int i = 0; i < 6; ++i, x /= 62) name += kAlphabet[x % 62];
+  return name;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(const std::string& final_path,
                                                                      Durability durability) {
   if (final_path.empty() || final_path.back() == '/') {
     return InvalidArgumentError("'" + final_path + "': output path names no file");
   }
-  std::string pattern = DirName(final_path) + "/." + BaseName(final_path) + ".tmp-XXXXXX";
-  std::vector<char> buf(pattern.begin(), pattern.end());
-  buf.push_back('\0');
-  int fd = ::mkostemp(buf.data(), O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(final_path, "cannot create a temporary file beside it", errno);
-  // mkostemp makes 0600 files; outputs get the usual 0644 (less the umask).
-  mode_t mask = ::umask(0);
-  ::umask(mask);
-  ::fchmod(fd, 0666 & ~mask);
-  auto* writer = new (std::nothrow) AtomicFileWriter(final_path, std::string(buf.data()), fd, durability);
+  std::string temp_path;  // stays empty for an unnamed file
+  int fd = OpenUnnamed(DirName(final_path));
+  if (fd < 0 && errno == ENOENT) return ErrnoStatus(final_path, "cannot create a temporary file beside it", errno);
+  if (fd < 0) {  // a named temporary instead; SIGKILL then leaves it behind
+    std::string pattern = DirName(final_path) + "/." + BaseName(final_path) + ".tmp-XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    fd = ::mkostemp(buf.data(), O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus(final_path, "cannot create a temporary file beside it", errno);
+    // mkostemp makes 0600 files; outputs get the usual 0644 (less the umask).
+    mode_t mask = ::umask(0);
+    ::umask(mask);
+    ::fchmod(fd, 0666 & ~mask);
+    temp_path = buf.data();
+  }
+  auto* writer = new (std::nothrow) AtomicFileWriter(final_path, temp_path, fd, durability);
   if (writer == nullptr) {
     ::close(fd);
-    ::unlink(buf.data());
+    if (!temp_path.empty()) ::unlink(temp_path.c_str());
     return LimitExceededError(final_path + ": out of memory");
   }
-  writer->cleanup_slot_ = RememberTemporaryOutput(writer->temp_path_, /*is_directory=*/false);
+  if (!temp_path.empty()) writer->cleanup_slot_ = RememberTemporaryOutput(temp_path, /*is_directory=*/false);
   return std::unique_ptr<AtomicFileWriter>(writer);
+}
+
+// Links the finished unnamed file under a fresh temporary name, so that the
+// rename below can replace final_path atomically (linkat cannot replace).
+Status AtomicFileWriter::NameUnnamedFile() {
+  char proc_path[48];
+  std::snprintf(proc_path, sizeof proc_path, "/proc/self/fd/%d", fd_);
+  for (unsigned attempt = 0; attempt < 100; ++attempt) {
+    std::string name = TemporaryName(final_path_, attempt);
+    // Registered before it exists: a signal in between unlinks a missing name.
+    cleanup_slot_ = RememberTemporaryOutput(name, /*is_directory=*/false);
+    if (::linkat(AT_FDCWD, proc_path, AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+      temp_path_ = std::move(name);
+      return Status();
+    }
+    int err = errno;
+    ForgetTemporaryOutput(cleanup_slot_);
+    cleanup_slot_ = -1;
+    if (err != EEXIST) return ErrnoStatus(final_path_, "cannot give the finished file a name", err);
+  }
+  return ErrnoStatus(final_path_, "cannot give the finished file a name", EEXIST);
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
@@ -206,6 +261,13 @@ Status AtomicFileWriter::Commit() {
     int err = errno;
     Abandon();
     return ErrnoStatus(final_path_, "fsync failed", err);
+  }
+  if (temp_path_.empty()) {
+    Status named = NameUnnamedFile();
+    if (!named.ok()) {
+      Abandon();
+      return named;
+    }
   }
   if (::close(fd_) != 0) {
     int err = errno;

@@ -1,8 +1,12 @@
 #include "optstate/file_io.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
@@ -30,6 +34,15 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Whether `dir`'s filesystem makes O_TMPFILE files (ext4, xfs, btrfs and
+// tmpfs do; overlayfs before Linux 6.6 does not).
+bool UnnamedFilesWork(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY, 0600);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -78,7 +91,10 @@ TEST(AtomicFileWriterTest, CommitRenamesCompleteFile) {
   ASSERT_TRUE((*w)->Write(AsBytes("hello ")).ok());
   ASSERT_TRUE((*w)->Write(AsBytes("world")).ok());
   EXPECT_FALSE(fs::exists(dir / "out.pt"));  // nothing at the final path before Commit
-  EXPECT_EQ(dir.Count(), 1u);
+  // Nor anywhere else: the temporary has no name until Commit (O_TMPFILE).
+  if (UnnamedFilesWork(dir / "")) {
+    EXPECT_EQ(dir.Count(), 0u);
+  }
   ASSERT_TRUE((*w)->Commit().ok());
   EXPECT_EQ(Slurp(dir / "out.pt"), "hello world");
   EXPECT_EQ(dir.Count(), 1u);
@@ -124,6 +140,26 @@ TEST(AtomicFileWriterTest, CopyFromFileAppendsTheRangeOrNothing) {
   ASSERT_TRUE((*w)->Write(AsBytes(":tail")).ok());
   ASSERT_TRUE((*w)->Commit().ok());
   EXPECT_EQ(Slurp(dir / "out.bin"), "head:" + std::string(AsChars(in->bytes()).substr(100, 1000)) + ":tail");
+}
+
+// SIGKILL (or the OOM killer) runs no cleanup code at all; an unnamed
+// temporary disappears with the process anyway.
+TEST(AtomicFileWriterTest, KilledWriterLeavesNothing) {
+  TempDir dir;
+  if (!UnnamedFilesWork(dir / "")) GTEST_SKIP() << "no O_TMPFILE on " << dir / "";
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto w = AtomicFileWriter::Create(dir / "out.pt");
+    if (!w.ok() || !(*w)->Write(AsBytes("partial")).ok()) ::_exit(3);
+    ::kill(::getpid(), SIGKILL);
+    ::_exit(4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "child exit " << WEXITSTATUS(status);
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  EXPECT_EQ(dir.Count(), 0u);
 }
 
 TEST(AtomicFileWriterTest, MissingDirectoryIsNotFound) {

@@ -7,6 +7,8 @@
 // AtomicFileWriter writes to a temporary file in the target's own directory (so
 // the final rename never crosses a filesystem), fsyncs it, and renames it over
 // the target on Commit(). Destroying an uncommitted writer removes the temporary.
+// The temporary is unnamed (O_TMPFILE) where the filesystem allows, so a run
+// killed outright leaves nothing; it gets a name only for the final rename.
 #ifndef OPTSTATE_FILE_IO_H_
 #define OPTSTATE_FILE_IO_H_
 
@@ -93,7 +95,8 @@ enum class Durability { kSynced, kUnsynced };
 
 class AtomicFileWriter : public OutputStream {
  public:
-  // Creates the temporary "<dir>/.<name>.tmp-XXXXXX" next to `final_path`.
+  // Creates the temporary next to `final_path`: unnamed where O_TMPFILE works,
+  // else "<dir>/.<name>.tmp-XXXXXX" (which a SIGKILL would leave behind).
   static StatusOr<std::unique_ptr<AtomicFileWriter>> Create(const std::string& final_path,
                                                             Durability durability = Durability::kSynced);
   ~AtomicFileWriter() override;  // removes the temporary unless committed
@@ -112,16 +115,16 @@ class AtomicFileWriter : public OutputStream {
   Status Commit() override;
 
   const std::string& final_path() const { return final_path_; }
-  const std::string& temp_path() const { return temp_path_; }
 
  private:
   AtomicFileWriter(std::string final_path, std::string temp_path, int fd, Durability durability)
       : final_path_(std::move(final_path)), temp_path_(std::move(temp_path)), fd_(fd), durability_(durability) {}
   void Abandon();
   void StartWriteBack();
+  Status NameUnnamedFile();
 
   std::string final_path_;
-  std::string temp_path_;
+  std::string temp_path_;  // empty while the temporary is unnamed
   int fd_ = -1;
   int cleanup_slot_ = -1;  // in the registry RemoveTemporaryOutputs reads
   uint64_t written_ = 0;
