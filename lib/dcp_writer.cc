@@ -245,6 +245,7 @@ StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const
     for (const DcpChunk& c : plan[i].chunks) all.tensor_bytes += entries[i].is_tensor ? ChunkBytes(entries[i], c) : 0;
   }
   all.written_tensor_bytes = report.written_tensor_bytes;
+  if (staging) all.leftovers = StagingDirectory::Leftovers(dir, staging->path());
   // .metadata last, by rank 0 alone: a directory without it is not a checkpoint to DCP.
   Status done;
   if (co.rank() == 0) {

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -32,6 +33,23 @@ std::filesystem::path Parent(const std::filesystem::path& p) {
 std::string StagingDirectory::SharedPath(const std::string& dir) {
   std::filesystem::path p(dir);
   return (Parent(p) / ("." + p.filename().string() + ".partial")).string();
+}
+
+std::vector<std::string> StagingDirectory::Leftovers(const std::string& dir, const std::string& own) {
+  std::filesystem::path p(dir);
+  const std::string prefix = "." + p.filename().string() + ".tmp-";
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(Parent(p), ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    std::error_code type_ec;
+    if (name.size() == prefix.size() + 6 && name.compare(0, prefix.size(), prefix) == 0 &&
+        it->is_directory(type_ec) && it->path().string() != own) {
+      found.push_back(it->path().string());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 StatusOr<std::unique_ptr<StagingDirectory>> StagingDirectory::Create(const std::string& dir, bool shared) {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "optstate/file_io.h"
 #include "optstate/status.h"
@@ -19,6 +20,10 @@ class StagingDirectory {
   static StatusOr<std::unique_ptr<StagingDirectory>> Create(const std::string& dir, bool shared);
   // The name Create(dir, /*shared=*/true) uses.
   static std::string SharedPath(const std::string& dir);
+  // Staging directories of `dir` that earlier runs left behind (killed before
+  // they could remove them): "<parent>/.<name>.tmp-XXXXXX", sorted, excluding
+  // `own`. Reported, never removed: another run may still be writing one.
+  static std::vector<std::string> Leftovers(const std::string& dir, const std::string& own);
 
   ~StagingDirectory();  // removes the directory and its contents unless kept
   StagingDirectory(const StagingDirectory&) = delete;

@@ -19,7 +19,7 @@ void WriteReport(CommandOutput& output, const std::string& input, const std::str
     WriteJson(output, {{"input", input}, {"output", dir}, {"world_size", world_size}, {"tensors", r.tensors},
                        {"chunks", r.chunks}, {"bytes_items", r.bytes_items}, {"tensor_bytes", r.tensor_bytes},
                        {"largest_chunk_bytes", r.largest_chunk_bytes}, {"metadata_bytes", r.metadata_bytes},
-                       {"files", files}});
+                       {"files", files}, {"leftovers", r.leftovers}});
     return;
   }
   uint64_t total = r.metadata_bytes;
@@ -33,6 +33,10 @@ void WriteReport(CommandOutput& output, const std::string& input, const std::str
              << "\n";
   for (size_t rank = 0; rank < r.file_bytes.size(); ++rank) {
     output.out << "  __" << rank << "_0.distcp  " << HumanBytes(r.file_bytes[rank]) << "\n";
+  }
+  for (const std::string& left : r.leftovers) {
+    output.err << "note: " << left << " was left by an interrupted run writing " << dir
+               << "; remove it to free its space\n";
   }
 }
 

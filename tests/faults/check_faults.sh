@@ -44,7 +44,8 @@ disk_full "consolidate" consolidate -q "$work/in_dcp" -o "$full/out.pt"
 disk_full "reshard" reshard -q "$work/in_dcp" -o "$full/out" --world-size 3
 disk_full "export" export -q "$work/in.pt" -o "$full/out" --world-size 2
 
-# 2. Interrupted (SIGINT, SIGTERM): exit 128 + signal, nothing left behind.
+# 2. Interrupted (SIGINT, SIGTERM; SIGKILL for single files, whose temporary is
+# unnamed): exit 128 + signal, nothing left behind.
 umount "$full"
 out=$work/out
 mkdir -p "$out"
@@ -53,8 +54,8 @@ interrupt() {  # label, signal, then the command's arguments (outputs go to $out
   local label=$1 sig=$2 failed=$failures; shift 2
   "$bin" "$@" > /dev/null 2> "$work/err.txt" &
   local pid=$! started=0
-  for _ in $(seq 200); do  # until its temporary output exists
-    if [ -n "$(ls -A "$out")" ]; then started=1; break; fi
+  for _ in $(seq 200); do  # until it has its output open (unnamed files show as "$out/#123 (deleted)")
+    if ls -l "/proc/$pid/fd" 2>/dev/null | grep -q -- "-> $out/"; then started=1; break; fi
     sleep 0.05
   done
   [ "$started" = 1 ] || fail "$label: no temporary output appeared to interrupt"
@@ -72,6 +73,27 @@ interrupt() {  # label, signal, then the command's arguments (outputs go to $out
 interrupt "regenerate" INT regenerate -q --synthetic 2GiB --steps 1 -o "$out/out.pt"
 interrupt "remap --zstd" TERM remap --zstd "$work/big.pt" -o "$out/out.pt.zst"
 interrupt "export" INT export -q "$work/big.pt" -o "$out/dcp" --world-size 4
+interrupt "regenerate" KILL regenerate -q --synthetic 2GiB --steps 1 -o "$out/out.pt"
+interrupt "remap" KILL remap "$work/big.pt" -o "$out/out.pt"
+
+# 3. A directory output killed outright: its staging directory stays (the output
+# path itself never appears), and the next write to that output names it.
+"$bin" export -q "$work/big.pt" -o "$out/dcp" --world-size 4 > /dev/null 2>&1 &
+pid=$!
+for _ in $(seq 200); do
+  ls -l "/proc/$pid/fd" 2>/dev/null | grep -q -- "-> $out/" && break
+  sleep 0.05
+done
+kill -KILL "$pid" 2>/dev/null || fail "export (SIGKILL): finished before it could be killed"
+wait "$pid" 2>/dev/null || true
+left=$(ls -A "$out")
+[ ! -e "$out/dcp" ] || fail "export (SIGKILL): the output appeared"
+case "$left" in .dcp.tmp-??????) ;; *) fail "export (SIGKILL): expected one staging directory, found '$left'" ;; esac
+"$bin" export -q "$work/in.pt" -o "$out/dcp" --world-size 2 > /dev/null 2> "$work/err.txt"
+grep -qF "note: $out/$left was left by an interrupted run writing $out/dcp; remove it" "$work/err.txt" ||
+  fail "export after SIGKILL: no note about $left: $(cat "$work/err.txt")"
+[ -d "$out/$left" ] || fail "export after SIGKILL: removed the leftover it should only report"
+[ "$failures" != 0 ] || echo "ok   killed: export (SIGKILL) left $left, named by the next export"
 
 after=$(cd "$work" && find in.pt in_dcp -type f -exec sha256sum {} + | sort)
 [ "$before" = "$after" ] || fail "an input changed"

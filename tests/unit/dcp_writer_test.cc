@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "fixtures.h"
@@ -136,6 +137,32 @@ TEST(DcpWriterTest, FailedWriteLeavesNothing) {
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().ToString(), "I/O error: " + parent + "/out/__1_0.distcp: 'b': disk went away");
   EXPECT_TRUE(fs::is_empty(parent)) << "no output and no temporary directory left behind";
+}
+
+// A run killed outright (SIGKILL, the OOM killer) leaves its staging directory;
+// the next write to that output lists it (and only it) and leaves it alone.
+TEST(DcpWriterTest, LeftoverStagingDirectoriesAreReportedNotRemoved) {
+  std::string parent = Scratch("leftovers");
+  fs::create_directories(parent + "/.out.tmp-Ab12Cd/inner");
+  fs::create_directories(parent + "/.out.tmp-toolong7");  // not mkdtemp's pattern
+  fs::create_directories(parent + "/.other.tmp-Ab12Cd");  // another output's
+  std::ofstream(parent + "/.out.tmp-File01") << "a file, not a staging directory";
+  std::vector<DcpOutEntry> entries(1);
+  entries[0].fqn = "a";
+  entries[0].path = {DcpPathPart{false, "a", 0}};
+  entries[0].is_tensor = true;
+  entries[0].size = {2, 2};
+  entries[0].rows = [](int64_t, int64_t, std::byte* out) {
+    std::fill(out, out + 8, std::byte{1});
+    return Status();
+  };
+  DcpWriteOptions o;
+  o.durability = Durability::kUnsynced;
+  auto report = WriteDcp(entries, parent + "/out", o);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->leftovers, std::vector<std::string>{parent + "/.out.tmp-Ab12Cd"});
+  EXPECT_TRUE(fs::exists(parent + "/.out.tmp-Ab12Cd/inner"));
+  EXPECT_TRUE(fs::exists(parent + "/out/.metadata"));
 }
 
 }  // namespace

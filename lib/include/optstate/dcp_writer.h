@@ -57,6 +57,9 @@ struct DcpWriteReport {
   uint64_t written_tensor_bytes = 0; // by this process
   uint64_t largest_chunk_bytes = 0;  // the largest chunk that went through memory (0: none did)
   uint64_t metadata_bytes = 0;
+  // Staging directories beside the output that killed runs left behind
+  // (".<name>.tmp-XXXXXX"): listed for the user to remove, never touched.
+  std::vector<std::string> leftovers;
 };
 
 // Refuses an existing `dir`: choose a new one (nothing is ever overwritten).
