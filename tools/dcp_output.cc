@@ -2,7 +2,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstring>
+#include <string>
+
 #include "optstate/inspect_report.h"
+#include "interrupt_cleanup.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {
@@ -66,7 +70,18 @@ int RunDcpOutput(const DcpOutputFlags& f, std::string_view command, CommandOutpu
     auto connected = ConnectCoordinator(std::string(command) + ":" + f.output);
     if (!connected.ok()) return ReportError(output, command, connected.status(), f.json);
     coordinator = std::move(*connected);
+    TellOthersOnInterrupt([c = coordinator.get()](int sig) {
+      c->Abort("process " + std::to_string(c->rank()) + " of " + std::to_string(c->size()) + " was interrupted (" +
+               "SIG" + sigabbrev_np(sig) + ")");
+    });
   }
+  // Before the coordinator goes, whichever way this returns.
+  struct Untell {
+    bool on;
+    ~Untell() {
+      if (on) TellOthersOnInterrupt({});
+    }
+  } untell{coordinator != nullptr};
   Status opened = open();
   Status ready = coordinator ? AgreeToStart(*coordinator, opened) : opened;
   if (!ready.ok()) return ReportError(output, command, ready, f.json);

@@ -5,9 +5,17 @@
 #ifndef OPTSTATE_TOOLS_INTERRUPT_CLEANUP_H_
 #define OPTSTATE_TOOLS_INTERRUPT_CLEANUP_H_
 
+#include <functional>
+
 namespace optstate::tools {
 
 void RemoveOutputsOnInterrupt();
+
+// For a process of a distributed job: on a signal, `tell_others(signal)` runs
+// first (on a helper thread, given at most 3 s), so that the job's other
+// processes stop waiting for this one; then the cleanup above. Pass an empty
+// function before what `tell_others` uses is destroyed.
+void TellOthersOnInterrupt(std::function<void(int signal)> tell_others);
 
 }  // namespace optstate::tools
 

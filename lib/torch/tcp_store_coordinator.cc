@@ -1,6 +1,9 @@
 #include "optstate/torch/tcp_store_coordinator.h"
 
+#include <algorithm>
+#include <chrono>
 #include <exception>
+#include <thread>
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -23,7 +26,7 @@ class TcpStoreCoordinator : public Coordinator {
       }
       std::vector<std::string> keys;
       for (int r = 1; r < endpoint_.size; ++r) keys.push_back(prefix + std::to_string(r));
-      if (!keys.empty()) store_->wait(keys, std::chrono::milliseconds(60000));
+      if (!keys.empty()) (void)WaitFor(keys, std::chrono::seconds(60));
     } catch (const std::exception&) {
       // Leaving anyway: a process that is gone cannot be waited for.
     }
@@ -38,7 +41,8 @@ class TcpStoreCoordinator : public Coordinator {
       store_->set(prefix + std::to_string(endpoint_.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
       std::vector<std::string> keys;
       for (int r = 0; r < endpoint_.size; ++r) keys.push_back(prefix + std::to_string(r));
-      store_->wait(keys, std::chrono::duration_cast<std::chrono::milliseconds>(endpoint_.timeout));
+      Status arrived = WaitFor(keys, endpoint_.timeout);
+      if (!arrived.ok()) return arrived.WithContext(Where(step));
       std::vector<std::string> all;
       for (const std::string& k : keys) {
         std::vector<uint8_t> v = store_->get(k);
@@ -46,12 +50,51 @@ class TcpStoreCoordinator : public Coordinator {
       }
       return all;
     } catch (const std::exception& e) {
-      return IoError("c10d store at " + endpoint_.host + ":" + std::to_string(endpoint_.port) + ", step '" + step +
-                     "': " + e.what());
+      return IoError(Where(step) + ": " + e.what());
+    }
+  }
+
+  void Abort(const std::string& why) override {
+    try {
+      store_->set(AbortKey(), std::vector<uint8_t>(why.begin(), why.end()));
+    } catch (const std::exception&) {
+      // The store is gone too: the others find out from that.
     }
   }
 
  private:
+  std::string AbortKey() const { return "optstate/" + endpoint_.job + "/abort"; }
+  std::string Where(const std::string& step) const {
+    return "c10d store at " + endpoint_.host + ":" + std::to_string(endpoint_.port) + ", step '" + step + "'";
+  }
+
+  // Until every key is set, another process has aborted, or the timeout.
+  // Polls with check() rather than blocking in TCPStore::wait: a wait cannot
+  // also watch the abort key, so one interrupted process would leave the rest
+  // waiting for it for the whole timeout. Throws what the store throws.
+  Status WaitFor(const std::vector<std::string>& keys, std::chrono::seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto pause = std::chrono::milliseconds(1);
+    const std::vector<std::string> abort_key{AbortKey()};
+    while (!store_->check(keys)) {
+      if (store_->check(abort_key)) {
+        std::vector<uint8_t> why = store_->get(abort_key[0]);
+        return IoError(std::string(why.begin(), why.end()));
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::string missing;
+        for (size_t r = 0; r < keys.size(); ++r) {
+          if (!store_->check({keys[r]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        }
+        return IoError("no word from process(es) " + missing + " of " + std::to_string(endpoint_.size) +
+                       " after " + std::to_string(timeout.count()) + " s");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(100));
+    }
+    return Status();
+  }
+
   TcpStoreEndpoint endpoint_;
   c10::intrusive_ptr<c10d::TCPStore> store_;
 };

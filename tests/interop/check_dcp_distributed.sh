@@ -82,5 +82,33 @@ if [ "$rc0" = 2 ] && [ "$rc1" = 2 ] && [ ! -e "$scratch/broken" ] && [ ! -e "$sc
 else
   fail "failing process (exit codes $rc0 $rc1)"; cat "$scratch"/broken.*.err; ls -a "$scratch"
 fi
+# Ctrl-C reaches one process of a running job (either rank): that one exits 130,
+# the other fails at its next exchange with an error naming the store, and
+# nothing is left: neither the output nor the shared staging directory.
+"$bin" regenerate -q --synthetic 512MiB --steps 1 --with-model --no-sync -o "$scratch/big.pt" > /dev/null
+for victim in 0 1; do
+  port=$(free_port) pids=()
+  for r in 0 1; do
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=2 "$bin" export --distributed "$scratch/big.pt" \
+      -o "$scratch/int$victim" --world-size 4 -q > /dev/null 2> "$scratch/int$victim.$r.err" &
+    pids+=($!)
+  done
+  ( sleep 120; kill -9 "${pids[@]}" 2> /dev/null ) & watchdog=$!
+  for _ in $(seq 200); do [ -e "$scratch/.int$victim.partial" ] && break; sleep 0.05; done
+  kill -INT "${pids[$victim]}"
+  wait "${pids[0]}"; rc0=$?
+  wait "${pids[1]}"; rc1=$?
+  kill "$watchdog" 2> /dev/null; wait "$watchdog" 2> /dev/null
+  other=$((1 - victim))
+  rcs=("$rc0" "$rc1")
+  if [ "${rcs[$victim]}" = 130 ] && [ "${rcs[$other]}" = 2 ] && [ ! -e "$scratch/int$victim" ] &&
+     [ ! -e "$scratch/.int$victim.partial" ] && grep -q "c10d store at 127.0.0.1:$port" "$scratch/int$victim.$other.err" &&
+     { [ "$victim" = 0 ] || grep -qF "process 1 of 2 was interrupted (SIGINT)" "$scratch/int$victim.0.err"; }; then
+    pass "Ctrl-C to rank $victim of a running export: exits 130, rank $other fails with exit 2, nothing left"
+  else
+    fail "Ctrl-C to rank $victim (exit codes $rc0 $rc1)"; cat "$scratch"/int$victim.*.err; ls -a "$scratch"
+  fi
+done
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

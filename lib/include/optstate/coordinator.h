@@ -22,6 +22,10 @@ class Coordinator {
   // returns every contribution in rank order once all have arrived. This is
   // also the barrier: nobody returns before everybody has called it.
   virtual StatusOr<std::vector<std::string>> AllGather(const std::string& step, const std::string& mine) = 0;
+  // This process is ending before the job does (interrupted): tell the others,
+  // so that their next or current AllGather fails with `why` instead of
+  // waiting for it until the timeout. Best effort; never throws.
+  virtual void Abort(const std::string& why) { (void)why; }
 };
 
 // A job of one process.
