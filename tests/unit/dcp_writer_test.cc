@@ -113,21 +113,24 @@ TEST(DcpWriterTest, ReshardAndExportConsolidateToTheSameObject) {
   EXPECT_EQ(Consolidated(out), original);
 }
 
+// A float32 tensor `fqn` of `rows` x 2 whose bytes are all 1.
+DcpOutEntry OnesTensor(const std::string& fqn, int64_t rows) {
+  DcpOutEntry e;
+  e.fqn = fqn;
+  e.path = {DcpPathPart{false, fqn, 0}};
+  e.is_tensor = true;
+  e.size = {rows, 2};
+  e.rows = [](int64_t begin, int64_t end, std::byte* out) {
+    std::fill(out, out + (end - begin) * 8, std::byte{1});
+    return Status();
+  };
+  return e;
+}
+
 TEST(DcpWriterTest, FailedWriteLeavesNothing) {
   std::string parent = Scratch("failing");
   fs::create_directories(parent);
-  std::vector<DcpOutEntry> entries(2);
-  entries[0].fqn = "a";
-  entries[0].path = {DcpPathPart{false, "a", 0}};
-  entries[0].is_tensor = true;
-  entries[0].size = {4, 2};
-  entries[0].rows = [](int64_t, int64_t, std::byte* out) {
-    std::fill(out, out + 8, std::byte{1});
-    return Status();
-  };
-  entries[1] = entries[0];
-  entries[1].fqn = "b";
-  entries[1].path = {DcpPathPart{false, "b", 0}};
+  std::vector<DcpOutEntry> entries{OnesTensor("a", 4), OnesTensor("b", 4)};
   entries[1].rows = [](int64_t begin, int64_t, std::byte*) {
     return begin >= 2 ? IoError("disk went away") : Status();
   };
@@ -147,15 +150,7 @@ TEST(DcpWriterTest, LeftoverStagingDirectoriesAreReportedNotRemoved) {
   fs::create_directories(parent + "/.out.tmp-toolong7");  // not mkdtemp's pattern
   fs::create_directories(parent + "/.other.tmp-Ab12Cd");  // another output's
   std::ofstream(parent + "/.out.tmp-File01") << "a file, not a staging directory";
-  std::vector<DcpOutEntry> entries(1);
-  entries[0].fqn = "a";
-  entries[0].path = {DcpPathPart{false, "a", 0}};
-  entries[0].is_tensor = true;
-  entries[0].size = {2, 2};
-  entries[0].rows = [](int64_t, int64_t, std::byte* out) {
-    std::fill(out, out + 8, std::byte{1});
-    return Status();
-  };
+  std::vector<DcpOutEntry> entries{OnesTensor("a", 2)};
   DcpWriteOptions o;
   o.durability = Durability::kUnsynced;
   auto report = WriteDcp(entries, parent + "/out", o);
