@@ -243,7 +243,24 @@ class Writer {
     return Status();
   }
 
+  // Bounded recursion: Count's depth check sees each shared node only on the
+  // first path that reaches it, and APPEND/BUILD after creation can hang a
+  // long chain below a node the reader already measured, so the path Emit
+  // takes may be far deeper (a fuzzed pickle reached 14,000 levels and
+  // overflowed the stack).
   Status Emit(NodeId id) {
+    if (emit_depth_ >= kMaxEmitDepth) {
+      return UnsupportedError("objects nested more than " + std::to_string(kMaxEmitDepth) +
+                              " levels deep (below the one made at pickle offset " +
+                              std::to_string(g_.at(id).offset) + "); not written");
+    }
+    ++emit_depth_;
+    Status s = EmitNode(id);
+    --emit_depth_;
+    return s;
+  }
+
+  Status EmitNode(NodeId id) {
     auto memo = memo_.find(id);
     if (memo != memo_.end()) {
       Get(memo->second);
@@ -385,6 +402,8 @@ class Writer {
   const Checkpoint& cp_;
   const ObjectGraph& g_;
   std::vector<uint32_t> refs_;
+  static constexpr uint32_t kMaxEmitDepth = 2000;
+  uint32_t emit_depth_ = 0;
   std::unordered_map<NodeId, uint32_t> memo_;
   std::unordered_map<std::string, uint32_t> globals_;
   std::unordered_map<int64_t, uint32_t> storage_memo_;
