@@ -402,7 +402,7 @@ class Writer {
   const Checkpoint& cp_;
   const ObjectGraph& g_;
   std::vector<uint32_t> refs_;
-  static constexpr uint32_t kMaxEmitDepth = 2000;
+  static constexpr uint32_t kMaxEmitDepth = 500;  // 8 MiB of stack holds it even under ASan
   uint32_t emit_depth_ = 0;
   std::unordered_map<NodeId, uint32_t> memo_;
   std::unordered_map<std::string, uint32_t> globals_;
