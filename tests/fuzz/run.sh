@@ -26,6 +26,7 @@ for spec in "${specs[@]}"; do targets+=("${spec%%:*}"); done
 until_epoch=
 [ -z "${OPTSTATE_FUZZ_UNTIL:-}" ] || until_epoch=$(date -d "$OPTSTATE_FUZZ_UNTIL" +%s)
 out=build/fuzz
+mkdir -p build  # the log sits beside the build directory
 CC=clang CXX=clang++ cmake -S . -B "$out" -DOPTSTATE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$out.log" 2>&1 ||
   { cat "$out.log"; exit 1; }
 cmake --build "$out" -j"$(nproc)" > "$out.log" 2>&1 || { tail -50 "$out.log"; exit 1; }
