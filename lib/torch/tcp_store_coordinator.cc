@@ -12,8 +12,9 @@ namespace {
 
 class TcpStoreCoordinator : public Coordinator {
  public:
-  TcpStoreCoordinator(const TcpStoreEndpoint& e, c10::intrusive_ptr<c10d::TCPStore> store)
-      : endpoint_(e), store_(std::move(store)) {}
+  TcpStoreCoordinator(const TcpStoreEndpoint& e, c10::intrusive_ptr<c10d::TCPStore> store,
+                      c10::intrusive_ptr<c10d::TCPStore> abort_store)
+      : endpoint_(e), store_(std::move(store)), abort_store_(std::move(abort_store)) {}
 
   // Rank 0 may be the store's server: it stays until every other process has
   // said it is done reading, or the others' last reads would find it gone.
@@ -56,7 +57,7 @@ class TcpStoreCoordinator : public Coordinator {
 
   void Abort(const std::string& why) override {
     try {
-      store_->set(AbortKey(), std::vector<uint8_t>(why.begin(), why.end()));
+      abort_store_->set(AbortKey(), std::vector<uint8_t>(why.begin(), why.end()));
     } catch (const std::exception&) {
       // The store is gone too: the others find out from that.
     }
@@ -97,6 +98,12 @@ class TcpStoreCoordinator : public Coordinator {
 
   TcpStoreEndpoint endpoint_;
   c10::intrusive_ptr<c10d::TCPStore> store_;
+  // A connection of its own for Abort, which runs on another thread while the
+  // main thread may be stopped half-way through a request on store_ (a signal
+  // arrives during a check() in WaitFor): a second request on that socket
+  // would read the first one's reply, or wait for one that never comes, and
+  // the others would never hear of the abort.
+  c10::intrusive_ptr<c10d::TCPStore> abort_store_;
 };
 
 }  // namespace
@@ -114,7 +121,11 @@ StatusOr<std::unique_ptr<Coordinator>> ConnectTcpStore(const TcpStoreEndpoint& e
     options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(e.timeout);
     options.multiTenant = e.agent_store;
     auto store = c10::make_intrusive<c10d::TCPStore>(e.host, options);
-    return std::unique_ptr<Coordinator>(new TcpStoreCoordinator(e, std::move(store)));
+    c10d::TCPStoreOptions client = options;
+    client.isServer = false;
+    client.numWorkers = c10::nullopt;
+    auto abort_store = c10::make_intrusive<c10d::TCPStore>(e.host, client);
+    return std::unique_ptr<Coordinator>(new TcpStoreCoordinator(e, std::move(store), std::move(abort_store)));
   } catch (const std::exception& ex) {
     return IoError("cannot reach the c10d store at " + e.host + ":" + std::to_string(e.port) + " as rank " +
                    std::to_string(e.rank) + " of " + std::to_string(e.size) + ": " + ex.what());

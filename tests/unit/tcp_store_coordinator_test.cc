@@ -4,12 +4,16 @@
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 namespace optstate {
@@ -26,6 +30,71 @@ uint16_t FreePort() {
   ::close(fd);
   return ntohs(addr.sin_port);
 }
+
+// Accepts connections and reads what arrives but never answers, so that a
+// request made to it stays in progress the way one does when a signal stops
+// the thread that made it half-way.
+class SilentStore {
+ public:
+  SilentStore() {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::listen(listener_, 16);
+    socklen_t len = sizeof addr;
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  // Closing the connections ends whatever requests are still waiting.
+  ~SilentStore() {
+    stop_ = true;
+    thread_.join();
+    for (auto& [fd, bytes] : received_) ::close(fd);
+    ::close(listener_);
+  }
+  uint16_t port() const { return port_; }
+  // Whether any connection has sent `text`.
+  bool Heard(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [fd, bytes] : received_) {
+      if (bytes.find(text) != std::string::npos) return true;
+    }
+    return false;
+  }
+  bool WaitToHear(const std::string& text) {
+    for (int i = 0; i < 100 && !Heard(text); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return Heard(text);
+  }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      std::vector<pollfd> fds{{listener_, POLLIN, 0}};
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto& [fd, bytes] : received_) fds.push_back({fd, POLLIN, 0});
+      }
+      if (::poll(fds.data(), fds.size(), 50) <= 0) continue;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (fds[0].revents & POLLIN) received_[::accept(listener_, nullptr, nullptr)];
+      for (size_t i = 1; i < fds.size(); ++i) {
+        char buf[4096];
+        ssize_t n = (fds[i].revents & POLLIN) ? ::read(fds[i].fd, buf, sizeof buf) : 0;
+        if (n > 0) received_[fds[i].fd].append(buf, n);
+      }
+    }
+  }
+
+  int listener_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::map<int, std::string> received_;  // by connection
+  std::thread thread_;
+};
 
 struct Pair {
   std::unique_ptr<Coordinator> rank0, rank1;
@@ -75,6 +144,33 @@ TEST(TcpStoreCoordinatorTest, AbortEndsTheOthersWait) {
   EXPECT_EQ(z.status().ToString(), "I/O error: c10d store at 127.0.0.1:" + std::to_string(p.port) +
                                        ", step 'written': process 1 of 2 was interrupted (SIGINT)");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+// The interrupt hook calls Abort on a helper thread while the main thread may
+// be stopped in the middle of a request (CI saw it: Ctrl-C landed during a
+// check() in AllGather, and the abort never left). It must not wait for that
+// request: it has a connection of its own.
+TEST(TcpStoreCoordinatorTest, AbortGoesOutWhileAnotherRequestIsUnanswered) {
+  auto store = std::make_unique<SilentStore>();
+  TcpStoreEndpoint e;
+  e.rank = 1;
+  e.size = 2;
+  e.host = "127.0.0.1";
+  e.port = store->port();
+  e.agent_store = true;  // connect as a client only
+  e.job = "test";
+  e.timeout = std::chrono::seconds(60);
+  auto c = ConnectTcpStore(e);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto gather = std::async(std::launch::async, [&] { return (*c)->AllGather("start", "x"); });
+  ASSERT_TRUE(store->WaitToHear("optstate/test/start/1"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // now waiting for an answer
+  auto abort = std::async(std::launch::async, [&] { (*c)->Abort("process 1 of 2 was interrupted (SIGINT)"); });
+  EXPECT_EQ(abort.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_TRUE(store->WaitToHear("optstate/test/abort"));
+  EXPECT_TRUE(store->Heard("process 1 of 2 was interrupted (SIGINT)"));
+  store.reset();  // closing its connections ends the unanswered request
+  EXPECT_FALSE(gather.get().ok());
 }
 
 TEST(TcpStoreCoordinatorTest, SilentProcessTimesOutNamingIt) {
