@@ -237,18 +237,22 @@ class Resolver {
   }
 
   // The value of `key` in a dict, or in the dict of a (slots, dict) state pair,
-  // or in an object's BUILD state.
-  NodeId StateValue(NodeId state, std::string_view key) const {
-    if (state == kNoNode) return kNoNode;
+  // or in an object's BUILD state. Torch nests these two or three levels; the
+  // bound matters because BUILD can give an object a state made after it,
+  // itself included, which the reader's depth bookkeeping never sees (a
+  // crafted file made this loop forever).
+  NodeId StateValue(NodeId state, std::string_view key, int depth = 0) const {
+    static constexpr int kMaxStateDepth = 8;
+    if (state == kNoNode || depth > kMaxStateDepth) return kNoNode;
     const Node& s = N(state);
     if (s.kind == NodeKind::kTuple) {
       for (NodeId part : s.items) {
-        NodeId v = StateValue(part, key);
+        NodeId v = StateValue(part, key, depth + 1);
         if (v != kNoNode) return v;
       }
       return kNoNode;
     }
-    if (s.kind == NodeKind::kObject) return StateValue(s.state, key);
+    if (s.kind == NodeKind::kObject) return StateValue(s.state, key, depth + 1);
     if (s.kind != NodeKind::kDict) return kNoNode;
     for (auto [k, v] : s.entries) {
       if (N(k).kind == NodeKind::kStr && N(k).text == key) return v;

@@ -125,6 +125,15 @@ def spliced_cases():
         "nested_million.pt": splice(pickle.EMPTY_LIST * 1000000 + pickle.APPEND * 999999),
         # A million MARKs never closed.
         "marks_million.pt": splice(pickle.MARK * 1000000 + pickle.NONE),
+        # A cycle made after creation: an object BUILT with itself as its state,
+        # given as the state of a DTensor rebuild (whose reader looks inside it).
+        "dtensor_state_cycle.pt": splice(
+            op_global("torch._tensor", "_rebuild_from_type_v2") + pickle.MARK +
+            op_global("torch._utils", "_rebuild_tensor_v2") + op_global("torch.distributed.tensor", "DTensor") +
+            pickle.EMPTY_TUPLE +
+            op_global("torch.distributed.tensor._dtensor_spec", "DTensorSpec") + pickle.EMPTY_TUPLE + pickle.NEWOBJ +
+            pickle.BINPUT + bytes([250]) + pickle.BINGET + bytes([250]) + pickle.BUILD +
+            pickle.TUPLE + pickle.REDUCE),
     }
 
 

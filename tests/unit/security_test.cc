@@ -54,6 +54,7 @@ TEST(SecurityTest, EveryHostileFileIsRefusedOrFlagged) {
       {"binunicode8_huge.pt", "refused: limit exceeded: BINUNICODE8 of 1099511627779 bytes exceeds"},
       {"builtins_eval.pt", "flagged: error dangerous_global"},
       {"builtins_exec.pt", "flagged: error dangerous_global"},
+      {"dtensor_state_cycle.pt", "refused: corrupt data: DTensor without a _local_tensor"},
       {"heavyball_rng_bytes.pt", "flagged: warning nested_pickle, warning nested_global"},
       {"importlib_import_module.pt", "flagged: error dangerous_global"},
       {"inst_os_system.pt", "flagged: error dangerous_global"},
