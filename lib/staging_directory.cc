@@ -28,6 +28,10 @@ std::filesystem::path Parent(const std::filesystem::path& p) {
   return p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
 }
 
+// ".<name>.tmp-": what Create's private staging directories start with (six
+// mkdtemp characters follow), and what Leftovers looks for.
+std::string StagingPrefix(const std::filesystem::path& p) { return "." + p.filename().string() + ".tmp-"; }
+
 }  // namespace
 
 std::string StagingDirectory::SharedPath(const std::string& dir) {
@@ -37,7 +41,7 @@ std::string StagingDirectory::SharedPath(const std::string& dir) {
 
 std::vector<std::string> StagingDirectory::Leftovers(const std::string& dir, const std::string& own) {
   std::filesystem::path p(dir);
-  const std::string prefix = "." + p.filename().string() + ".tmp-";
+  const std::string prefix = StagingPrefix(p);
   std::vector<std::string> found;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(Parent(p), ec), end; !ec && it != end; it.increment(ec)) {
@@ -71,7 +75,7 @@ StatusOr<std::unique_ptr<StagingDirectory>> StagingDirectory::Create(const std::
       return IoError(temp + ": cannot create: " + std::strerror(errno));
     }
   } else {
-    temp = (Parent(final_path) / ("." + final_path.filename().string() + ".tmp-XXXXXX")).string();
+    temp = (Parent(final_path) / (StagingPrefix(final_path) + "XXXXXX")).string();
     if (::mkdtemp(temp.data()) == nullptr) {
       return IoError(temp + ": cannot create a temporary directory: " + std::strerror(errno));
     }
