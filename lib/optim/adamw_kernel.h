@@ -41,6 +41,13 @@ struct Chunk {
   StepScalars s;
 };
 
+// Everything below is compiled once per instruction set, so it must not be
+// shared between those files: as ordinary inline functions the linker kept one
+// copy (the first file's, the x86-64 baseline) and every "variant" ran it. The
+// anonymous namespace gives each file its own; tests/build/check_kernel_variants.sh
+// checks that the objects export no shared (weak) symbols.
+namespace {
+
 template <typename Storage>
 struct Convert;
 template <>
@@ -123,6 +130,8 @@ inline void RunChunkImpl(const Chunk& c) {
     case ParamType::kFloat16: return RunChunkAs<_Float16>(c);
   }
 }
+
+}  // namespace
 
 // One per instruction set, each in its own file.
 void RunChunkGeneric(const Chunk& c);

@@ -1,0 +1,32 @@
+#!/bin/bash
+# The fused AdamW loop is compiled three times (adamw_generic.cc, adamw_avx2.cc,
+# adamw_avx512.cc) with different target flags. Checks that the three objects
+# really differ and cannot be merged by the linker:
+#   - none defines a weak (W/V) or unique (u) symbol: such a symbol is kept once
+#     per program, so every variant would run whichever copy the linker saw first
+#     (this happened: all three ran the baseline loop);
+#   - the avx512 object uses zmm registers, the avx2 one ymm, the generic one
+#     neither.
+# Usage: tests/build/check_kernel_variants.sh OBJECT... (the optstate_optim objects)
+set -uo pipefail
+failed=0
+declare -A want=([generic]="" [avx2]="%ymm" [avx512]="%zmm")
+for isa in generic avx2 avx512; do
+  before=$failed failed=0 obj=
+  for o in "$@"; do [[ "$o" == */adamw_$isa.cc.o ]] && obj=$o; done
+  if [ -z "$obj" ]; then echo "FAIL adamw_$isa.cc.o is not among the objects given"; failed=1; continue; fi
+  shared=$(nm -C --defined-only "$obj" | awk '$2 ~ /^[WVu]$/')
+  if [ -n "$shared" ]; then
+    echo "FAIL adamw_$isa: symbols the linker would share between variants:"; echo "$shared"; failed=1
+  fi
+  code=$(objdump -d --no-show-raw-insn "$obj")
+  if [ -n "${want[$isa]}" ] && ! grep -q "${want[$isa]}" <<< "$code"; then
+    echo "FAIL adamw_$isa: no ${want[$isa]} register in its code"; failed=1
+  fi
+  if [ "$isa" = generic ] && grep -qE "%ymm|%zmm" <<< "$code"; then
+    echo "FAIL adamw_generic: uses ymm/zmm registers, which the x86-64 baseline does not have"; failed=1
+  fi
+  [ "$failed" = 0 ] && echo "ok   adamw_$isa: own symbols only${want[$isa]:+, uses ${want[$isa]}}"
+  [ "$before" = 0 ] || failed=1
+done
+exit "$failed"
