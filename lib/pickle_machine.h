@@ -162,7 +162,17 @@ class Machine {
   }
 
   // A little-endian two's complement integer of any length (LONG1 / LONG4).
+  // Python's pickler writes the fewest bytes, but a longer encoding (bytes that
+  // only repeat the sign) is the same int: it is an int whenever it fits, or a
+  // round trip through the writer, which writes the short form, would change
+  // its kind (found by the roundtrip fuzzer).
   Status PushLong(ByteSpan bytes) {
+    while (bytes.size() > 8) {
+      uint8_t top = static_cast<uint8_t>(bytes[bytes.size() - 1]);
+      bool next_negative = static_cast<uint8_t>(bytes[bytes.size() - 2]) & 0x80;
+      if (!((top == 0x00 && !next_negative) || (top == 0xFF && next_negative))) break;
+      bytes = bytes.first(bytes.size() - 1);
+    }
     if (bytes.size() <= 8) {
       uint64_t u = 0;
       for (size_t i = 0; i < bytes.size(); ++i) u |= static_cast<uint64_t>(bytes[i]) << (8 * i);

@@ -225,6 +225,39 @@ TEST(PickleVmTest, LongIntegersInDecimal) {
   }
 }
 
+// Python writes the shortest LONG1; a longer one whose extra bytes only repeat
+// the sign is the same int and must read as one (a big int before, so the
+// writer's short form came back as another kind). p2.pkl's 2**64 is edited.
+TEST(PickleVmTest, PaddedLongsThatFitAreInts) {
+  const std::string original = ReadFileOrFail("testdata/pickles/p2.pkl");
+  const std::string two_to_64("\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01", 11);
+  auto count = [](const PickleResult& r, NodeKind kind, int64_t value) {
+    size_t n = 0;
+    for (const Node& node : r.graph.nodes) n += node.kind == kind && (kind != NodeKind::kInt || node.int_value == value);
+    return n;
+  };
+  StatusOr<PickleResult> before = Parse(original);
+  ASSERT_TRUE(before.ok());
+  const std::pair<std::string, int64_t> cases[] = {
+      {std::string("\x05\x00\x00\x00\x00\x00\x00\x00\x00", 9), 5},
+      {std::string(9, '\xff'), -1},
+      {std::string("\x00\x00\x00\x00\x00\x00\x00\x80\xff", 9), INT64_MIN},
+      {std::string("\xff\xff\xff\xff\xff\xff\xff\x7f\x00", 9), INT64_MAX},
+  };
+  for (const auto& [payload, value] : cases) {
+    SCOPED_TRACE(value);
+    StatusOr<PickleResult> r = Parse(Replace(original, two_to_64, "\x8a\x09" + payload));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(count(*r, NodeKind::kInt, value), count(*before, NodeKind::kInt, value) + 1);
+    EXPECT_EQ(count(*r, NodeKind::kBigInt, 0), count(*before, NodeKind::kBigInt, 0) - 1);
+  }
+  // One more byte of magnitude is still a big int: 2**63 needs nine.
+  StatusOr<PickleResult> big =
+      Parse(Replace(original, two_to_64, std::string("\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00", 11)));
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(count(*big, NodeKind::kBigInt, 0), count(*before, NodeKind::kBigInt, 0));
+}
+
 TEST(PickleVmTest, LimitsAreEnforced) {
   std::string bytes = ReadFileOrFail("testdata/pickles/p2.pkl");
   PickleLimits small;
