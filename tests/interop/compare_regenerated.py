@@ -44,41 +44,44 @@ def mask(doc):
 RELATIVE = {"bfloat16": 1.6e-2, "float16": 2e-3}
 
 
+def is_number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def near(a, b, rel):
+    return abs(a - b) <= max(1e-6, rel * max(abs(a), abs(b)))
+
+
 def close(a, b, path="", rel=1e-4):
     """Equal but for float rounding: floats within a relative `rel` (1e-4, or two
-    ulps of a tensor's 16-bit dtype; absolute 1e-6 near zero) and CRCs not compared. Torch and oneDNN pick kernels by the CPU
-    (AVX2, AVX-512, ...), whose sums and transcendentals round differently, so a
-    fixture made on one machine comes back a few ulps off on another, and so does
-    every CRC over its tensors. Structure, keys, types, shapes, strides, sizes and
-    sharing must still match exactly. Returns the first difference, or None."""
-    if isinstance(a, bool) or isinstance(b, bool) or type(a) != type(b):
-        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
-                and not isinstance(b, bool) and abs(a - b) <= max(1e-6, rel * max(abs(a), abs(b))):
-            return None
-        return None if a == b else f"{path}: {a!r} != {b!r}"
+    ulps of a tensor's 16-bit dtype; absolute 1e-6 near zero) and CRCs not
+    compared. Torch and oneDNN pick kernels by the CPU (AVX2, AVX-512, ...),
+    whose sums and transcendentals round differently, so a fixture made on one
+    machine comes back a few ulps off on another, and so does every CRC over its
+    tensors. Structure, keys, types, shapes, strides, sizes and sharing must still
+    match exactly. Returns the first difference, or None."""
+    differs = f"{path}: {a!r} != {b!r}"
+    if is_number(a) and is_number(b) and float in (type(a), type(b)):
+        return None if near(a, b, rel) else differs
+    if type(a) != type(b):
+        return None if a == b else differs
     if isinstance(a, dict):
         if a.keys() != b.keys():
             return f"{path}: keys {sorted(a.keys() ^ b.keys())} in one only"
         if isinstance(a.get("dtype"), str):
             rel = RELATIVE.get(a["dtype"], rel)
-        for k in a:
-            if k == "crc32":
-                continue
-            d = close(a[k], b[k], f"{path}/{k}", rel)
-            if d:
-                return d
-        return None
-    if isinstance(a, list):
+        pairs = [(f"{path}/{k}", a[k], b[k]) for k in a if k != "crc32"]
+    elif isinstance(a, list):
         if len(a) != len(b):
             return f"{path}: {len(a)} items != {len(b)}"
-        for i, (x, y) in enumerate(zip(a, b)):
-            d = close(x, y, f"{path}[{i}]", rel)
-            if d:
-                return d
-        return None
-    if isinstance(a, float):
-        return None if abs(a - b) <= max(1e-6, rel * max(abs(a), abs(b))) else f"{path}: {a!r} != {b!r}"
-    return None if a == b else f"{path}: {a!r} != {b!r}"
+        pairs = [(f"{path}[{i}]", x, y) for i, (x, y) in enumerate(zip(a, b))]
+    else:
+        return None if a == b else differs
+    for where, x, y in pairs:
+        d = close(x, y, where, rel)
+        if d:
+            return d
+    return None
 
 
 def main():
