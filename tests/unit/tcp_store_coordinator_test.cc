@@ -19,7 +19,8 @@
 namespace optstate {
 namespace {
 
-uint16_t FreePort() {
+// A TCP socket bound to 127.0.0.1 on a port the kernel chose; sets *port.
+int BindLoopback(uint16_t* port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -27,8 +28,14 @@ uint16_t FreePort() {
   ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   socklen_t len = sizeof addr;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
+uint16_t FreePort() {
+  uint16_t port = 0;
+  ::close(BindLoopback(&port));
+  return port;
 }
 
 // Accepts connections and reads what arrives but never answers, so that a
@@ -37,15 +44,8 @@ uint16_t FreePort() {
 class SilentStore {
  public:
   SilentStore() {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    listener_ = BindLoopback(&port_);
     ::listen(listener_, 16);
-    socklen_t len = sizeof addr;
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
     thread_ = std::thread([this] { Serve(); });
   }
   // Closing the connections ends whatever requests are still waiting.
