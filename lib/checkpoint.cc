@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include <new>
 #include <optional>
@@ -62,13 +63,31 @@ StatusOr<std::vector<std::byte>> DecompressZstd(ByteSpan in, uint64_t cap) {
   // A bomb that declares its size (zstd writes it for files) is refused before
   // anything is allocated; one that does not stops at the cap.
   unsigned long long declared = 0;
-  for (size_t at = 0; at < in.size();) {  // every frame's header, while each declares its size
+  bool all_declared = true;
+  for (size_t at = 0; at < in.size();) {  // every frame's header
+    // zstd before 1.0 (2016) had other frame formats; libzstd may still decode
+    // them with old code that sizes its buffers by the frame alone. No torch
+    // checkpoint was ever written that way.
+    if (in.size() - at >= 4) {
+      uint32_t magic = uint32_t(in[at]) | uint32_t(in[at + 1]) << 8 | uint32_t(in[at + 2]) << 16 |
+                       uint32_t(in[at + 3]) << 24;
+      if (magic >= 0xFD2FB521u && magic <= 0xFD2FB527u) {
+        return UnsupportedError("zstd frame at input offset " + std::to_string(at) + " is in the pre-1.0 format v0." +
+                                std::to_string(magic - 0xFD2FB520u) + "; only zstd 1.x frames are read");
+      }
+    }
     size_t frame = ZSTD_findFrameCompressedSize(in.data() + at, in.size() - at);
+    if (ZSTD_isError(frame)) {  // decompression below names the error
+      all_declared = false;
+      break;
+    }
     unsigned long long content = ZSTD_getFrameContentSize(in.data() + at, in.size() - at);
-    if (ZSTD_isError(frame) || content == ZSTD_CONTENTSIZE_UNKNOWN || content == ZSTD_CONTENTSIZE_ERROR) break;
-    declared += content;
+    if (content == ZSTD_CONTENTSIZE_UNKNOWN || content == ZSTD_CONTENTSIZE_ERROR) {
+      all_declared = false;
+    } else {
+      declared += content;
+    }
     at += frame;
-    if (declared > cap) break;
   }
   if (declared > cap) {
     return LimitExceededError("zstd frames declare " + std::to_string(declared) + " bytes of content, more than " +
@@ -77,24 +96,34 @@ StatusOr<std::vector<std::byte>> DecompressZstd(ByteSpan in, uint64_t cap) {
   std::vector<std::byte> out;
   ZSTD_DStream* stream = ZSTD_createDStream();
   if (stream == nullptr) return LimitExceededError("out of memory for zstd");
+  // A frame that does not declare its size allocates the window it declares
+  // (up to 128 MiB) before producing a byte. Content past the cap is refused
+  // anyway, so no window need be larger than the cap rounded up to a power of two.
+  // 10 and 27 are zstd's smallest window and its default limit (named only in
+  // zstd's unstable API).
+  int window_log_max = 10;
+  while (window_log_max < 27 && (uint64_t{1} << window_log_max) < cap) ++window_log_max;
+  ZSTD_DCtx_setParameter(stream, ZSTD_d_windowLogMax, window_log_max);
   ZSTD_inBuffer src{in.data(), in.size(), 0};
   size_t rc = 1;
+  // The output holds at most cap + 1 bytes: one byte past the cap is enough to
+  // know the content exceeds it. Declared content is decompressed in one call
+  // (+1 so the end shows); otherwise the buffer starts small and doubles.
+  constexpr uint64_t kFirstGuess = 64 << 10;
+  const uint64_t most = cap + 1;
   try {
-    while (true) {
-      size_t chunk = ZSTD_DStreamOutSize();
-      if (out.size() + chunk > cap + chunk) break;
+    out.reserve(std::min<uint64_t>(all_declared ? declared + 1 : kFirstGuess, most));
+    while (out.size() < most) {
       size_t old = out.size();
-      if (out.capacity() < old + chunk) {  // doubling, but never past the cap: memory stays <= cap + one chunk
-        out.reserve(std::min<uint64_t>(std::max<uint64_t>(2 * out.capacity(), old + chunk), cap + chunk));
-      }
-      out.resize(old + chunk);
-      ZSTD_outBuffer dst{out.data() + old, chunk, 0};
+      if (out.capacity() == old) out.reserve(std::min<uint64_t>(std::max<uint64_t>(2 * old, kFirstGuess), most));
+      size_t room = std::min<uint64_t>(out.capacity(), most) - old;
+      out.resize(old + room);
+      ZSTD_outBuffer dst{out.data() + old, room, 0};
       rc = ZSTD_decompressStream(stream, &dst, &src);
       out.resize(old + dst.pos);
       if (ZSTD_isError(rc)) break;
-      if (out.size() > cap) break;
-      if (rc == 0 && src.pos == src.size) break;                 // frame(s) complete
-      if (src.pos == src.size && dst.pos < chunk) break;         // input ran out mid-frame
+      if (rc == 0 && src.pos == src.size) break;          // frame(s) complete
+      if (src.pos == src.size && dst.pos < room) break;  // input ran out mid-frame
     }
   } catch (const std::bad_alloc&) {
     ZSTD_freeDStream(stream);
@@ -102,6 +131,11 @@ StatusOr<std::vector<std::byte>> DecompressZstd(ByteSpan in, uint64_t cap) {
                               " bytes");
   }
   ZSTD_freeDStream(stream);
+  if (ZSTD_isError(rc) && ZSTD_getErrorCode(rc) == ZSTD_error_frameParameter_windowTooLarge) {
+    return LimitExceededError("zstd frame at input offset " + std::to_string(src.pos) +
+                              " needs a window larger than " + std::to_string(uint64_t{1} << window_log_max) +
+                              " bytes (limit max_decompressed_bytes, " + std::to_string(cap) + ")");
+  }
   if (ZSTD_isError(rc)) {
     return CorruptError("zstd: " + std::string(ZSTD_getErrorName(rc)) + " at input offset " +
                         std::to_string(src.pos));

@@ -101,5 +101,49 @@ TEST(ReaderCorruptionTest, ZstdTruncatedAndOverCap) {
             "limit exceeded: " + path + ": zstd content exceeds 67108864 bytes (limit max_decompressed_bytes)");
 }
 
+// A frame that does not declare its size needs the window it names before it
+// produces a byte; a window wider than the cap is refused before it is allocated.
+TEST(ReaderCorruptionTest, ZstdWindowWiderThanTheCap) {
+  std::string bytes = testing::ReadFileOrFail("testdata/hostile/zstd_stream_bomb.pt.zst");  // 512 KiB window
+  StatusOr<std::vector<std::byte>> plain = DecompressZstd(AsBytes(bytes), 100 << 10);
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().ToString(),
+            "limit exceeded: zstd frame at input offset 0 needs a window larger than 131072 bytes "
+            "(limit max_decompressed_bytes, 102400)");
+  plain = DecompressZstd(AsBytes(bytes), 512 << 10);  // the window fits: stops one byte past the cap
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().ToString(), "limit exceeded: zstd content exceeds 524288 bytes (limit max_decompressed_bytes)");
+}
+
+// zstd 0.5-0.7 frames (before 1.0) are decoded by libzstd's legacy code, if at
+// all; optstate refuses them, in any frame.
+TEST(ReaderCorruptionTest, ZstdPre10FramesAreRefused) {
+  std::string one = testing::ReadFileOrFail("testdata/good/torch113/adamw_index.pt.zst");
+  ASSERT_EQ(one.substr(0, 4), "\x28\xb5\x2f\xfd");
+  std::string bytes = one;
+  bytes[0] = '\x26';
+  StatusOr<std::vector<std::byte>> plain = DecompressZstd(AsBytes(bytes), 1 << 20);
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().ToString(),
+            "unsupported: zstd frame at input offset 0 is in the pre-1.0 format v0.6; only zstd 1.x frames are read");
+  bytes = one + one;
+  ASSERT_TRUE(DecompressZstd(AsBytes(bytes), 1 << 20).ok());
+  bytes[one.size()] = '\x25';
+  plain = DecompressZstd(AsBytes(bytes), 1 << 20);
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().ToString(), "unsupported: zstd frame at input offset " + std::to_string(one.size()) +
+                                           " is in the pre-1.0 format v0.5; only zstd 1.x frames are read");
+}
+
+// Declared content is decompressed whole when it is exactly the cap.
+TEST(ReaderCorruptionTest, ZstdContentExactlyAtTheCap) {
+  std::string bytes = testing::ReadFileOrFail("testdata/good/torch113/adamw_index.pt.zst");
+  StatusOr<std::vector<std::byte>> plain = DecompressZstd(AsBytes(bytes), 9736);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->size(), 9736u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(plain->data()), plain->size()),
+            testing::ReadFileOrFail(kAdamW));
+}
+
 }  // namespace
 }  // namespace optstate
