@@ -121,13 +121,12 @@ int OpenUnnamed(const std::string& dir) {
   return ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);  // the umask applies
 }
 
-// "<dir>/.<name>.tmp-": what every temporary of final_path starts with, named
-// now or by mkostemp, so that one look at the directory finds them all.
-std::string TemporaryPrefix(const std::string& final_path) {
-  return DirName(final_path) + "/." + BaseName(final_path) + ".tmp-";
+// "<dir>/.<name>.tmp-", where every temporary of final_path is made.
+std::string TemporaryPathPrefix(const std::string& final_path) {
+  return DirName(final_path) + "/" + TemporaryPrefix(BaseName(final_path));
 }
 
-// TemporaryPrefix plus six characters that differ from call to call.
+// TemporaryPathPrefix plus six characters that differ from call to call.
 std::string TemporaryName(const std::string& final_path, unsigned attempt) {
   static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   uint64_t x = static_cast<uint64_t>(::getpid()) * 0x9E3779B97F4A7C15ull ^
@@ -135,7 +134,7 @@ std::string TemporaryName(const std::string& final_path, unsigned attempt) {
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
   x ^= static_cast<uint64_t>(now.tv_nsec) * 0xBF58476D1CE4E5B9ull;
-  std::string name = TemporaryPrefix(final_path);
+  std::string name = TemporaryPathPrefix(final_path);
   for (int i = 0; i < 6; ++i, x /= 62) name += kAlphabet[x % 62];
   return name;
 }
@@ -151,7 +150,7 @@ StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(const std::
   int fd = OpenUnnamed(DirName(final_path));
   if (fd < 0 && errno == ENOENT) return ErrnoStatus(final_path, "cannot create a temporary file beside it", errno);
   if (fd < 0) {  // a named temporary instead; SIGKILL then leaves it behind
-    std::string pattern = TemporaryPrefix(final_path) + "XXXXXX";
+    std::string pattern = TemporaryPathPrefix(final_path) + "XXXXXX";
     std::vector<char> buf(pattern.begin(), pattern.end());
     buf.push_back('\0');
     fd = ::mkostemp(buf.data(), O_CLOEXEC);

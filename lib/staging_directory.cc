@@ -28,10 +28,6 @@ std::filesystem::path Parent(const std::filesystem::path& p) {
   return p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
 }
 
-// ".<name>.tmp-": what Create's private staging directories start with (six
-// mkdtemp characters follow), and what Leftovers looks for.
-std::string StagingPrefix(const std::filesystem::path& p) { return "." + p.filename().string() + ".tmp-"; }
-
 }  // namespace
 
 std::string StagingDirectory::SharedPath(const std::string& dir) {
@@ -41,7 +37,7 @@ std::string StagingDirectory::SharedPath(const std::string& dir) {
 
 std::vector<std::string> StagingDirectory::Leftovers(const std::string& dir, const std::string& own) {
   std::filesystem::path p(dir);
-  const std::string prefix = StagingPrefix(p);
+  const std::string prefix = TemporaryPrefix(p.filename().string());
   std::vector<std::string> found;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(Parent(p), ec), end; !ec && it != end; it.increment(ec)) {
@@ -75,7 +71,7 @@ StatusOr<std::unique_ptr<StagingDirectory>> StagingDirectory::Create(const std::
       return IoError(temp + ": cannot create: " + std::strerror(errno));
     }
   } else {
-    temp = (Parent(final_path) / (StagingPrefix(final_path) + "XXXXXX")).string();
+    temp = (Parent(final_path) / (TemporaryPrefix(final_path.filename().string()) + "XXXXXX")).string();
     if (::mkdtemp(temp.data()) == nullptr) {
       return IoError(temp + ": cannot create a temporary directory: " + std::strerror(errno));
     }

@@ -47,6 +47,8 @@ void RemoveFlatDirectory(const char* dir) {
 
 }  // namespace
 
+std::string TemporaryPrefix(const std::string& name) { return "." + name + ".tmp-"; }
+
 int RememberTemporaryOutput(const std::string& path, bool is_directory) {
   if (path.size() >= sizeof(Slot::path)) return -1;
   for (int i = 0; i < kSlots; ++i) {

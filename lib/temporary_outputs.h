@@ -10,6 +10,11 @@
 
 namespace optstate {
 
+// ".<name>.tmp-": what every temporary of the output called `name` (its last
+// path component) starts with, file or directory, so that one look at the
+// directory finds them all (mkostemp / mkdtemp add six characters).
+std::string TemporaryPrefix(const std::string& name);
+
 // Returns a slot to pass to ForgetTemporaryOutput, or -1 when all slots are in
 // use (the output is then only cleaned up by its owner).
 int RememberTemporaryOutput(const std::string& path, bool is_directory);
