@@ -84,8 +84,8 @@ StatusOr<std::vector<std::byte>> DecompressZstd(ByteSpan in, uint64_t cap) {
     unsigned long long content = ZSTD_getFrameContentSize(in.data() + at, in.size() - at);
     if (content == ZSTD_CONTENTSIZE_UNKNOWN || content == ZSTD_CONTENTSIZE_ERROR) {
       all_declared = false;
-    } else {
-      declared += content;
+    } else {  // saturating: many frames may each declare nearly 2^64
+      declared = content > ~0ull - declared ? ~0ull : declared + content;
     }
     at += frame;
   }
@@ -107,16 +107,20 @@ StatusOr<std::vector<std::byte>> DecompressZstd(ByteSpan in, uint64_t cap) {
   ZSTD_inBuffer src{in.data(), in.size(), 0};
   size_t rc = 1;
   // The output holds at most cap + 1 bytes: one byte past the cap is enough to
-  // know the content exceeds it. Declared content is decompressed in one call
-  // (+1 so the end shows); otherwise the buffer starts small and doubles.
+  // know the content exceeds it. Declared content gets its buffer at once (+1
+  // so the end shows; no copies, no doubling of peak memory); otherwise the
+  // buffer starts small and doubles. Either way only what zstd is about to fill
+  // is touched (zeroed), at most kStep ahead, so a header that lies about its
+  // size costs address space, not memory.
   constexpr uint64_t kFirstGuess = 64 << 10;
-  const uint64_t most = cap + 1;
+  constexpr uint64_t kStep = 1 << 20;
+  const uint64_t most = std::min<uint64_t>(cap, ~0ull - 1) + 1;
   try {
     out.reserve(std::min<uint64_t>(all_declared ? declared + 1 : kFirstGuess, most));
     while (out.size() < most) {
       size_t old = out.size();
       if (out.capacity() == old) out.reserve(std::min<uint64_t>(std::max<uint64_t>(2 * old, kFirstGuess), most));
-      size_t room = std::min<uint64_t>(out.capacity(), most) - old;
+      size_t room = std::min<uint64_t>({out.capacity(), most, old + kStep}) - old;
       out.resize(old + room);
       ZSTD_outBuffer dst{out.data() + old, room, 0};
       rc = ZSTD_decompressStream(stream, &dst, &src);
@@ -137,8 +141,12 @@ StatusOr<std::vector<std::byte>> DecompressZstd(ByteSpan in, uint64_t cap) {
                               " bytes (limit max_decompressed_bytes, " + std::to_string(cap) + ")");
   }
   if (ZSTD_isError(rc)) {
-    return CorruptError("zstd: " + std::string(ZSTD_getErrorName(rc)) + " at input offset " +
-                        std::to_string(src.pos));
+    // zstd reports no position with an error: what it had consumed and produced
+    // before the failing call is where the damage lies beyond.
+    std::string declared_note =
+        all_declared ? "; the frames declare " + std::to_string(declared) + " bytes of content" : "";
+    return CorruptError("zstd: " + std::string(ZSTD_getErrorName(rc)) + " beyond input offset " +
+                        std::to_string(src.pos) + " and content byte " + std::to_string(out.size()) + declared_note);
   }
   if (out.size() > cap) {
     return LimitExceededError("zstd content exceeds " + std::to_string(cap) +

@@ -169,6 +169,22 @@ def zstd_bomb(path, size, declared):
         subprocess.run(f"head -c {size} /dev/zero | zstd -q -1 {flag} -c", shell=True, stdout=f, check=True)
 
 
+def zstd_lying_size(path, size, claimed):
+    """`size` bytes of zeros, compressed by zstd with its size declared, then the
+    frame header rewritten to claim `claimed` bytes (an 8-byte content size, and
+    a 1 MiB window so that the claim is not also the window)."""
+    data = subprocess.run(f"head -c {size} /dev/zero | zstd -q -1 --stream-size={size} -c", shell=True,
+                          stdout=subprocess.PIPE, check=True).stdout
+    fhd = data[4]
+    single_segment = bool(fhd & 0x20)
+    assert fhd & 0x03 == 0, "no dictionary id expected"
+    fcs_bytes = {0: 1 if single_segment else 0, 1: 2, 2: 4, 3: 8}[fhd >> 6]
+    body = 5 + (0 if single_segment else 1) + fcs_bytes  # end of the frame header
+    header = data[:4] + bytes([0xC0 | (fhd & 0x1C)]) + bytes([(20 - 10) << 3]) + struct.pack("<Q", claimed)
+    with open(path, "wb") as f:
+        f.write(header + data[body:])
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -182,6 +198,7 @@ def main():
         print(f"{os.path.join(out, name)}: {len(data)} bytes")
     zstd_bomb(os.path.join(out, "zstd_bomb.pt.zst"), 17 << 30, declared=True)
     zstd_bomb(os.path.join(out, "zstd_stream_bomb.pt.zst"), 1 << 30, declared=False)
+    zstd_lying_size(os.path.join(out, "zstd_lying_size.pt.zst"), 1 << 20, claimed=15 << 30)
     cases = {
         # GLOBAL (protocol 2): posix.system on Linux.
         "os_system_global.pt": (state_with(Call(os.system, RUN)), 2),

@@ -135,6 +135,18 @@ TEST(ReaderCorruptionTest, ZstdPre10FramesAreRefused) {
                                            " is in the pre-1.0 format v0.5; only zstd 1.x frames are read");
 }
 
+// A header may claim any size up to the cap: the claim reserves address space,
+// but only what zstd decodes is touched, and the lie shows at the frame's end.
+// (Filling the claimed 15 GiB first took 129 s and 15 GiB of memory.)
+TEST(ReaderCorruptionTest, ZstdSizeThatLies) {
+  std::string bytes = testing::ReadFileOrFail("testdata/hostile/zstd_lying_size.pt.zst");  // 1 MiB of zeros
+  StatusOr<std::vector<std::byte>> plain = DecompressZstd(AsBytes(bytes), ReadOptions().max_decompressed_bytes);
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().ToString(),
+            "corrupt data: zstd: Data corruption detected beyond input offset 0 and content byte 0; the frames "
+            "declare 16106127360 bytes of content");
+}
+
 // Declared content is decompressed whole when it is exactly the cap.
 TEST(ReaderCorruptionTest, ZstdContentExactlyAtTheCap) {
   std::string bytes = testing::ReadFileOrFail("testdata/good/torch113/adamw_index.pt.zst");

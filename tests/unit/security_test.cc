@@ -75,6 +75,8 @@ TEST(SecurityTest, EveryHostileFileIsRefusedOrFlagged) {
       {"zip_name_dotdot.pt", "flagged: error zip_name_escapes"},
       {"zstd_bomb.pt.zst", "refused: limit exceeded: zstd frames declare 18253611008 bytes of content, more than 268435456"},
       {"zstd_stream_bomb.pt.zst", "refused: limit exceeded: zstd content exceeds 268435456 bytes"},
+      // Claims 15 GiB and holds 1 MiB; under the default cap see ReaderCorruptionTest.ZstdSizeThatLies.
+      {"zstd_lying_size.pt.zst", "refused: limit exceeded: zstd frames declare 16106127360 bytes of content"},
   };
   std::filesystem::remove(kMarker);
   size_t seen = 0;
