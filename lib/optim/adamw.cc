@@ -6,8 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include "../parallel_for.h"
-#include "adamw_kernel.h"
+#include "io/parallel_for.h"
+#include "optim/adamw_kernel.h"
 
 namespace optstate {
 namespace {

@@ -1,5 +1,5 @@
 // The AdamW loop built for avx512; the target flags are set in lib/CMakeLists.txt.
-#include "adamw_kernel.h"
+#include "optim/adamw_kernel.h"
 
 namespace optstate::optim {
 

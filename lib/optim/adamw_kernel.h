@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "../half_float.h"
+#include "torch/half_float.h"
 
 namespace optstate::optim {
 

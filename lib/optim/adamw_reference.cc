@@ -4,7 +4,7 @@
 // adamw_kernel.h beyond the dtype conversions (half_float.h), which must round as c10 does.
 #include <cmath>
 
-#include "../half_float.h"
+#include "torch/half_float.h"
 #include "optstate/adamw.h"
 
 namespace optstate {

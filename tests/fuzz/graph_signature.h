@@ -9,7 +9,7 @@
 #include <unordered_set>
 
 #include "optstate/checkpoint.h"
-#include "optstate/crc32.h"
+#include "io/crc32.h"
 
 namespace optstate::fuzz {
 

@@ -1,5 +1,5 @@
 // The legacy (pre-1.6) torch.save layout: five pickles and raw storages.
-#include "../../lib/legacy_format.h"
+#include "torch/legacy_format.h"
 #include "fuzz_target.h"
 
 OPTSTATE_FUZZ_TARGET(legacy) {

@@ -2,7 +2,7 @@
 // limits, and never call anything. On success the graph is walked the way
 // reports walk it.
 #include "fuzz_target.h"
-#include "optstate/graph_walk.h"
+#include "pickle/graph_walk.h"
 #include "optstate/pickle_vm.h"
 
 OPTSTATE_FUZZ_TARGET(pickle_vm) {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "../../lib/half_float.h"
+#include "torch/half_float.h"
 #include "fixtures.h"
 #include "optstate/checkpoint.h"
 #include "optstate/optimizer_state.h"

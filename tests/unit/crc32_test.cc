@@ -1,4 +1,4 @@
-#include "optstate/crc32.h"
+#include "io/crc32.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "../../lib/crc32_kernels.h"
+#include "io/crc32_kernels.h"
 #include "fixtures.h"
 
 namespace optstate {

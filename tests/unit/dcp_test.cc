@@ -13,7 +13,7 @@
 #include "optstate/checkpoint.h"
 #include "optstate/dcp_checkpoint.h"
 #include "optstate/dcp_consolidate.h"
-#include "optstate/graph_walk.h"
+#include "pickle/graph_walk.h"
 
 namespace optstate {
 namespace {

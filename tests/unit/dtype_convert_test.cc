@@ -1,4 +1,4 @@
-#include "optstate/torch/dtype_convert.h"
+#include "libtorch/dtype_convert.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 #include <bit>
 #include <random>
 
-#include "../../lib/half_float.h"
+#include "torch/half_float.h"
 
 namespace optstate {
 namespace {

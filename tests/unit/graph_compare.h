@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "optstate/checkpoint.h"
-#include "optstate/crc32.h"
-#include "optstate/graph_walk.h"
+#include "io/crc32.h"
+#include "pickle/graph_walk.h"
 
 namespace optstate::testing {
 

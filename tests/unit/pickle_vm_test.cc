@@ -10,9 +10,9 @@
 
 #include "fixtures.h"
 #include "graph_compare.h"
-#include "optstate/graph_walk.h"
+#include "pickle/graph_walk.h"
 #include "optstate/torch_objects.h"
-#include "../../lib/pickle_text.h"
+#include "pickle/pickle_text.h"
 
 namespace optstate {
 namespace {

@@ -1,7 +1,7 @@
 // validate's one-sweep scan: counts and CRCs equal to computing them one by
 // one, across block and piece boundaries, for overlapping views and ranges
 // outside every record, from memory and through pread.
-#include "../../lib/value_scan.h"
+#include "check/value_scan.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include <random>
 #include <vector>
 
-#include "optstate/crc32.h"
+#include "io/crc32.h"
 
 namespace optstate {
 namespace {

@@ -1,0 +1,236 @@
+// The validate rules that need the model's parameter list: counts and group
+// sizes against the model, then collisions, orphans and shapes from the match.
+#include <map>
+#include <set>
+
+#include "pickle/graph_walk.h"
+#include "optstate/model_params.h"
+#include "optstate/state_matching.h"
+#include "check/validate_internal.h"
+
+namespace optstate {
+namespace {
+
+// These two compare counts only, so they run even when the parameter order
+// cannot be decided (e.g. two param groups and no manifest).
+bool ComparesCounts(std::string_view rule) {
+  return rule == "param-count-mismatch" || rule == "model-params-not-in-optimizer";
+}
+
+// Lists every needs_params rule as checked, or as skipped with `why` (when
+// `counts_ran`, the count rules are checked whatever `why` says).
+void NoteParamRules(ValidationReport& r, bool counts_ran, const std::string& why) {
+  for (const RuleInfo& rule : ValidationRules()) {
+    if (!rule.needs_params) continue;
+    if (why.empty() || (counts_ran && ComparesCounts(rule.id))) {
+      r.checked.emplace_back(rule.id);
+    } else {
+      r.skipped.emplace_back(rule.id, why);
+    }
+  }
+}
+
+std::string NameList(const std::vector<std::string>& names, size_t most = 6) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < most; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > most) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
+std::string GroupSizes(const std::vector<size_t>& sizes) {
+  std::string out = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
+  return out + "]";
+}
+
+class ParamChecks {
+ public:
+  ParamChecks(const Checkpoint& cp, const OptimizerState& st, FindingSink& sink)
+      : cp_(cp), st_(st), sink_(sink), groups_at_(st.path.empty() ? "param_groups" : st.path + ".param_groups"),
+        state_at_(st.path.empty() ? "state" : st.path + ".state") {
+    for (const std::vector<NodeId>& g : st.group_params) group_sizes_.push_back(g.size());
+  }
+
+  // A manifest is written from the optimizer itself: any difference in count
+  // (or, when it records groups, in group sizes) means it is not this state's.
+  bool ManifestFits(const std::vector<ParamInfo>& params, const std::string& from) {
+    if (params.size() != st_.param_count) {
+      sink_.Add("param-count-mismatch", groups_at_,
+                "param_groups list " + std::to_string(st_.param_count) + " parameters (group sizes " +
+                    GroupSizes(group_sizes_) + "), the " + from + " lists " + std::to_string(params.size()) +
+                    ": this state was saved for another model (or the manifest "
+                    "for another run).");
+      return false;
+    }
+    std::vector<size_t> manifest_sizes;
+    for (const ParamInfo& p : params) {
+      if (!p.group) return true;  // the manifest does not say
+      if (manifest_sizes.size() <= static_cast<size_t>(*p.group)) manifest_sizes.resize(*p.group + 1);
+      ++manifest_sizes[*p.group];
+    }
+    if (manifest_sizes != group_sizes_) {
+      sink_.Add("param-count-mismatch", groups_at_,
+                "group sizes " + GroupSizes(group_sizes_) + " but the " + from + " has " +
+                    GroupSizes(manifest_sizes) + ": parameters moved between groups, so each gets another group's "
+                    "lr and weight_decay on resume.");
+      return false;
+    }
+    return true;
+  }
+
+  // A model state_dict also holds frozen parameters, so fewer in the optimizer
+  // is only a warning; more (or names the model lacks) cannot be right.
+  bool ModelFits(const Checkpoint& model, NodeId dict, const std::string& from) {
+    ModelParams module = ParamsOfModel(model, dict);
+    std::set<std::string> optimizer_names;
+    size_t named = 0;
+    for (const std::vector<NodeId>& g : st_.group_params) {
+      for (NodeId id : g) {
+        if (cp_.graph.at(id).kind != NodeKind::kStr) continue;
+        ++named;
+        optimizer_names.insert(cp_.graph.at(id).text);
+      }
+    }
+    std::vector<std::string> unlisted;  // by name, when param_groups name parameters
+    size_t unlisted_count = 0;
+    if (named > 0 && named == st_.param_count) {  // DSD: param_groups name the parameters
+      std::set<std::string> model_names;
+      for (const ParamInfo& p : module.params) model_names.insert(p.name);
+      std::vector<std::string> unknown;
+      for (const std::string& n : optimizer_names) {
+        if (!model_names.count(n)) unknown.push_back("'" + n + "'");
+      }
+      if (!unknown.empty()) {
+        sink_.Add("param-count-mismatch", groups_at_,
+                  "param_groups name " + std::to_string(unknown.size()) + " parameters the " + from +
+                      " does not have (" + NameList(unknown) + "): this state was saved for another model.");
+        return false;
+      }
+      for (const ParamInfo& p : module.params) {
+        if (!optimizer_names.count(p.name)) unlisted.push_back(p.name);
+      }
+      unlisted_count = unlisted.size();
+    } else {
+      size_t have = module.params.size();
+      if (st_.param_count > have) {
+        sink_.Add("param-count-mismatch", groups_at_,
+                  "param_groups list " + std::to_string(st_.param_count) + " parameters, but the " + from + " has " +
+                      std::to_string(have) + " (tied duplicates and buffers not counted): this state was saved for "
+                      "another model.");
+        return false;
+      }
+      unlisted_count = have - st_.param_count;
+    }
+    if (unlisted_count > 0) {
+      std::string which = unlisted.empty() ? "" : " (" + NameList(unlisted) + ")";
+      sink_.Add("model-params-not-in-optimizer", groups_at_,
+                "the " + from + " has " + std::to_string(module.params.size()) + " parameters, " +
+                    std::to_string(unlisted_count) + " of them in no param group" + which +
+                    ": frozen parameters (fine-tuning) are fine; otherwise this state belongs to another model.");
+    }
+    return true;
+  }
+
+  void FromMatch(const std::vector<ParamInfo>& params, const MatchReport& match) {
+    for (const CollisionGroup& c : match.collisions) {
+      std::vector<std::string> names;
+      for (size_t p : c.params) names.push_back(params[p].name);
+      sink_.Add("state-collision", state_at_,
+                std::to_string(c.params.size()) + " parameters (" + NameList(names) + ") share " +
+                    std::to_string(c.keys.size()) + " state entr" + (c.keys.size() == 1 ? "y" : "ies") + ": " +
+                    c.reason + ". Their moments are mixed; `optstate remap --on-collision drop|share|reset` makes it "
+                    "loadable.");
+    }
+    for (size_t k : match.orphans) {
+      sink_.Add("state-orphan", state_at_ + "[" + st_.keys[k].text + "]",
+                "belongs to no parameter: " + match.keys[k].reason + ". remap drops it and says so.");
+    }
+    for (size_t k = 0; k < st_.keys.size(); ++k) {
+      const KeyMatch& km = match.keys[k];
+      if (km.fate != KeyFate::kAssigned || km.params.size() != 1) continue;
+      const StateKey& key = st_.keys[k];
+      // Canonical keys only: a view key's state has the view's shape, and such keys are reported anyway.
+      if (key.kind != KeyKind::kIndex && key.kind != KeyKind::kFqn) continue;
+      if (key.nested_views || cp_.graph.at(key.value).kind != NodeKind::kDict) continue;
+      const ParamInfo& p = params[km.params[0]];
+      for (auto [name, value] : cp_.graph.at(key.value).entries) {
+        const Node& n = cp_.graph.at(value);
+        if (n.kind != NodeKind::kTensor) continue;
+        const TensorRef& t = cp_.tensors[n.tensor];
+        const std::vector<int64_t>& shape = t.is_dtensor ? t.global_sizes : t.sizes;
+        if (t.numel() <= 1 && shape.size() <= 1) continue;  // step and other scalars
+        if (shape != p.shape) {
+          sink_.Add("state-shape-mismatch", state_at_ + "[" + key.text + "]." + KeyText(cp_.graph, name),
+                    "shape " + ShapeText(shape) + " but parameter " + p.name + " is " + ShapeText(p.shape) +
+                        ": this entry belongs to another parameter (a key mapped wrongly).");
+        }
+      }
+    }
+  }
+
+ private:
+  const Checkpoint& cp_;
+  const OptimizerState& st_;
+  FindingSink& sink_;
+  std::string groups_at_, state_at_;
+  std::vector<size_t> group_sizes_;
+};
+
+}  // namespace
+
+Status CheckAgainstParams(const Checkpoint& cp, const std::string& path, FindingSink& sink) {
+  ValidationReport& r = sink.report();
+  const ValidateOptions& o = sink.options();
+  StatusOr<OptimizerState> st = LocateOptimizerState(cp, "");
+  if (!st.ok()) {
+    NoteParamRules(r, false, "no single optimizer state to check: " + std::string(st.status().message()));
+    return Status();
+  }
+  ParamChecks checks(cp, *st, sink);
+  std::vector<ParamInfo> params;
+  const ParamSource source = o.params.value_or(ParamSource{});
+  if (!source.manifest.empty()) {
+    OPTSTATE_ASSIGN_OR_RETURN(params, ReadParamManifest(source.manifest));
+    if (!checks.ManifestFits(params, "manifest " + source.manifest)) {
+      NoteParamRules(r, true, "the manifest does not fit this state (param-count-mismatch)");
+      return Status();
+    }
+  } else {
+    std::unique_ptr<CheckpointFile> own;
+    const Checkpoint* model = &cp;
+    if (!source.model.empty()) {
+      OPTSTATE_ASSIGN_OR_RETURN(own, OpenCheckpoint(source.model, o.read));
+      model = &own->checkpoint();
+    }
+    const std::string& model_path = source.model.empty() ? path : source.model;
+    std::string found_at;
+    StatusOr<NodeId> dict = LocateModelStateDict(*model, source.model_key, &found_at);
+    if (!dict.ok()) {
+      // Asked for explicitly, a model that is not there is an input error.
+      if (o.params) return std::move(dict).status().WithContext(model_path);
+      NoteParamRules(r, false, "no parameter list (give --model or --manifest): " + std::string(dict.status().message()));
+      return Status();
+    }
+    std::string from = found_at.empty() ? "model " + model_path : "model '" + found_at + "' in " + model_path;
+    if (!checks.ModelFits(*model, *dict, from)) {
+      NoteParamRules(r, true, "the model does not fit this state (param-count-mismatch)");
+      return Status();
+    }
+    StatusOr<ModelParams> ordered = ParamsFromModel(*model, *dict, cp, *st);
+    if (!ordered.ok()) {
+      NoteParamRules(r, true, "parameter order undecidable: " + std::string(ordered.status().message()));
+      return Status();
+    }
+    params = std::move(ordered->params);
+  }
+  StatusOr<MatchReport> match = MatchState(cp, *st, params, MatchOptions{});
+  if (!match.ok()) {
+    NoteParamRules(r, true, std::string(match.status().message()));
+    return Status();
+  }
+  NoteParamRules(r, true, "");
+  checks.FromMatch(params, *match);
+  return Status();
+}
+
+}  // namespace optstate

@@ -1,0 +1,139 @@
+// The .metadata pickle, built as an object graph of unperformed calls and
+// written by our pickle writer: each dataclass is NEWOBJ(cls, ()) + BUILD of
+// its fields, TensorProperties BUILD takes the 5-tuple its __setstate__
+// expects, torch.Size is a REDUCE. torch 2.6's plain pickle.load rebuilds
+// exactly the objects DCP's own writer would have saved.
+#include "optstate/dcp_metadata.h"
+#include "torch/graph_builder.h"
+#include "torch/pickle_writer.h"
+
+namespace optstate {
+namespace {
+
+constexpr const char* kMeta = "torch.distributed.checkpoint.metadata";
+
+class MetadataGraph {
+ public:
+  explicit MetadataGraph(Checkpoint& cp) : b_(cp), g_(cp.graph) {}
+
+  NodeId Global(const std::string& module, const std::string& name) {
+    NodeId id = b_.New(NodeKind::kGlobal);
+    g_.at(id).module = module;
+    g_.at(id).name = name;
+    return id;
+  }
+
+  // cls.__new__(cls) then BUILD(fields): how pickle saves a dataclass.
+  NodeId Dataclass(const std::string& module, const std::string& cls, NodeId fields) {
+    NodeId callable = Global(module, cls);
+    NodeId args = b_.Tuple({});
+    NodeId id = b_.New(NodeKind::kObject);
+    Node& n = g_.at(id);
+    n.callable = callable;
+    n.args = args;
+    n.call = CallOpcode::kNewObj;
+    n.state = fields;
+    return id;
+  }
+
+  NodeId Call(NodeId callable, std::vector<NodeId> args) {
+    NodeId tuple = b_.Tuple(std::move(args));
+    NodeId id = b_.New(NodeKind::kObject);
+    g_.at(id).callable = callable;
+    g_.at(id).args = tuple;
+    g_.at(id).call = CallOpcode::kReduce;
+    return id;
+  }
+
+  NodeId Size(const std::vector<int64_t>& dims) {
+    std::vector<NodeId> items;
+    for (int64_t d : dims) items.push_back(b_.Int(d));
+    NodeId id = b_.Tuple(std::move(items));
+    g_.at(id).class_name = "torch.Size";
+    return id;
+  }
+
+  NodeId Properties(DType dtype) {
+    // One layout and one memory-format object, shared as DCP's pickle memoizes them.
+    if (layout_ == kNoNode) {
+      layout_ = Call(Global("torch.serialization", "_get_layout"), {b_.Str("torch.strided")});
+      contiguous_ = Call(Global(kMeta, "_MEM_FORMAT_ENCODING"), {b_.Int(0)});
+    }
+    NodeId state = b_.Tuple({Global("torch", std::string(GetDTypeInfo(dtype).name)), layout_, b_.Bool(false),
+                             contiguous_, b_.Bool(false)});
+    NodeId callable = Global(kMeta, "TensorProperties");
+    NodeId args = b_.Tuple({});
+    NodeId id = b_.New(NodeKind::kObject);
+    g_.at(id).callable = callable;
+    g_.at(id).args = args;
+    g_.at(id).call = CallOpcode::kNewObj;
+    g_.at(id).state = state;
+    return id;
+  }
+
+  NodeId Location(const DcpLocation& where) {
+    NodeId fields = b_.Dict();
+    b_.Set(fields, "relative_path", b_.Str(where.relative_path));
+    b_.Set(fields, "offset", b_.Int(static_cast<int64_t>(where.offset)));
+    b_.Set(fields, "length", b_.Int(static_cast<int64_t>(where.length)));
+    return Dataclass("torch.distributed.checkpoint.filesystem", "_StorageInfo", fields);
+  }
+
+  NodeId Index(const std::string& fqn, const std::vector<int64_t>* offset, int64_t index) {
+    NodeId fields = b_.Dict();
+    b_.Set(fields, "fqn", b_.Str(fqn));
+    if (offset) b_.Set(fields, "offset", Size(*offset));
+    b_.Set(fields, "index", offset ? b_.Int(index) : b_.New(NodeKind::kNone));
+    return Dataclass(kMeta, "MetadataIndex", fields);
+  }
+
+  GraphBuilder& builder() { return b_; }
+
+ private:
+  GraphBuilder b_;
+  ObjectGraph& g_;
+  NodeId layout_ = kNoNode, contiguous_ = kNoNode;
+};
+
+}  // namespace
+
+StatusOr<std::string> WriteDcpMetadata(const std::vector<DcpEntry>& entries) {
+  Checkpoint cp;
+  MetadataGraph m(cp);
+  GraphBuilder& b = m.builder();
+  NodeId state_dict_metadata = b.Dict(), planner_data = b.Dict(), storage_data = b.Dict();
+  for (const DcpEntry& e : entries) {
+    std::vector<NodeId> path;
+    for (const DcpPathPart& p : e.path) path.push_back(p.is_index ? b.Int(p.index) : b.Str(p.key));
+    b.Set(planner_data, e.fqn, b.Tuple(std::move(path)));
+    if (!e.is_tensor) {
+      b.Set(state_dict_metadata, e.fqn, m.Dataclass(kMeta, "BytesStorageMetadata", kNoNode));
+      b.Set(storage_data, m.Index(e.fqn, nullptr, 0), m.Location(e.bytes_where));
+      continue;
+    }
+    std::vector<NodeId> chunks;
+    for (size_t i = 0; i < e.chunks.size(); ++i) {
+      const DcpChunk& c = e.chunks[i];
+      NodeId fields = b.Dict();
+      b.Set(fields, "offsets", m.Size(c.offsets));
+      b.Set(fields, "sizes", m.Size(c.sizes));
+      chunks.push_back(m.Dataclass(kMeta, "ChunkStorageMetadata", fields));
+      b.Set(storage_data, m.Index(e.fqn, &c.offsets, static_cast<int64_t>(i)), m.Location(c.where));
+    }
+    NodeId fields = b.Dict();
+    b.Set(fields, "properties", m.Properties(e.dtype));
+    b.Set(fields, "size", m.Size(e.size));
+    b.Set(fields, "chunks", b.List(std::move(chunks)));
+    b.Set(state_dict_metadata, e.fqn, m.Dataclass(kMeta, "TensorStorageMetadata", fields));
+  }
+  NodeId fields = b.Dict();
+  b.Set(fields, "state_dict_metadata", state_dict_metadata);
+  b.Set(fields, "planner_data", planner_data);
+  b.Set(fields, "storage_data", storage_data);
+  b.Set(fields, "storage_meta", b.New(NodeKind::kNone));
+  NodeId root = m.Dataclass(kMeta, "Metadata", fields);
+  OPTSTATE_ASSIGN_OR_RETURN(PickleOutput pickle, WriteTorchPickle(cp, root));
+  return std::move(pickle.bytes);
+}
+
+}  // namespace optstate

@@ -1,0 +1,269 @@
+// The pickle machine's state and the helpers its opcodes share: the stack, the
+// mark stack, the memo, node creation under limits, and depth bookkeeping.
+// Internal to lib/; the opcode table (Machine::Step) is in pickle_vm.cc.
+#ifndef OPTSTATE_LIB_PICKLE_MACHINE_H_
+#define OPTSTATE_LIB_PICKLE_MACHINE_H_
+
+#include <charconv>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "optstate/pickle_vm.h"
+#include "pickle/pickle_text.h"
+
+namespace optstate::pickle_internal {
+
+inline std::string OpName(uint8_t op) {
+  static const char* kHex = "0123456789abcdef";
+  std::string hex = "0x";
+  hex += kHex[op >> 4];
+  hex += kHex[op & 15];
+  if (op >= 0x20 && op < 0x7f) return hex + " '" + static_cast<char>(op) + "'";
+  return hex;
+}
+
+class Machine {
+ public:
+  Machine(ByteCursor& cursor, const PickleLimits& limits) : in_(cursor), limits_(limits) {}
+
+  StatusOr<PickleResult> Run() {
+    while (true) {
+      at_ = in_.offset();
+      if (in_.at_end()) {
+        return TruncatedError("offset " + std::to_string(at_) + ": pickle ends without STOP");
+      }
+      OPTSTATE_ASSIGN_OR_RETURN(uint8_t op, in_.ReadU8("opcode"));
+      op_ = op;
+      if (op == '.') break;
+      OPTSTATE_RETURN_IF_ERROR(Step(op));
+    }
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId root, Pop());
+    if (!stack_.empty() || !marks_.empty()) {
+      return CorruptError(Where() + "STOP with " + std::to_string(stack_.size()) +
+                          " objects and " + std::to_string(marks_.size()) + " marks left over");
+    }
+    result_.graph.root = root;
+    result_.end_offset = in_.offset();
+    return std::move(result_);
+  }
+
+ private:
+  std::string Where() const { return "offset " + std::to_string(at_) + ": " + OpName(op_) + ": "; }
+  Status Corrupt(const std::string& what) const { return CorruptError(Where() + what); }
+
+  ObjectGraph& graph() { return result_.graph; }
+
+  StatusOr<NodeId> New(NodeKind kind) {
+    if (graph().nodes.size() >= limits_.max_nodes) {
+      return LimitExceededError(Where() + "more than " + std::to_string(limits_.max_nodes) +
+                                " objects (limit max_nodes)");
+    }
+    Node n;
+    n.kind = kind;
+    n.offset = at_;
+    graph().nodes.push_back(std::move(n));
+    return static_cast<NodeId>(graph().nodes.size() - 1);
+  }
+
+  Status Push(NodeId id) {
+    if (stack_.size() >= limits_.max_stack) {
+      return LimitExceededError(Where() + "stack deeper than " + std::to_string(limits_.max_stack) +
+                                " (limit max_stack)");
+    }
+    stack_.push_back(id);
+    return Status();
+  }
+
+  Status PushNew(NodeKind kind) {
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(kind));
+    return Push(id);
+  }
+
+  StatusOr<NodeId> Pop() {
+    size_t floor = marks_.empty() ? 0 : marks_.back();
+    if (stack_.size() <= floor) return Corrupt("needs an object, but the stack is empty");
+    NodeId id = stack_.back();
+    stack_.pop_back();
+    return id;
+  }
+
+  StatusOr<NodeId> Top() {
+    size_t floor = marks_.empty() ? 0 : marks_.back();
+    if (stack_.size() <= floor) return Corrupt("needs an object, but the stack is empty");
+    return stack_.back();
+  }
+
+  StatusOr<std::vector<NodeId>> PopMark() {
+    if (marks_.empty()) return Corrupt("needs a MARK, but none is open");
+    size_t mark = marks_.back();
+    marks_.pop_back();
+    std::vector<NodeId> items(stack_.begin() + static_cast<ptrdiff_t>(mark), stack_.end());
+    stack_.resize(mark);
+    return items;
+  }
+
+  // Records that `child` now lives inside `parent`, keeping depth bounded so that
+  // every later recursive walk of the graph is bounded too.
+  Status Nest(NodeId parent, NodeId child) {
+    uint32_t d = graph().at(child).depth + 1;
+    Node& p = graph().at(parent);
+    if (d > p.depth) p.depth = d;
+    if (p.depth > limits_.max_depth) {
+      return LimitExceededError(Where() + "objects nested deeper than " +
+                                std::to_string(limits_.max_depth) + " levels (limit max_depth)");
+    }
+    return Status();
+  }
+
+  Status MakeSequence(NodeKind kind, const std::vector<NodeId>& items) {
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(kind));
+    for (NodeId item : items) OPTSTATE_RETURN_IF_ERROR(Nest(id, item));
+    graph().at(id).items = items;
+    return Push(id);
+  }
+
+  Status AddEntries(NodeId target, const std::vector<NodeId>& flat) {
+    if (flat.size() % 2 != 0) return Corrupt("odd number of items for key/value pairs");
+    NodeKind k = graph().at(target).kind;
+    if (k != NodeKind::kDict && k != NodeKind::kObject) {
+      return Corrupt("sets items on a " + TypeName(graph(), target) + ", which is not a mapping");
+    }
+    for (size_t i = 0; i < flat.size(); i += 2) {
+      OPTSTATE_RETURN_IF_ERROR(Nest(target, flat[i]));
+      OPTSTATE_RETURN_IF_ERROR(Nest(target, flat[i + 1]));
+      graph().at(target).entries.emplace_back(flat[i], flat[i + 1]);
+    }
+    return Status();
+  }
+
+  Status AddItems(NodeId target, const std::vector<NodeId>& items, NodeKind want) {
+    NodeKind k = graph().at(target).kind;
+    if (k != want && k != NodeKind::kObject) {
+      return Corrupt("appends to a " + TypeName(graph(), target));
+    }
+    for (NodeId item : items) {
+      OPTSTATE_RETURN_IF_ERROR(Nest(target, item));
+      graph().at(target).items.push_back(item);
+    }
+    return Status();
+  }
+
+  Status PushInt(int64_t v) {
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(NodeKind::kInt));
+    graph().at(id).int_value = v;
+    return Push(id);
+  }
+
+  Status PushText(NodeKind kind, std::string text) {
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(kind));
+    graph().at(id).text = std::move(text);
+    return Push(id);
+  }
+
+  // A little-endian two's complement integer of any length (LONG1 / LONG4).
+  // Python's pickler writes the fewest bytes, but a longer encoding (bytes that
+  // only repeat the sign) is the same int: it is an int whenever it fits, or a
+  // round trip through the writer, which writes the short form, would change
+  // its kind (found by the roundtrip fuzzer).
+  Status PushLong(ByteSpan bytes) {
+    while (bytes.size() > 8) {
+      uint8_t top = static_cast<uint8_t>(bytes[bytes.size() - 1]);
+      bool next_negative = static_cast<uint8_t>(bytes[bytes.size() - 2]) & 0x80;
+      if (!((top == 0x00 && !next_negative) || (top == 0xFF && next_negative))) break;
+      bytes = bytes.first(bytes.size() - 1);
+    }
+    if (bytes.size() <= 8) {
+      uint64_t u = 0;
+      for (size_t i = 0; i < bytes.size(); ++i) u |= static_cast<uint64_t>(bytes[i]) << (8 * i);
+      if (!bytes.empty() && bytes.size() < 8 && (static_cast<uint8_t>(bytes.back()) & 0x80)) {
+        u |= ~uint64_t{0} << (8 * bytes.size());  // sign-extend
+      }
+      return PushInt(static_cast<int64_t>(u));
+    }
+    return PushText(NodeKind::kBigInt, LittleEndianToDecimal(bytes));
+  }
+
+  StatusOr<std::string> ReadSized(uint64_t n, const char* what) {
+    if (n > limits_.max_string_bytes) {
+      return LimitExceededError(Where() + what + " of " + std::to_string(n) + " bytes exceeds " +
+                                std::to_string(limits_.max_string_bytes) + " (limit max_string_bytes)");
+    }
+    OPTSTATE_ASSIGN_OR_RETURN(ByteSpan b, in_.ReadBytes(n, what));
+    return std::string(AsChars(b));
+  }
+
+  Status Memoize(uint64_t index, NodeId id) {
+    if (memo_.size() >= limits_.max_memo && !memo_.contains(index)) {
+      return LimitExceededError(Where() + "more than " + std::to_string(limits_.max_memo) +
+                                " memo entries (limit max_memo)");
+    }
+    memo_[index] = id;
+    return Status();
+  }
+
+  Status MemoGet(uint64_t index) {
+    auto it = memo_.find(index);
+    if (it == memo_.end()) {
+      return Corrupt("memo index " + std::to_string(index) + " was never stored");
+    }
+    return Push(it->second);
+  }
+
+  Status PushGlobal(std::string module, std::string name) {
+    result_.globals.push_back({module, name, at_, OpName(op_)});
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(NodeKind::kGlobal));
+    graph().at(id).module = std::move(module);
+    graph().at(id).name = std::move(name);
+    return Push(id);
+  }
+
+  Status PushCall(CallOpcode call, NodeId callable, NodeId args, NodeId kwargs) {
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(NodeKind::kObject));
+    Node& n = graph().at(id);
+    n.call = call;
+    n.callable = callable;
+    n.args = args;
+    n.kwargs = kwargs;
+    for (NodeId child : {callable, args, kwargs}) {
+      if (child != kNoNode) OPTSTATE_RETURN_IF_ERROR(Nest(id, child));
+    }
+    return Push(id);
+  }
+
+  StatusOr<NodeId> TupleOf(const std::vector<NodeId>& items) {
+    OPTSTATE_RETURN_IF_ERROR(MakeSequence(NodeKind::kTuple, items));
+    return Pop();
+  }
+
+  StatusOr<std::string> LineArg(const char* what) {
+    OPTSTATE_ASSIGN_OR_RETURN(std::string_view line, in_.ReadLine(what));
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    return std::string(line);
+  }
+
+  StatusOr<uint64_t> DecimalLine(const char* what) {
+    OPTSTATE_ASSIGN_OR_RETURN(std::string line, LineArg(what));
+    uint64_t v = 0;
+    auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), v);
+    if (ec != std::errc() || end != line.data() + line.size()) {
+      return Corrupt(std::string(what) + " '" + line.substr(0, 40) + "' is not a decimal number");
+    }
+    return v;
+  }
+
+  Status Step(uint8_t op);
+
+  ByteCursor& in_;
+  const PickleLimits& limits_;
+  PickleResult result_;
+  std::vector<NodeId> stack_;
+  std::vector<size_t> marks_;
+  std::unordered_map<uint64_t, NodeId> memo_;
+  uint64_t at_ = 0;
+  uint8_t op_ = 0;
+};
+
+}  // namespace optstate::pickle_internal
+
+#endif  // OPTSTATE_LIB_PICKLE_MACHINE_H_

@@ -1,0 +1,162 @@
+#include "optstate/model_params.h"
+
+#include <map>
+#include <tuple>
+
+#include "pickle/graph_walk.h"
+
+namespace optstate {
+namespace {
+
+// Keys under which training scripts commonly keep the model in a combined checkpoint.
+constexpr const char* kModelEntries[] = {"model", "model_state_dict", "state_dict"};
+
+// BatchNorm's running statistics: floating-point buffers that no optimizer
+// trains. Other float buffers (causal masks, rotary tables) cannot be told
+// apart from parameters; the count check catches them.
+bool IsKnownBufferName(const std::string& name) {
+  std::string leaf = name.substr(name.rfind('.') + 1);
+  return leaf == "running_mean" || leaf == "running_var" || leaf == "num_batches_tracked";
+}
+
+// Only floating-point and complex tensors can require grad, so only they can be parameters.
+bool CanBeParameter(DType dtype) {
+  std::string_view name = GetDTypeInfo(dtype).name;
+  return name.starts_with("float") || name.starts_with("bfloat") || name.starts_with("complex");
+}
+
+bool IsTensorDict(const ObjectGraph& g, NodeId id) {
+  const Node& n = g.at(id);
+  if (n.kind != NodeKind::kDict || n.entries.empty()) return false;
+  for (auto [k, v] : n.entries) {
+    if (g.at(k).kind != NodeKind::kStr) return false;
+  }
+  for (auto [k, v] : n.entries) {
+    if (g.at(v).kind == NodeKind::kTensor) return true;
+  }
+  return false;
+}
+
+std::string Count(size_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
+ParamInfo InfoOf(const std::string& name, const TensorRef& t) {
+  ParamInfo p;
+  p.name = name;
+  p.shape = t.sizes;
+  p.dtype = t.dtype;
+  p.nbytes = t.nbytes();
+  return p;
+}
+
+}  // namespace
+
+StatusOr<NodeId> LocateModelStateDict(const Checkpoint& cp, const std::string& path, std::string* found_at) {
+  const ObjectGraph& g = cp.graph;
+  if (!path.empty()) {
+    std::optional<NodeId> node = FindPath(g, g.root, path);
+    if (!node) return NotFoundError("no object at path '" + path + "'");
+    if (!IsTensorDict(g, *node)) {
+      return InvalidArgumentError("the object at '" + path + "' is a " + TypeName(g, *node) +
+                                  ", not a model state_dict {name: tensor}");
+    }
+    *found_at = path;
+    return *node;
+  }
+  if (IsTensorDict(g, g.root)) {
+    *found_at = "";
+    return g.root;
+  }
+  for (const char* key : kModelEntries) {
+    NodeId v = g.at(g.root).kind == NodeKind::kDict ? DictLookup(g, g.root, key) : kNoNode;
+    if (v != kNoNode && IsTensorDict(g, v)) {
+      *found_at = key;
+      return v;
+    }
+  }
+  return NotFoundError("no model state_dict: the root is no {name: tensor} dict and has no 'model', "
+                       "'model_state_dict' or 'state_dict' entry that is one; name it with --model-key");
+}
+
+ModelParams ParamsOfModel(const Checkpoint& model, NodeId dict) {
+  const ObjectGraph& g = model.graph;
+  ModelParams out;
+  std::map<std::tuple<int64_t, uint64_t, std::vector<int64_t>, std::vector<int64_t>>, std::string> first_of;
+  for (auto [k, v] : g.at(dict).entries) {
+    if (g.at(v).kind != NodeKind::kTensor) continue;  // _extra_state and other non-tensors
+    const std::string& name = g.at(k).text;
+    const TensorRef* t = &model.tensors[g.at(v).tensor];
+    if (IsKnownBufferName(name) || !CanBeParameter(t->dtype)) {
+      out.buffers.push_back(name);
+      continue;
+    }
+    if (t->storage >= 0) {
+      auto [it, fresh] = first_of.emplace(std::make_tuple(t->storage, t->storage_offset, t->sizes, t->strides), name);
+      if (!fresh) {
+        out.tied.push_back(name + " (tied to " + it->second + ")");
+        continue;
+      }
+    }
+    out.params.push_back(InfoOf(name, *t));
+  }
+  out.order = "module order (tied duplicates and buffers dropped)";
+  return out;
+}
+
+StatusOr<ModelParams> ParamsFromModel(const Checkpoint& model, NodeId dict, const Checkpoint& checkpoint,
+                                      const OptimizerState& state) {
+  const ObjectGraph& g = model.graph;
+  std::map<std::string, const TensorRef*> by_name;
+  for (auto [k, v] : g.at(dict).entries) {
+    if (g.at(v).kind == NodeKind::kTensor) by_name.emplace(g.at(k).text, &model.tensors[g.at(v).tensor]);
+  }
+  ModelParams out;
+
+  // DSD's layout names the parameters in param_groups: nothing to derive.
+  const ObjectGraph& og = checkpoint.graph;
+  size_t named = 0;
+  for (const std::vector<NodeId>& group : state.group_params) {
+    for (NodeId id : group) named += og.at(id).kind == NodeKind::kStr;
+  }
+  if (named > 0 && named == state.param_count) {
+    for (size_t gi = 0; gi < state.group_params.size(); ++gi) {
+      for (NodeId id : state.group_params[gi]) {
+        const std::string& name = og.at(id).text;
+        auto it = by_name.find(name);
+        if (it == by_name.end()) {
+          return InvalidArgumentError("param_groups[" + std::to_string(gi) + "] names '" + name +
+                                      "', which the model state_dict does not have");
+        }
+        out.params.push_back(InfoOf(name, *it->second));
+      }
+    }
+    out.order = "param_groups' order (it lists names)";
+    return out;
+  }
+
+  // Module order, without what cannot be a trained parameter.
+  ModelParams module = ParamsOfModel(model, dict);
+  out.tied = std::move(module.tied);
+  out.buffers = std::move(module.buffers);
+  std::vector<ParamInfo> candidates = std::move(module.params);
+  std::string dropped = Count(candidates.size(), "parameter") + " once " + Count(out.tied.size(), "tied duplicate") +
+                        " and " + Count(out.buffers.size(), "buffer") + " are dropped";
+  if (state.group_params.size() != 1) {
+    return InvalidArgumentError(
+        "param_groups has " + std::to_string(state.group_params.size()) +
+        " groups: torch.optim numbers parameters group by group, an order a model state_dict does not "
+        "record; write a manifest from the training script (README) and pass --manifest");
+  }
+  if (candidates.size() != state.param_count) {
+    return InvalidArgumentError("the model has " + dropped + ", but param_groups lists " +
+                                std::to_string(state.param_count) +
+                                ": frozen parameters or unrecognised buffers make the order undecidable; "
+                                "write a manifest from the training script (README) and pass --manifest");
+  }
+  out.params = std::move(candidates);
+  out.order = "model order (one param group; " + dropped + ")";
+  return out;
+}
+
+}  // namespace optstate

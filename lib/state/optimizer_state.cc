@@ -1,0 +1,199 @@
+#include "optstate/optimizer_state.h"
+
+#include <algorithm>
+#include <map>
+
+#include "pickle/graph_walk.h"
+
+namespace optstate {
+namespace {
+
+bool AllDigits(const std::string& s) {
+  return !s.empty() && s.size() < 19 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool IntTuple(const ObjectGraph& g, NodeId id, std::vector<int64_t>& out) {
+  const Node& n = g.at(id);
+  if (n.kind != NodeKind::kTuple) return false;
+  out.clear();
+  for (NodeId i : n.items) {
+    if (g.at(i).kind != NodeKind::kInt) return false;
+    out.push_back(g.at(i).int_value);
+  }
+  return true;
+}
+
+uint64_t TensorBytesBelow(const Checkpoint& cp, NodeId id, int depth = 0) {
+  const Node& n = cp.graph.at(id);
+  if (n.kind == NodeKind::kTensor) return cp.tensors[n.tensor].nbytes();
+  if (depth > 8) return 0;
+  uint64_t sum = 0;
+  for (auto [k, v] : n.entries) sum += TensorBytesBelow(cp, v, depth + 1);
+  for (NodeId i : n.items) sum += TensorBytesBelow(cp, i, depth + 1);
+  return sum;
+}
+
+void Classify(const Checkpoint& cp, size_t param_count, StateKey& k) {
+  const ObjectGraph& g = cp.graph;
+  const Node& n = g.at(k.key);
+  k.text = KeyText(g, k.key);
+  switch (n.kind) {
+    case NodeKind::kInt:
+      if (n.int_value >= 0 && static_cast<uint64_t>(n.int_value) < std::max<size_t>(param_count, 1)) {
+        k.kind = KeyKind::kIndex;
+        k.index = n.int_value;
+      } else if (n.int_value >= 0) {
+        k.kind = KeyKind::kBarePtr;
+        k.ptr = static_cast<uint64_t>(n.int_value);
+      }
+      return;
+    case NodeKind::kStr:
+      if (AllDigits(n.text)) {
+        k.kind = KeyKind::kStringIndex;
+        k.index = std::stoll(n.text);
+      } else {
+        k.kind = KeyKind::kFqn;
+        k.fqn = n.text;
+      }
+      return;
+    case NodeKind::kTensor:
+      k.kind = KeyKind::kTensor;
+      k.tensor = n.tensor;
+      return;
+    case NodeKind::kTuple: {
+      if (n.items.size() != 2) return;
+      const Node& a = g.at(n.items[0]);
+      const Node& b = g.at(n.items[1]);
+      if (a.kind == NodeKind::kInt && a.int_value >= 0 && IntTuple(g, n.items[1], k.shape)) {
+        k.kind = KeyKind::kPtrShape;
+        k.ptr = static_cast<uint64_t>(a.int_value);
+      } else if (a.kind == NodeKind::kTensor && b.kind == NodeKind::kInt) {
+        k.kind = KeyKind::kParamView;
+        k.tensor = a.tensor;
+        k.view = b.int_value;
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+}  // namespace
+
+std::string_view KeyKindName(KeyKind kind) {
+  switch (kind) {
+    case KeyKind::kIndex: return "index";
+    case KeyKind::kStringIndex: return "string-index";
+    case KeyKind::kFqn: return "fqn";
+    case KeyKind::kPtrShape: return "ptr-shape";
+    case KeyKind::kBarePtr: return "bare-ptr";
+    case KeyKind::kParamView: return "param-view";
+    case KeyKind::kTensor: return "tensor";
+    case KeyKind::kOther: return "other";
+  }
+  return "other";
+}
+
+std::string_view KeyKindOrigin(KeyKind kind) {
+  switch (kind) {
+    case KeyKind::kIndex: return "parameter indices, as torch.optim saves them";
+    case KeyKind::kStringIndex: return "indices as strings, as a DCP round trip returns them";
+    case KeyKind::kFqn: return "parameter names, as torch.distributed.checkpoint's state_dict saves them";
+    case KeyKind::kPtrShape: return "(data_ptr, shape) tuples: HeavyBall 0.12.3-0.24";
+    case KeyKind::kBarePtr: return "bare data_ptr() values: HeavyBall 0.12.0-0.12.2";
+    case KeyKind::kParamView: return "(Parameter, view_idx) tuples: HeavyBall 0.25-1.5";
+    case KeyKind::kTensor: return "tensors";
+    case KeyKind::kOther: return "keys of no known scheme";
+  }
+  return "";
+}
+
+NodeId DictLookup(const ObjectGraph& g, NodeId dict, std::string_view key) {
+  if (dict == kNoNode || g.at(dict).kind != NodeKind::kDict) return kNoNode;
+  for (auto [k, v] : g.at(dict).entries) {
+    if (g.at(k).kind == NodeKind::kStr && g.at(k).text == key) return v;
+  }
+  return kNoNode;
+}
+
+bool IsOptimizerStateDict(const ObjectGraph& g, NodeId id) {
+  NodeId state = DictLookup(g, id, "state");
+  NodeId groups = DictLookup(g, id, "param_groups");
+  if (state == kNoNode || groups == kNoNode) return false;
+  if (g.at(state).kind != NodeKind::kDict || g.at(groups).kind != NodeKind::kList) return false;
+  const auto& items = g.at(groups).items;
+  return std::all_of(items.begin(), items.end(), [&](NodeId i) { return g.at(i).kind == NodeKind::kDict; });
+}
+
+std::vector<std::string> FindOptimizerStates(const Checkpoint& cp) {
+  std::vector<std::string> out;
+  WalkTree(cp.graph, cp.graph.root, 8, [&](const WalkStep& s) {
+    if (!s.repeat && IsOptimizerStateDict(cp.graph, s.id)) {
+      out.push_back(s.path);
+      return false;
+    }
+    return true;
+  });
+  return out;
+}
+
+StatusOr<OptimizerState> LocateOptimizerState(const Checkpoint& cp, const std::string& state_key) {
+  if (!state_key.empty()) return ReadOptimizerState(cp, state_key);
+  std::vector<std::string> found = FindOptimizerStates(cp);
+  if (found.empty()) return NotFoundError("no optimizer state dict in this checkpoint");
+  if (found.size() > 1) {
+    std::string where;
+    for (const std::string& f : found) where += (where.empty() ? "" : ", ") + (f.empty() ? "(root)" : f);
+    return InvalidArgumentError(std::to_string(found.size()) + " optimizer state dicts (" + where +
+                                "); choose one with --state-key");
+  }
+  return ReadOptimizerState(cp, found.front());
+}
+
+StatusOr<OptimizerState> ReadOptimizerState(const Checkpoint& cp, const std::string& path) {
+  const ObjectGraph& g = cp.graph;
+  std::optional<NodeId> node = FindPath(g, g.root, path);
+  if (!node) return NotFoundError("no object at path '" + path + "'");
+  if (!IsOptimizerStateDict(g, *node)) {
+    return InvalidArgumentError("the object at " + (path.empty() ? std::string("the root") : "'" + path + "'") +
+                                " is a " + TypeName(g, *node) +
+                                ", not an optimizer state dict {'state': ..., 'param_groups': [...]}");
+  }
+  OptimizerState o;
+  o.path = path;
+  o.node = *node;
+  for (NodeId group : g.at(DictLookup(g, *node, "param_groups")).items) {
+    NodeId params = DictLookup(g, group, "params");
+    std::vector<NodeId> ids;
+    if (params != kNoNode) ids = g.at(params).items;
+    o.param_count += ids.size();
+    o.group_params.push_back(std::move(ids));
+  }
+  std::map<KeyKind, size_t> kinds;
+  for (auto [k, v] : g.at(DictLookup(g, *node, "state")).entries) {
+    StateKey key;
+    key.key = k;
+    key.value = v;
+    Classify(cp, o.param_count, key);
+    const Node& val = g.at(v);
+    key.nested_views = val.kind == NodeKind::kDict && !val.entries.empty() &&
+                       std::all_of(val.entries.begin(), val.entries.end(), [&](auto e) {
+                         return g.at(e.first).kind == NodeKind::kInt && g.at(e.second).kind == NodeKind::kDict;
+                       });
+    key.state_bytes = TensorBytesBelow(cp, v);
+    ++kinds[key.kind];
+    o.keys.push_back(std::move(key));
+  }
+  o.mixed = kinds.size() > 1;
+  size_t best = 0;
+  for (auto [kind, n] : kinds) {
+    if (n > best) {
+      best = n;
+      o.scheme = kind;
+    }
+  }
+  return o;
+}
+
+}  // namespace optstate

@@ -1,0 +1,336 @@
+#include "optstate/checkpoint.h"
+
+#include <algorithm>
+
+#include <zstd.h>
+#include <zstd_errors.h>
+
+#include <new>
+#include <optional>
+
+#include "torch/half_float.h"
+#include "torch/legacy_format.h"
+
+namespace optstate {
+namespace {
+
+Status ParseZipCheckpoint(const ByteCursor& whole, const ReadOptions& options, Checkpoint& out) {
+  const ZipArchive& zip = out.container.zip;
+  const ZipEntry* pkl = zip.Find("data.pkl");  // InspectContainer checked it exists
+  out.pickle_record = pkl->name;
+  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan pickle, ZipEntryData(whole, *pkl));
+  OPTSTATE_ASSIGN_OR_RETURN(uint64_t pickle_offset, ZipEntryDataOffset(whole, *pkl));
+  ByteCursor c(pickle, whole.base_offset() + pickle_offset);
+  StatusOr<PickleResult> parsed = ReadPickle(c, options.pickle);
+  if (!parsed.ok()) return std::move(parsed).status().WithContext("record '" + pkl->name + "'");
+  out.pickle_protocol = parsed->protocol;
+  out.pickle_bytes = pickle.size();
+  out.graph = std::move(parsed->graph);
+  out.globals = std::move(parsed->globals);
+
+  auto locate = [&](StorageRef& s) -> Status {
+    if (s.nbytes > options.max_storage_bytes) {
+      return LimitExceededError(std::to_string(s.nbytes) + " bytes (limit max_storage_bytes)");
+    }
+    const ZipEntry* e = zip.Find("data/" + s.key);
+    if (e == nullptr) return CorruptError("no record '" + zip.prefix + "/data/" + s.key + "'");
+    s.record = e->name;
+    if (e->method != 0) {
+      return UnsupportedError("record '" + e->name + "' is compressed; torch.save stores records");
+    }
+    // torch writes exactly numel * element size bytes and never checks on load,
+    // so a short record would be read past its end by torch itself.
+    if (e->size < s.nbytes) {
+      return CorruptError("record '" + e->name + "' holds " + std::to_string(e->size) +
+                          " bytes, but the storage declares " + std::to_string(s.numel) +
+                          " elements of " + std::to_string(s.nbytes / std::max<uint64_t>(s.numel, 1)) +
+                          " bytes (" + std::to_string(s.nbytes) + ")");
+    }
+    s.zip_entry = e - zip.entries.data();
+    s.located = true;
+    return Status();
+  };
+  StatusOr<TorchObjects> objects = ResolveTorchObjects(out.graph, locate, options.pickle.max_depth);
+  if (!objects.ok()) return std::move(objects).status().WithContext("record '" + pkl->name + "'");
+  out.storages = std::move(objects->storages);
+  out.tensors = std::move(objects->tensors);
+  return Status();
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::byte>> DecompressZstd(ByteSpan in, uint64_t cap) {
+  // A bomb that declares its size (zstd writes it for files) is refused before
+  // anything is allocated; one that does not stops at the cap.
+  unsigned long long declared = 0;
+  bool all_declared = true;
+  for (size_t at = 0; at < in.size();) {  // every frame's header
+    // zstd before 1.0 (2016) had other frame formats; libzstd may still decode
+    // them with old code that sizes its buffers by the frame alone. No torch
+    // checkpoint was ever written that way.
+    if (in.size() - at >= 4) {
+      uint32_t magic = uint32_t(in[at]) | uint32_t(in[at + 1]) << 8 | uint32_t(in[at + 2]) << 16 |
+                       uint32_t(in[at + 3]) << 24;
+      if (magic >= 0xFD2FB521u && magic <= 0xFD2FB527u) {
+        return UnsupportedError("zstd frame at input offset " + std::to_string(at) + " is in the pre-1.0 format v0." +
+                                std::to_string(magic - 0xFD2FB520u) + "; only zstd 1.x frames are read");
+      }
+    }
+    size_t frame = ZSTD_findFrameCompressedSize(in.data() + at, in.size() - at);
+    if (ZSTD_isError(frame)) {  // decompression below names the error
+      all_declared = false;
+      break;
+    }
+    unsigned long long content = ZSTD_getFrameContentSize(in.data() + at, in.size() - at);
+    if (content == ZSTD_CONTENTSIZE_UNKNOWN || content == ZSTD_CONTENTSIZE_ERROR) {
+      all_declared = false;
+    } else {  // saturating: many frames may each declare nearly 2^64
+      declared = content > ~0ull - declared ? ~0ull : declared + content;
+    }
+    at += frame;
+  }
+  if (declared > cap) {
+    return LimitExceededError("zstd frames declare " + std::to_string(declared) + " bytes of content, more than " +
+                              std::to_string(cap) + " (limit max_decompressed_bytes; inspect --max-decompressed-bytes)");
+  }
+  std::vector<std::byte> out;
+  ZSTD_DStream* stream = ZSTD_createDStream();
+  if (stream == nullptr) return LimitExceededError("out of memory for zstd");
+  // A frame that does not declare its size allocates the window it declares
+  // (up to 128 MiB) before producing a byte. Content past the cap is refused
+  // anyway, so no window need be larger than the cap rounded up to a power of two.
+  // 10 and 27 are zstd's smallest window and its default limit (named only in
+  // zstd's unstable API).
+  int window_log_max = 10;
+  while (window_log_max < 27 && (uint64_t{1} << window_log_max) < cap) ++window_log_max;
+  ZSTD_DCtx_setParameter(stream, ZSTD_d_windowLogMax, window_log_max);
+  ZSTD_inBuffer src{in.data(), in.size(), 0};
+  size_t rc = 1;
+  // The output holds at most cap + 1 bytes: one byte past the cap is enough to
+  // know the content exceeds it. Declared content gets its buffer at once (+1
+  // so the end shows; no copies, no doubling of peak memory); otherwise the
+  // buffer starts small and doubles. Either way only what zstd is about to fill
+  // is touched (zeroed), at most kStep ahead, so a header that lies about its
+  // size costs address space, not memory.
+  constexpr uint64_t kFirstGuess = 64 << 10;
+  constexpr uint64_t kStep = 1 << 20;
+  const uint64_t most = std::min<uint64_t>(cap, ~0ull - 1) + 1;
+  try {
+    out.reserve(std::min<uint64_t>(all_declared ? declared + 1 : kFirstGuess, most));
+    while (out.size() < most) {
+      size_t old = out.size();
+      if (out.capacity() == old) out.reserve(std::min<uint64_t>(std::max<uint64_t>(2 * old, kFirstGuess), most));
+      size_t room = std::min<uint64_t>({out.capacity(), most, old + kStep}) - old;
+      out.resize(old + room);
+      ZSTD_outBuffer dst{out.data() + old, room, 0};
+      rc = ZSTD_decompressStream(stream, &dst, &src);
+      out.resize(old + dst.pos);
+      if (ZSTD_isError(rc)) break;
+      if (rc == 0 && src.pos == src.size) break;          // frame(s) complete
+      if (src.pos == src.size && dst.pos < room) break;  // input ran out mid-frame
+    }
+  } catch (const std::bad_alloc&) {
+    ZSTD_freeDStream(stream);
+    return LimitExceededError("out of memory decompressing zstd after " + std::to_string(out.size()) +
+                              " bytes");
+  }
+  ZSTD_freeDStream(stream);
+  if (ZSTD_isError(rc) && ZSTD_getErrorCode(rc) == ZSTD_error_frameParameter_windowTooLarge) {
+    return LimitExceededError("zstd frame at input offset " + std::to_string(src.pos) +
+                              " needs a window larger than " + std::to_string(uint64_t{1} << window_log_max) +
+                              " bytes (limit max_decompressed_bytes, " + std::to_string(cap) + ")");
+  }
+  if (ZSTD_isError(rc)) {
+    // zstd reports no position with an error: what it had consumed and produced
+    // before the failing call is where the damage lies beyond.
+    std::string declared_note =
+        all_declared ? "; the frames declare " + std::to_string(declared) + " bytes of content" : "";
+    return CorruptError("zstd: " + std::string(ZSTD_getErrorName(rc)) + " beyond input offset " +
+                        std::to_string(src.pos) + " and content byte " + std::to_string(out.size()) + declared_note);
+  }
+  if (out.size() > cap) {
+    return LimitExceededError("zstd content exceeds " + std::to_string(cap) +
+                              " bytes (limit max_decompressed_bytes)");
+  }
+  if (rc != 0) return TruncatedError("zstd stream ends inside a frame");
+  return out;
+}
+
+StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions& options) {
+  Checkpoint out;
+  ContainerOptions copts;
+  copts.verify_crc = options.verify_crc;
+  copts.resolve_offsets = options.resolve_offsets;
+  copts.done_with = options.done_with;
+  copts.zip = options.zip;
+  OPTSTATE_ASSIGN_OR_RETURN(out.container, InspectContainer(cursor, copts));
+  switch (out.container.format) {
+    case ContainerFormat::kZip: OPTSTATE_RETURN_IF_ERROR(ParseZipCheckpoint(cursor, options, out)); break;
+    case ContainerFormat::kLegacy: OPTSTATE_RETURN_IF_ERROR(ParseLegacyCheckpoint(cursor, options, out)); break;
+    case ContainerFormat::kZstd:
+      return InvalidArgumentError("zstd content must be decompressed first (OpenCheckpoint does)");
+  }
+  std::string where = out.container.format == ContainerFormat::kZip ? out.pickle_record : "main pickle";
+  ScanGlobals(out.globals, where, /*nested=*/false, out.findings);
+  ScanNestedPickles(out.graph, options.pickle, options.max_nested_pickle_depth, out.findings);
+  std::vector<std::string> names;
+  for (const ZipEntry& e : out.container.zip.entries) names.push_back(e.name);
+  ScanZipNames(names, out.findings);
+  return out;
+}
+
+ByteSpan CheckpointFile::bytes() const {
+  if (!buffer_.empty() || !mapped_) return {buffer_.data(), buffer_.size()};
+  return mapped_->bytes();
+}
+
+StatusOr<std::unique_ptr<CheckpointFile>> OpenCheckpoint(const std::string& path,
+                                                         const ReadOptions& options) {
+  auto file = std::unique_ptr<CheckpointFile>(new (std::nothrow) CheckpointFile());
+  if (!file) return LimitExceededError(path + ": out of memory");
+  file->path_ = path;
+  StatusOr<MappedFile> mapped = MappedFile::Open(path);
+  if (!mapped.ok()) return mapped.status();
+  file->mapped_ = std::make_unique<MappedFile>(std::move(*mapped));
+  ContainerInfo outer;
+  {
+    StatusOr<ContainerInfo> sniff = InspectContainer(ByteCursor(file->mapped_->bytes()), {});
+    if (!sniff.ok() || sniff->format != ContainerFormat::kZstd) {
+      ReadOptions mapped_options = options;
+      const MappedFile* mapping = file->mapped_.get();
+      mapped_options.done_with = [mapping](ByteSpan range) { mapping->ReleasePages(range); };
+      StatusOr<Checkpoint> parsed = ParseCheckpoint(ByteCursor(file->mapped_->bytes()), mapped_options);
+      if (!parsed.ok()) return std::move(parsed).status().WithContext(path);
+      file->checkpoint_ = std::move(*parsed);
+      return file;
+    }
+    outer = std::move(*sniff);
+  }
+  StatusOr<std::vector<std::byte>> plain = DecompressZstd(file->mapped_->bytes(), options.max_decompressed_bytes);
+  if (!plain.ok()) return std::move(plain).status().WithContext(path);
+  file->buffer_ = std::move(*plain);
+  file->mapped_.reset();
+  StatusOr<Checkpoint> parsed = ParseCheckpoint(ByteCursor(file->bytes()), options);
+  if (!parsed.ok()) return std::move(parsed).status().WithContext(path + " (decompressed)");
+  file->checkpoint_ = std::move(*parsed);
+  file->checkpoint_.container.zstd_content_size = file->buffer_.size();
+  file->checkpoint_.container.zstd_inner_format = file->checkpoint_.container.format;
+  file->checkpoint_.container.file_size = outer.file_size;
+  file->checkpoint_.container.format = ContainerFormat::kZstd;
+  return file;
+}
+
+std::optional<FileRange> CheckpointFile::FileRangeOf(ByteSpan range) const {
+  if (!mapped_ || mapped_->fd() < 0) return std::nullopt;
+  ByteSpan all = mapped_->bytes();
+  if (range.data() < all.data() || range.data() + range.size() > all.data() + all.size()) return std::nullopt;
+  return FileRange{mapped_->fd(), static_cast<uint64_t>(range.data() - all.data())};
+}
+
+StatusOr<ByteSpan> StorageBytes(ByteSpan bytes, const Checkpoint& checkpoint, const StorageRef& s) {
+  if (!s.located) return CorruptError("storage '" + s.key + "' has no data");
+  uint64_t offset = s.data_offset;
+  if (s.zip_entry >= 0) {
+    const ZipEntry& e = checkpoint.container.zip.entries[static_cast<size_t>(s.zip_entry)];
+    OPTSTATE_ASSIGN_OR_RETURN(offset, ZipEntryDataOffset(ByteCursor(bytes), e));
+  }
+  if (offset > bytes.size() || s.nbytes > bytes.size() - offset) {
+    return CorruptError("storage '" + s.key + "' lies outside the checkpoint bytes");
+  }
+  return bytes.subspan(static_cast<size_t>(offset), static_cast<size_t>(s.nbytes));
+}
+
+std::optional<uint32_t> StorageRecordCrc(const Checkpoint& checkpoint, const StorageRef& s) {
+  if (s.zip_entry < 0) return std::nullopt;
+  const ZipEntry& e = checkpoint.container.zip.entries[static_cast<size_t>(s.zip_entry)];
+  if (e.method != 0 || e.size != s.nbytes) return std::nullopt;
+  return e.crc32;
+}
+
+namespace {
+
+// C order in memory: every dimension longer than one has the stride the sizes
+// after it give (torch's is_contiguous; size-1 dimensions may have any stride).
+bool IsContiguous(const TensorRef& t) {
+  if (t.numel() <= 1) return true;
+  int64_t expected = 1;
+  for (size_t d = t.sizes.size(); d-- > 0;) {
+    if (t.sizes[d] != 1 && t.strides[d] != expected) return false;
+    expected *= t.sizes[d];
+  }
+  return true;
+}
+
+}  // namespace
+
+StatusOr<std::optional<ByteSpan>> TensorBytesInPlace(ByteSpan bytes, const Checkpoint& checkpoint,
+                                                     const TensorRef& t) {
+  if (t.storage < 0 || !IsContiguous(t)) return std::optional<ByteSpan>();
+  const StorageRef& s = checkpoint.storages[static_cast<size_t>(t.storage)];
+  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan storage, StorageBytes(bytes, checkpoint, s));
+  if (t.nbytes() == 0) return std::optional<ByteSpan>(storage.first(0));
+  uint64_t begin = t.storage_offset * GetDTypeInfo(t.dtype).element_size;
+  if (begin > storage.size() || t.nbytes() > storage.size() - begin) {
+    return CorruptError("a tensor reaches past the end of storage '" + s.key + "'");
+  }
+  return std::optional<ByteSpan>(storage.subspan(begin, t.nbytes()));
+}
+
+StatusOr<std::vector<std::byte>> ReadTensorBytes(ByteSpan bytes, const Checkpoint& checkpoint,
+                                                 const TensorRef& t) {
+  if (t.storage < 0) return std::vector<std::byte>{};
+  OPTSTATE_ASSIGN_OR_RETURN(std::optional<ByteSpan> in_place, TensorBytesInPlace(bytes, checkpoint, t));
+  std::vector<std::byte> out;
+  try {
+    out.resize(t.nbytes());
+  } catch (const std::bad_alloc&) {
+    return LimitExceededError("out of memory for a tensor of " + std::to_string(t.nbytes()) + " bytes");
+  }
+  if (out.empty()) return out;
+  if (in_place) {  // one run already: a single copy instead of element by element
+    std::copy(in_place->begin(), in_place->end(), out.begin());
+    return out;
+  }
+  const StorageRef& s = checkpoint.storages[static_cast<size_t>(t.storage)];
+  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan storage, StorageBytes(bytes, checkpoint, s));
+  const std::byte* base = storage.data();
+  const size_t elem = GetDTypeInfo(t.dtype).element_size;
+  // Odometer over the index space in C order; the extent was checked against the
+  // storage when the tensor was resolved, so every element read is in bounds.
+  std::vector<int64_t> index(t.sizes.size(), 0);
+  uint64_t offset = t.storage_offset;
+  for (size_t i = 0, n = t.numel(); i < n; ++i) {
+    std::copy_n(base + offset * elem, elem, out.data() + i * elem);
+    for (size_t d = t.sizes.size(); d-- > 0;) {
+      if (++index[d] < t.sizes[d]) {
+        offset += static_cast<uint64_t>(t.strides[d]);
+        break;
+      }
+      offset -= static_cast<uint64_t>(t.strides[d]) * static_cast<uint64_t>(t.sizes[d] - 1);
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace optstate
+
+namespace optstate {
+
+StatusOr<std::vector<float>> ReadTensorAsFloat(ByteSpan bytes, const Checkpoint& checkpoint, const TensorRef& t) {
+  if (t.dtype != DType::kFloat32 && t.dtype != DType::kBFloat16 && t.dtype != DType::kFloat16) {
+    return UnsupportedError(std::string(GetDTypeInfo(t.dtype).name) + " is not a float32, bfloat16 or float16 tensor");
+  }
+  OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::byte> raw, ReadTensorBytes(bytes, checkpoint, t));
+  size_t elem = GetDTypeInfo(t.dtype).element_size;
+  std::vector<float> out;
+  try {
+    out.resize(raw.size() / elem);
+  } catch (const std::bad_alloc&) {
+    return LimitExceededError("out of memory for a tensor of " + std::to_string(raw.size()) + " bytes");
+  }
+  for (size_t i = 0; i < out.size(); ++i) out[i] = LoadAsFloat(raw.data(), t.dtype, i);
+  return out;
+}
+
+}  // namespace optstate

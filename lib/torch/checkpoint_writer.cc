@@ -1,0 +1,155 @@
+#include "optstate/checkpoint_writer.h"
+
+#include <filesystem>
+
+#include "torch/pickle_writer.h"
+#include "optstate/zip_writer.h"
+
+namespace optstate {
+namespace {
+
+std::string ArchiveName(const std::string& path) {
+  std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  if (base.ends_with(".zst")) base.resize(base.size() - 4);
+  size_t dot = base.rfind('.');
+  if (dot != std::string::npos && dot > 0) base = base.substr(0, dot);
+  return base.empty() ? "archive" : base;
+}
+
+}  // namespace
+
+std::string WeightsOnlyVerdict(const WriteReport& report) {
+  if (report.unsafe_globals.empty()) return "accepts it";
+  if (report.loadable_after_dtensor_import) return "accepts it once torch.distributed.tensor is imported";
+  std::string out = "refuses it: the input already references";
+  for (const std::string& g : report.unsafe_globals) out += " " + g;
+  return out;
+}
+
+StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, NodeId root, const std::string& path,
+                                      const WriteOptions& options) {
+  return WriteCheckpoint(input, input.checkpoint(), root, path, options);
+}
+
+namespace {
+
+// One storage's bytes for the zip writer, and what it may know about them.
+struct StorageData {
+  ByteSpan bytes;
+  std::optional<uint32_t> crc;        // when the record is copied whole from a zip
+  std::optional<FileRange> source;    // where the bytes lie in a file
+  std::function<void(ByteSpan)> release;
+  std::vector<RecordPiece> pieces;    // instead of `bytes`: the record is these, in order
+};
+using StorageDataFn = std::function<StatusOr<StorageData>(const StorageRef&, size_t index)>;
+
+// data.pkl, byteorder, the storages in pickle order, version; then the central directory.
+StatusOr<WriteReport> WriteRecords(ZipWriter& zip, const Checkpoint& cp, NodeId root, const StorageDataFn& data_of) {
+  OPTSTATE_ASSIGN_OR_RETURN(PickleOutput pickle, WriteTorchPickle(cp, root));
+  WriteReport report;
+  report.unsafe_globals = pickle.unsafe_globals;
+  report.loadable_after_dtensor_import = pickle.only_dtensor_globals_unsafe;
+  OPTSTATE_RETURN_IF_ERROR(zip.AddRecord("data.pkl", AsBytes(pickle.bytes)));
+  OPTSTATE_RETURN_IF_ERROR(zip.AddRecord("byteorder", AsBytes("little")));
+  for (size_t key = 0; key < pickle.storages.size(); ++key) {
+    const StorageRef& s = cp.storages[pickle.storages[key]];
+    ++report.storages;
+    report.storage_bytes += s.nbytes;
+    if (s.zero_fill) {
+      OPTSTATE_RETURN_IF_ERROR(zip.AddZeroRecord("data/" + std::to_string(key), s.nbytes));
+      continue;
+    }
+    OPTSTATE_ASSIGN_OR_RETURN(StorageData d, data_of(s, pickle.storages[key]));
+    if (!d.pieces.empty()) {
+      uint64_t total = 0;
+      for (const RecordPiece& p : d.pieces) total += p.data.size();
+      if (total != s.nbytes) return InternalError("storage '" + s.key + "': pieces do not add up");
+      OPTSTATE_RETURN_IF_ERROR(zip.AddRecordPieces("data/" + std::to_string(key), d.pieces, d.release));
+      continue;
+    }
+    if (d.bytes.size() != s.nbytes) {
+      return InternalError("storage '" + s.key + "': " + std::to_string(d.bytes.size()) + " bytes for " +
+                           std::to_string(s.nbytes));
+    }
+    OPTSTATE_RETURN_IF_ERROR(zip.AddRecord("data/" + std::to_string(key), d.bytes, d.release, d.crc, d.source));
+  }
+  OPTSTATE_RETURN_IF_ERROR(zip.AddRecord("version", AsBytes("3\n")));
+  OPTSTATE_RETURN_IF_ERROR(zip.Finish());
+  report.bytes = zip.bytes_written();
+  return report;
+}
+
+StatusOr<WriteReport> WriteWith(const Checkpoint& cp, NodeId root, const std::string& path,
+                                const WriteOptions& options, const StorageDataFn& data_of) {
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<ZipWriter> zip,
+                            ZipWriter::Create(path, ArchiveName(path), options.zstd, options.durability));
+  OPTSTATE_ASSIGN_OR_RETURN(WriteReport report, WriteRecords(*zip, cp, root, data_of));
+  std::error_code ec;
+  report.bytes = std::filesystem::file_size(path, ec);
+  return report;
+}
+
+StorageDataFn FromSource(const StorageSource& source) {
+  return [&source](const StorageRef&, size_t index) -> StatusOr<StorageData> {
+    StorageData d;
+    OPTSTATE_ASSIGN_OR_RETURN(d.bytes, source(index));
+    return d;
+  };
+}
+
+}  // namespace
+
+StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpoint& cp, NodeId root,
+                                      const std::string& path, const WriteOptions& options) {
+  auto release = [&input](ByteSpan chunk) { input.ReleasePages(chunk); };
+  return WriteWith(cp, root, path, options, [&](const StorageRef& s, size_t) -> StatusOr<StorageData> {
+    StorageData d;
+    OPTSTATE_ASSIGN_OR_RETURN(d.bytes, StorageBytes(input.bytes(), cp, s));
+    // A stored record copied whole keeps the CRC the input's directory gives it,
+    // so the bytes are read once, by the kernel where it can. (A wrong CRC stays
+    // as wrong as it was; --verify-crc checks the input first.)
+    if (s.zip_entry >= 0) {
+      const ZipEntry& e = cp.container.zip.entries[static_cast<size_t>(s.zip_entry)];
+      if (e.method == 0 && e.size == d.bytes.size()) d.crc = e.crc32;
+    }
+    if (d.crc) d.source = input.FileRangeOf(d.bytes);
+    d.release = release;
+    return d;
+  });
+}
+
+StatusOr<WriteReport> WriteNewCheckpoint(const Checkpoint& checkpoint, NodeId root, const std::string& path,
+                                         const StorageSource& source, const WriteOptions& options) {
+  return WriteWith(checkpoint, root, path, options, FromSource(source));
+}
+
+StorageDataFn FromPieces(const StoragePiecesSource& source, const std::function<void(ByteSpan)>& release) {
+  return [&source, &release](const StorageRef&, size_t index) -> StatusOr<StorageData> {
+    StorageData d;
+    d.release = release;
+    OPTSTATE_ASSIGN_OR_RETURN(d.pieces, source(index));
+    return d;
+  };
+}
+
+StatusOr<WriteReport> WriteNewCheckpointFromPieces(const Checkpoint& checkpoint, NodeId root,
+                                                   const std::string& path, const StoragePiecesSource& source,
+                                                   const WriteOptions& options,
+                                                   const std::function<void(ByteSpan)>& release) {
+  return WriteWith(checkpoint, root, path, options, FromPieces(source, release));
+}
+
+StatusOr<WriteReport> WriteEmbeddedCheckpointFromPieces(const Checkpoint& checkpoint, NodeId root, OutputStream& out,
+                                                        const StoragePiecesSource& source,
+                                                        const std::function<void(ByteSpan)>& release) {
+  std::unique_ptr<ZipWriter> zip = ZipWriter::CreateEmbedded(out, "archive");
+  return WriteRecords(*zip, checkpoint, root, FromPieces(source, release));
+}
+
+StatusOr<WriteReport> WriteEmbeddedCheckpoint(const Checkpoint& checkpoint, NodeId root, OutputStream& out,
+                                              const StorageSource& source) {
+  std::unique_ptr<ZipWriter> zip = ZipWriter::CreateEmbedded(out, "archive");
+  return WriteRecords(*zip, checkpoint, root, FromSource(source));
+}
+
+}  // namespace optstate

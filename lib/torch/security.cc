@@ -1,0 +1,107 @@
+#include "optstate/security.h"
+
+#include <cctype>
+
+#include "pickle/graph_walk.h"
+#include "optstate/torch_objects.h"
+
+namespace optstate {
+namespace {
+
+// A protocol 2-5 pickle starts with PROTO n and ends with STOP.
+bool LooksLikePickle(const std::string& b) {
+  return b.size() >= 3 && static_cast<uint8_t>(b[0]) == 0x80 &&
+         static_cast<uint8_t>(b[1]) >= 2 && static_cast<uint8_t>(b[1]) <= 5 && b.back() == '.';
+}
+
+void ScanGraphBytes(const ObjectGraph& graph, const std::string& prefix, const PickleLimits& limits,
+                    uint32_t levels_left, std::vector<Finding>& findings) {
+  WalkTree(graph, graph.root, limits.max_depth, [&](const WalkStep& step) {
+    const Node& n = graph.at(step.id);
+    if (step.repeat || n.kind != NodeKind::kBytes || !LooksLikePickle(n.text)) return true;
+    std::string where = prefix + (step.path.empty() ? "(root)" : step.path);
+    ByteCursor cursor(AsBytes(n.text));
+    StatusOr<PickleResult> inner = ReadPickle(cursor, limits);
+    if (!inner.ok()) {
+      findings.push_back({Severity::kWarning, "nested_pickle_unreadable", where,
+                          "bytes value looks like a pickle but does not parse: " +
+                              inner.status().ToString()});
+      return true;
+    }
+    findings.push_back({Severity::kWarning, "nested_pickle", where,
+                        "bytes value holds a pickle (" + std::to_string(n.text.size()) +
+                            " bytes); code that unpickles it runs whatever it references"});
+    ScanGlobals(inner->globals, where + " (nested pickle)", /*nested=*/true, findings);
+    if (levels_left > 1) {
+      ScanGraphBytes(inner->graph, where + " > ", limits, levels_left - 1, findings);
+    }
+    return true;
+  });
+}
+
+}  // namespace
+
+std::string_view SeverityName(Severity s) {
+  switch (s) {
+    case Severity::kInfo: return "info";
+    case Severity::kWarning: return "warning";
+    case Severity::kError: return "error";
+  }
+  return "error";
+}
+
+void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where, bool nested,
+                 std::vector<Finding>& findings) {
+  const std::string caller = nested ? "code that unpickles this value (HeavyBall does on load_state_dict)"
+                                    : "torch.load(weights_only=False)";
+  for (const GlobalRef& g : globals) {
+    std::string loc = where + " offset " + std::to_string(g.offset);
+    std::string name = g.module + "." + g.name;
+    if (IsDangerousGlobal(g.module, g.name)) {
+      findings.push_back({Severity::kError, "dangerous_global", loc,
+                          name + " can run code or reach the system; " + caller +
+                              " would call it. Do not load this with pickle."});
+    } else if (nested) {
+      findings.push_back({Severity::kWarning, "nested_global", loc,
+                          name + " is imported by " + caller});
+    } else if (g.module.starts_with("torch.distributed.tensor") ||
+               g.module.starts_with("torch.distributed._tensor") ||
+               g.module == "torch.distributed.device_mesh") {
+      // torch.distributed.tensor registers these as safe globals when imported.
+      findings.push_back({Severity::kInfo, "global_needs_import", loc,
+                          name + " loads under torch 2.6's weights_only=True only after "
+                                 "`import torch.distributed.tensor`"});
+    } else if (!IsWeightsOnlyAllowed(g.module, g.name)) {
+      findings.push_back({Severity::kWarning, "global_not_allowlisted", loc,
+                          name + " is not on torch 2.6's weights_only allowlist: "
+                                 "torch.load with the default weights_only=True refuses this file"});
+    }
+  }
+}
+
+void ScanZipNames(const std::vector<std::string>& names, std::vector<Finding>& findings) {
+  for (const std::string& name : names) {
+    bool escapes = name.starts_with("/") || name.starts_with("\\") ||
+                   (name.size() >= 2 && name[1] == ':' && std::isalpha(static_cast<unsigned char>(name[0])));
+    size_t start = 0;
+    while (!escapes && start <= name.size()) {  // any ".." path component, with / or \ separators
+      size_t end = name.find_first_of("/\\", start);
+      if (end == std::string::npos) end = name.size();
+      escapes = name.compare(start, end - start, "..") == 0;
+      start = end + 1;
+    }
+    if (escapes) {
+      findings.push_back({Severity::kError, "zip_name_escapes", "zip entry '" + name + "'",
+                          "this name points outside the archive's directory: unzipping the file would write "
+                          "there. torch.save never writes such names; the file was built or edited by hand."});
+    }
+  }
+}
+
+void ScanNestedPickles(const ObjectGraph& graph, const PickleLimits& limits, uint32_t max_depth,
+                       std::vector<Finding>& findings) {
+  if (max_depth == 0) return;
+  ScanGraphBytes(graph, "", limits, max_depth, findings);
+}
+
+}  // namespace optstate

@@ -1,0 +1,262 @@
+#include "optstate/zip_archive.h"
+
+#include <algorithm>
+#include <string>
+
+#include "io/crc32.h"
+
+namespace optstate {
+namespace {
+
+constexpr uint32_t kLocalHeaderSig = 0x04034b50;
+constexpr uint32_t kCentralHeaderSig = 0x02014b50;
+constexpr uint32_t kEndSig = 0x06054b50;
+constexpr uint32_t kZip64EndSig = 0x06064b50;
+constexpr uint32_t kZip64LocatorSig = 0x07064b50;
+constexpr size_t kEndSize = 22;
+constexpr size_t kZip64LocatorSize = 20;
+constexpr size_t kMaxCommentSize = 0xFFFF;
+
+std::string Hex32(uint32_t v) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string s = "0x00000000";
+  for (int i = 9; i >= 2; --i, v >>= 4) s[i] = kDigits[v & 0xF];
+  return s;
+}
+
+// The end-of-central-directory record is the last thing in the file, followed
+// only by a comment of up to 64 KiB, so search backwards for its signature.
+StatusOr<size_t> FindEndRecord(ByteSpan data) {
+  if (data.size() < kEndSize) {
+    return TruncatedError(std::to_string(data.size()) +
+                          " bytes are too few for a zip end-of-central-directory record");
+  }
+  size_t lowest = data.size() > kEndSize + kMaxCommentSize ? data.size() - kEndSize - kMaxCommentSize : 0;
+  for (size_t pos = data.size() - kEndSize + 1; pos-- > lowest;) {
+    if (LoadU32LEUnchecked(data.data() + pos) == kEndSig) return pos;  // pos + 22 <= size
+  }
+  return CorruptError("no zip end-of-central-directory record in the last " +
+                      std::to_string(data.size() - lowest) + " bytes");
+}
+
+struct DirectoryLocation {
+  uint64_t entries = 0;
+  uint64_t size = 0;
+  uint64_t offset = 0;
+  bool zip64 = false;
+};
+
+StatusOr<DirectoryLocation> ReadEndRecords(const ByteCursor& whole, size_t end_pos) {
+  ByteCursor end = whole;
+  OPTSTATE_RETURN_IF_ERROR(end.Seek(end_pos + 4, "end record"));
+  OPTSTATE_ASSIGN_OR_RETURN(uint16_t disk, end.ReadU16LE("end record disk number"));
+  OPTSTATE_ASSIGN_OR_RETURN(uint16_t cd_disk, end.ReadU16LE("end record directory disk"));
+  OPTSTATE_ASSIGN_OR_RETURN(uint16_t disk_entries, end.ReadU16LE("end record entries on disk"));
+  OPTSTATE_ASSIGN_OR_RETURN(uint16_t entries, end.ReadU16LE("end record entry count"));
+  OPTSTATE_ASSIGN_OR_RETURN(uint32_t cd_size, end.ReadU32LE("end record directory size"));
+  OPTSTATE_ASSIGN_OR_RETURN(uint32_t cd_offset, end.ReadU32LE("end record directory offset"));
+  if (disk != 0 || cd_disk != 0 || disk_entries != entries) {
+    return UnsupportedError("multi-disk zip archives");
+  }
+  DirectoryLocation loc{entries, cd_size, cd_offset, false};
+  // torch always writes zip64 end records; they are authoritative when present.
+  if (end_pos >= kZip64LocatorSize) {
+    ByteCursor locator = whole;
+    OPTSTATE_RETURN_IF_ERROR(locator.Seek(end_pos - kZip64LocatorSize, "zip64 locator"));
+    OPTSTATE_ASSIGN_OR_RETURN(uint32_t sig, locator.ReadU32LE("zip64 locator signature"));
+    if (sig == kZip64LocatorSig) {
+      OPTSTATE_RETURN_IF_ERROR(locator.Skip(4, "zip64 locator disk"));
+      OPTSTATE_ASSIGN_OR_RETURN(uint64_t z64_offset, locator.ReadU64LE("zip64 end offset"));
+      ByteCursor z64 = whole;
+      OPTSTATE_RETURN_IF_ERROR_CTX(z64.Seek(z64_offset, "zip64 end record"), "zip64 locator");
+      OPTSTATE_ASSIGN_OR_RETURN(uint32_t z64_sig, z64.ReadU32LE("zip64 end signature"));
+      if (z64_sig != kZip64EndSig) {
+        return CorruptError("offset " + std::to_string(whole.base_offset() + z64_offset) +
+                            ": expected zip64 end record signature, found " + Hex32(z64_sig));
+      }
+      OPTSTATE_RETURN_IF_ERROR(z64.Skip(8 + 2 + 2 + 4 + 4 + 8, "zip64 end record fields"));
+      OPTSTATE_ASSIGN_OR_RETURN(loc.entries, z64.ReadU64LE("zip64 entry count"));
+      OPTSTATE_ASSIGN_OR_RETURN(loc.size, z64.ReadU64LE("zip64 directory size"));
+      OPTSTATE_ASSIGN_OR_RETURN(loc.offset, z64.ReadU64LE("zip64 directory offset"));
+      loc.zip64 = true;
+    }
+  }
+  return loc;
+}
+
+// Central directory fields that do not fit 32 bits live in the zip64 extra field
+// (id 1), in a fixed order, present only for the fields set to 0xFFFFFFFF.
+Status ApplyZip64Extra(ByteCursor extra, ZipEntry& e, bool need_size, bool need_csize,
+                       bool need_offset) {
+  while (extra.remaining() >= 4) {
+    OPTSTATE_ASSIGN_OR_RETURN(uint16_t id, extra.ReadU16LE("extra field id"));
+    OPTSTATE_ASSIGN_OR_RETURN(uint16_t len, extra.ReadU16LE("extra field length"));
+    OPTSTATE_ASSIGN_OR_RETURN(ByteSpan body, extra.ReadBytes(len, "extra field"));
+    if (id != 1) continue;
+    ByteCursor z(body, extra.offset() - len);
+    // OPTSTATE_ASSIGN_OR_RETURN is several statements: braces are required.
+    if (need_size) {
+      OPTSTATE_ASSIGN_OR_RETURN(e.size, z.ReadU64LE("zip64 size"));
+    }
+    if (need_csize) {
+      OPTSTATE_ASSIGN_OR_RETURN(e.compressed_size, z.ReadU64LE("zip64 compressed size"));
+    }
+    if (need_offset) {
+      OPTSTATE_ASSIGN_OR_RETURN(e.local_header_offset, z.ReadU64LE("zip64 offset"));
+    }
+    return Status();
+  }
+  if (need_size || need_csize || need_offset) {
+    return CorruptError("sizes marked as zip64 but no zip64 extra field");
+  }
+  return Status();
+}
+
+StatusOr<ZipEntry> ReadCentralEntry(ByteCursor& cd) {
+  uint64_t start = cd.offset();
+  OPTSTATE_ASSIGN_OR_RETURN(uint32_t sig, cd.ReadU32LE("central header signature"));
+  if (sig != kCentralHeaderSig) {
+    return CorruptError("offset " + std::to_string(start) +
+                        ": expected central directory header, found " + Hex32(sig));
+  }
+  ZipEntry e;
+  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan fixed, cd.ReadBytes(42, "central header"));
+  // Unchecked loads below are within the 42 bytes just checked.
+  e.method = LoadU16LEUnchecked(fixed.data() + 6);
+  e.crc32 = LoadU32LEUnchecked(fixed.data() + 12);
+  uint32_t csize = LoadU32LEUnchecked(fixed.data() + 16);
+  uint32_t size = LoadU32LEUnchecked(fixed.data() + 20);
+  uint16_t name_len = LoadU16LEUnchecked(fixed.data() + 24);
+  uint16_t extra_len = LoadU16LEUnchecked(fixed.data() + 26);
+  uint16_t comment_len = LoadU16LEUnchecked(fixed.data() + 28);
+  uint32_t local = LoadU32LEUnchecked(fixed.data() + 38);
+  e.compressed_size = csize;
+  e.size = size;
+  e.local_header_offset = local;
+  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan name, cd.ReadBytes(name_len, "record name"));
+  e.name.assign(AsChars(name));
+  uint64_t extra_at = cd.offset();
+  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan extra, cd.ReadBytes(extra_len, "extra field"));
+  OPTSTATE_RETURN_IF_ERROR(cd.Skip(comment_len, "record comment"));
+  OPTSTATE_RETURN_IF_ERROR_CTX(
+      ApplyZip64Extra(ByteCursor(extra, extra_at), e, size == 0xFFFFFFFFu, csize == 0xFFFFFFFFu,
+                      local == 0xFFFFFFFFu),
+      "record '" + e.name + "'");
+  return e;
+}
+
+// Checks what the central directory alone can: the local header and at least
+// the compressed data fit in the file.
+Status CheckEntryBounds(const ByteCursor& whole, const ZipEntry& e) {
+  std::string ctx = "record '" + e.name + "'";
+  if (e.local_header_offset > whole.size() || 30 + e.compressed_size > whole.size() - e.local_header_offset) {
+    return TruncatedError(ctx + ": offset " + std::to_string(whole.base_offset() + e.local_header_offset) +
+                          ": local header and " + std::to_string(e.compressed_size) +
+                          " bytes of data end past the end of the data (" +
+                          std::to_string(whole.base_offset() + whole.size()) + ")");
+  }
+  return Status();
+}
+
+}  // namespace
+
+// Follows the local header to the first data byte and checks the range.
+StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& whole, const ZipEntry& e) {
+  if (e.data_offset_known) return e.data_offset;
+  ByteCursor local = whole;
+  std::string ctx = "record '" + e.name + "'";
+  OPTSTATE_RETURN_IF_ERROR_CTX(local.Seek(e.local_header_offset, "local header"), ctx);
+  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan fixed, local.ReadBytes(30, "local header"));
+  uint32_t sig = LoadU32LEUnchecked(fixed.data());
+  if (sig != kLocalHeaderSig) {
+    return CorruptError(ctx + ": offset " + std::to_string(whole.base_offset() + e.local_header_offset) +
+                        ": expected local header, found " + Hex32(sig));
+  }
+  uint16_t name_len = LoadU16LEUnchecked(fixed.data() + 26);
+  uint16_t extra_len = LoadU16LEUnchecked(fixed.data() + 28);
+  uint64_t data_offset = e.local_header_offset + 30 + name_len + extra_len;
+  OPTSTATE_RETURN_IF_ERROR_CTX(whole.Slice(data_offset, e.compressed_size, "record data").status(), ctx);
+  return data_offset;
+}
+
+Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive) {
+  for (ZipEntry& e : archive.entries) {
+    OPTSTATE_ASSIGN_OR_RETURN(e.data_offset, ZipEntryDataOffset(cursor, e));
+    e.data_offset_known = true;
+  }
+  return Status();
+}
+
+const ZipEntry* ZipArchive::Find(std::string_view record) const {
+  for (const ZipEntry& e : entries) {
+    if (e.name.size() == prefix.size() + 1 + record.size() && e.name.starts_with(prefix) &&
+        e.name[prefix.size()] == '/' && e.name.ends_with(record)) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+bool LooksLikeZip(ByteSpan data) {
+  return data.size() >= 4 && LoadU32LEUnchecked(data.data()) == kLocalHeaderSig;
+}
+
+StatusOr<ZipArchive> ReadZipDirectory(const ByteCursor& cursor, const ZipLimits& limits) {
+  OPTSTATE_ASSIGN_OR_RETURN(size_t end_pos, FindEndRecord(cursor.data()));
+  OPTSTATE_ASSIGN_OR_RETURN(DirectoryLocation loc, ReadEndRecords(cursor, end_pos));
+  if (loc.entries > limits.max_entries) {
+    return LimitExceededError("zip declares " + std::to_string(loc.entries) +
+                              " records; the limit is " + std::to_string(limits.max_entries));
+  }
+  // Each central header takes at least 46 bytes: check the count against the
+  // directory's size before reserving anything.
+  if (loc.entries > loc.size / 46) {
+    return CorruptError("zip declares " + std::to_string(loc.entries) + " records in a " +
+                        std::to_string(loc.size) + "-byte central directory");
+  }
+  OPTSTATE_ASSIGN_OR_RETURN(ByteCursor cd, cursor.Slice(loc.offset, loc.size, "central directory"));
+  ZipArchive archive;
+  archive.zip64 = loc.zip64;
+  archive.entries.reserve(static_cast<size_t>(loc.entries));
+  for (uint64_t i = 0; i < loc.entries; ++i) {
+    OPTSTATE_ASSIGN_OR_RETURN(ZipEntry e, ReadCentralEntry(cd));
+    OPTSTATE_RETURN_IF_ERROR(CheckEntryBounds(cursor, e));
+    archive.entries.push_back(std::move(e));
+  }
+  if (archive.entries.empty()) return CorruptError("zip archive has no records");
+  const std::string& first = archive.entries.front().name;
+  size_t slash = first.find('/');
+  if (slash == std::string::npos || slash == 0) {
+    return CorruptError("record '" + first + "' is not inside a top directory, as torch.save writes");
+  }
+  archive.prefix = first.substr(0, slash);
+  for (const ZipEntry& e : archive.entries) {
+    if (!e.name.starts_with(archive.prefix + "/")) {
+      return CorruptError("record '" + e.name + "' lies outside the archive directory '" +
+                          archive.prefix + "/'");
+    }
+  }
+  return archive;
+}
+
+StatusOr<ByteSpan> ZipEntryData(const ByteCursor& cursor, const ZipEntry& entry) {
+  if (entry.method != 0) {
+    return UnsupportedError("record '" + entry.name + "' is compressed (method " +
+                            std::to_string(entry.method) + "); torch.save stores records");
+  }
+  OPTSTATE_ASSIGN_OR_RETURN(uint64_t offset, ZipEntryDataOffset(cursor, entry));
+  OPTSTATE_ASSIGN_OR_RETURN(ByteCursor data, cursor.Slice(offset, entry.size, "record data"));
+  return data.data();
+}
+
+Status VerifyZipEntryCrc(const ByteCursor& cursor, const ZipEntry& entry) {
+  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan data, ZipEntryData(cursor, entry));
+  uint32_t actual = Crc32(data);
+  if (actual != entry.crc32) {
+    return CorruptError("record '" + entry.name + "': CRC-32 is " + Hex32(actual) +
+                        ", the directory says " + Hex32(entry.crc32));
+  }
+  return Status();
+}
+
+}  // namespace optstate

@@ -1,0 +1,272 @@
+#include "optstate/zip_writer.h"
+
+#include "io/crc32.h"
+
+#include <algorithm>
+#include <future>
+#include <system_error>
+#include <vector>
+
+namespace optstate {
+namespace {
+
+constexpr uint64_t kAlignment = 64;  // torch's kFieldAlignment, 1.6 through 2.6
+constexpr uint64_t k4G = 0xFFFFFFFFull;
+constexpr size_t kCopyChunk = 8 << 20;  // bytes written (and pages released) at a time
+
+void U16(std::string& s, uint64_t v) {
+  s += static_cast<char>(v & 0xFF);
+  s += static_cast<char>((v >> 8) & 0xFF);
+}
+void U32(std::string& s, uint64_t v) {
+  U16(s, v & 0xFFFF);
+  U16(s, (v >> 16) & 0xFFFF);
+}
+void U64(std::string& s, uint64_t v) {
+  U32(s, v & 0xFFFFFFFF);
+  U32(s, v >> 32);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ZipWriter>> ZipWriter::Create(const std::string& path, std::string prefix, bool zstd,
+                                                       Durability durability) {
+  if (prefix.empty() || prefix.find('/') != std::string::npos) {
+    return InvalidArgumentError("zip archive directory '" + prefix + "' must be one non-empty path component");
+  }
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> file, AtomicFileWriter::Create(path, durability));
+  std::unique_ptr<OutputStream> out = std::move(file);
+  if (zstd) {
+    OPTSTATE_ASSIGN_OR_RETURN(out, MakeZstdOutput(std::move(out)));
+  }
+  return std::unique_ptr<ZipWriter>(new ZipWriter(std::move(out), std::move(prefix)));
+}
+
+namespace {
+
+// A window on another stream: positions count from where the window opened,
+// and committing is the owner's business.
+class EmbeddedStream : public OutputStream {
+ public:
+  explicit EmbeddedStream(OutputStream& parent) : parent_(parent), base_(parent.position()) {}
+  Status Write(ByteSpan data) override { return parent_.Write(data); }
+  StatusOr<uint64_t> CopyFromFile(int fd, uint64_t offset, uint64_t length) override {
+    return parent_.CopyFromFile(fd, offset, length);
+  }
+  uint64_t position() const override { return parent_.position() - base_; }
+  Status Commit() override { return Status(); }
+
+ private:
+  OutputStream& parent_;
+  uint64_t base_;
+};
+
+}  // namespace
+
+std::unique_ptr<ZipWriter> ZipWriter::CreateEmbedded(OutputStream& parent, std::string prefix) {
+  return std::unique_ptr<ZipWriter>(new ZipWriter(std::make_unique<EmbeddedStream>(parent), std::move(prefix)));
+}
+
+Status ZipWriter::Put(const std::string& bytes) { return out_->Write(AsBytes(bytes)); }
+
+Status ZipWriter::AddRecord(const std::string& record, ByteSpan data, const std::function<void(ByteSpan)>& done_with,
+                            std::optional<uint32_t> known_crc, std::optional<FileRange> source) {
+  OPTSTATE_RETURN_IF_ERROR(Header(record, data.size()));
+  if (known_crc) {
+    uint64_t copied = 0;  // by the kernel, in one go: these pages are never mapped in here
+    if (source) {
+      OPTSTATE_ASSIGN_OR_RETURN(copied, out_->CopyFromFile(source->fd, source->offset, data.size()));
+    }
+    for (size_t at = static_cast<size_t>(copied); at < data.size(); at += kCopyChunk) {
+      ByteSpan chunk = data.subspan(at, std::min(kCopyChunk, data.size() - at));
+      OPTSTATE_RETURN_IF_ERROR(out_->Write(chunk));
+      if (done_with) done_with(chunk);
+    }
+    return Descriptor(*known_crc);
+  }
+  uint32_t crc = 0;
+  for (size_t at = 0; at < data.size(); at += kCopyChunk) {
+    ByteSpan chunk = data.subspan(at, std::min(kCopyChunk, data.size() - at));
+    // The CRC and the copy into the page cache each cost about as much CPU as
+    // the other: for large chunks they run on two threads at once. Pages are
+    // released only after both are done with the chunk.
+    std::future<uint32_t> chunk_crc;
+    if (chunk.size() >= (1 << 20)) {
+      try {
+        chunk_crc = std::async(std::launch::async, [chunk, crc] { return Crc32(chunk, crc); });
+      } catch (const std::system_error&) {
+        // No thread to be had: compute it inline below.
+      }
+    }
+    Status written = out_->Write(chunk);
+    crc = chunk_crc.valid() ? chunk_crc.get() : Crc32(chunk, crc);
+    OPTSTATE_RETURN_IF_ERROR(written);
+    if (done_with) done_with(chunk);
+  }
+  return Descriptor(crc);
+}
+
+Status ZipWriter::AddRecordPieces(const std::string& record, const std::vector<RecordPiece>& pieces,
+                                  const std::function<void(ByteSpan)>& done_with) {
+  uint64_t total = 0;
+  for (const RecordPiece& p : pieces) total += p.data.size();
+  OPTSTATE_RETURN_IF_ERROR(Header(record, total));
+  uint32_t crc = 0;
+  for (const RecordPiece& p : pieces) {
+    uint64_t copied = 0;
+    if (p.crc && p.source) {
+      OPTSTATE_ASSIGN_OR_RETURN(copied, out_->CopyFromFile(p.source->fd, p.source->offset, p.data.size()));
+    }
+    std::optional<uint32_t> piece_crc = p.crc;
+    if (!piece_crc && p.source) {
+      // Part of a record (a reshard's chunk cut from an input chunk): read once
+      // for the CRC, copied by the kernel.
+      piece_crc = Crc32OnTwoThreads(p.data);
+      OPTSTATE_ASSIGN_OR_RETURN(copied, out_->CopyFromFile(p.source->fd, p.source->offset, p.data.size()));
+      if (done_with) done_with(p.data);
+    }
+    uint32_t computed = 0;
+    for (size_t at = static_cast<size_t>(copied); at < p.data.size(); at += kCopyChunk) {
+      ByteSpan chunk = p.data.subspan(at, std::min(kCopyChunk, p.data.size() - at));
+      if (!piece_crc) computed = Crc32(chunk, computed);
+      OPTSTATE_RETURN_IF_ERROR(out_->Write(chunk));
+      if (done_with) done_with(chunk);
+    }
+    crc = Crc32Combine(crc, piece_crc ? *piece_crc : computed, p.data.size());
+  }
+  return Descriptor(crc);
+}
+
+Status ZipWriter::AddZeroRecord(const std::string& record, uint64_t size) {
+  static const std::vector<std::byte> kZeros(1 << 16);
+  OPTSTATE_RETURN_IF_ERROR(Header(record, size));
+  uint32_t crc = 0;
+  for (uint64_t left = size; left > 0;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(left, kZeros.size()));
+    crc = Crc32(ByteSpan(kZeros.data(), n), crc);
+    OPTSTATE_RETURN_IF_ERROR(out_->Write(ByteSpan(kZeros.data(), n)));
+    left -= n;
+  }
+  return Descriptor(crc);
+}
+
+// Local header of a stored record. Bit 3 says the CRC follows the data in a
+// descriptor; the sizes are known up front and given here too.
+Status ZipWriter::Header(const std::string& record, uint64_t size) {
+  Entry e{prefix_ + "/" + record, size, 0, out_->position()};
+  bool zip64 = e.size >= k4G || e.local_offset >= k4G;
+  std::string h;
+  U32(h, 0x04034b50);
+  U16(h, zip64 ? 45 : 20);  // version needed
+  U16(h, 0x0808);           // data descriptor follows; UTF-8 names
+  U16(h, 0);                // stored
+  U16(h, 0);                // time
+  U16(h, 0);                // date
+  U32(h, 0);                // CRC: in the descriptor
+  U32(h, zip64 ? k4G : e.size);
+  U32(h, zip64 ? k4G : e.size);
+  U16(h, e.name.size());
+  std::string extra;
+  if (zip64) {
+    U16(extra, 0x0001);
+    U16(extra, 16);
+    U64(extra, e.size);
+    U64(extra, e.size);
+  }
+  // Pad with an 'FB' extra field so the data starts on a 64-byte boundary.
+  uint64_t data_at = e.local_offset + 30 + e.name.size() + extra.size() + 4;
+  uint64_t pad = (kAlignment - data_at % kAlignment) % kAlignment;
+  U16(extra, 0x4246);  // "FB"
+  U16(extra, pad);
+  extra.append(pad, 'Z');
+  U16(h, extra.size());
+  h += e.name;
+  h += extra;
+  OPTSTATE_RETURN_IF_ERROR(Put(h));
+  entries_.push_back(std::move(e));
+  return Status();
+}
+
+Status ZipWriter::Descriptor(uint32_t crc) {
+  Entry& e = entries_.back();
+  e.crc = crc;
+  std::string d;
+  U32(d, 0x08074b50);
+  U32(d, crc);
+  if (e.size >= k4G || e.local_offset >= k4G) {
+    U64(d, e.size);
+    U64(d, e.size);
+  } else {
+    U32(d, e.size);
+    U32(d, e.size);
+  }
+  return Put(d);
+}
+
+Status ZipWriter::Finish() {
+  uint64_t cd_start = out_->position();
+  std::string cd;
+  for (const Entry& e : entries_) {
+    bool big_size = e.size >= k4G;
+    bool big_offset = e.local_offset >= k4G;
+    std::string extra;
+    if (big_size || big_offset) {
+      U16(extra, 0x0001);
+      U16(extra, (big_size ? 16 : 0) + (big_offset ? 8 : 0));
+      if (big_size) {
+        U64(extra, e.size);
+        U64(extra, e.size);
+      }
+      if (big_offset) U64(extra, e.local_offset);
+    }
+    U32(cd, 0x02014b50);
+    U16(cd, 45);  // made by
+    U16(cd, (big_size || big_offset) ? 45 : 20);
+    U16(cd, 0x0800);
+    U16(cd, 0);
+    U16(cd, 0);
+    U16(cd, 0);
+    U32(cd, e.crc);
+    U32(cd, big_size ? k4G : e.size);
+    U32(cd, big_size ? k4G : e.size);
+    U16(cd, e.name.size());
+    U16(cd, extra.size());
+    U16(cd, 0);  // comment
+    U16(cd, 0);  // disk
+    U16(cd, 0);  // internal attributes
+    U32(cd, 0);  // external attributes
+    U32(cd, big_offset ? k4G : e.local_offset);
+    cd += e.name;
+    cd += extra;
+  }
+  uint64_t cd_size = cd.size();
+  uint64_t z64_at = cd_start + cd_size;
+  // zip64 end of central directory + locator, always (as torch's writer does).
+  U32(cd, 0x06064b50);
+  U64(cd, 44);
+  U16(cd, 45);
+  U16(cd, 45);
+  U32(cd, 0);
+  U32(cd, 0);
+  U64(cd, entries_.size());
+  U64(cd, entries_.size());
+  U64(cd, cd_size);
+  U64(cd, cd_start);
+  U32(cd, 0x07064b50);
+  U32(cd, 0);
+  U64(cd, z64_at);
+  U32(cd, 1);
+  // Classic end record, saturated where zip64 holds the real values.
+  U32(cd, 0x06054b50);
+  U16(cd, 0);
+  U16(cd, 0);
+  U16(cd, std::min<uint64_t>(entries_.size(), 0xFFFF));
+  U16(cd, std::min<uint64_t>(entries_.size(), 0xFFFF));
+  U32(cd, std::min<uint64_t>(cd_size, k4G));
+  U32(cd, std::min<uint64_t>(cd_start, k4G));
+  U16(cd, 0);
+  OPTSTATE_RETURN_IF_ERROR(Put(cd));
+  return out_->Commit();
+}
+
+}  // namespace optstate
