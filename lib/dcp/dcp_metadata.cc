@@ -6,7 +6,7 @@
 #include <set>
 #include <utility>
 
-#include "optstate/optimizer_state.h"
+#include "optstate/pickle_graph.h"
 #include "optstate/torch_objects.h"
 
 namespace optstate {

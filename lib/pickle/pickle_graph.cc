@@ -39,4 +39,12 @@ std::string TypeName(const ObjectGraph& graph, NodeId id) {
   return "object";
 }
 
+NodeId DictLookup(const ObjectGraph& g, NodeId dict, std::string_view key) {
+  if (dict == kNoNode || g.at(dict).kind != NodeKind::kDict) return kNoNode;
+  for (auto [k, v] : g.at(dict).entries) {
+    if (g.at(k).kind == NodeKind::kStr && g.at(k).text == key) return v;
+  }
+  return kNoNode;
+}
+
 }  // namespace optstate

@@ -109,14 +109,6 @@ std::string_view KeyKindOrigin(KeyKind kind) {
   return "";
 }
 
-NodeId DictLookup(const ObjectGraph& g, NodeId dict, std::string_view key) {
-  if (dict == kNoNode || g.at(dict).kind != NodeKind::kDict) return kNoNode;
-  for (auto [k, v] : g.at(dict).entries) {
-    if (g.at(k).kind == NodeKind::kStr && g.at(k).text == key) return v;
-  }
-  return kNoNode;
-}
-
 bool IsOptimizerStateDict(const ObjectGraph& g, NodeId id) {
   NodeId state = DictLookup(g, id, "state");
   NodeId groups = DictLookup(g, id, "param_groups");

@@ -57,9 +57,6 @@ struct OptimizerState {
 // {"state": dict, "param_groups": [dict...]}: what Optimizer.state_dict() returns.
 bool IsOptimizerStateDict(const ObjectGraph& graph, NodeId id);
 
-// The value of a str key in a dict node, or kNoNode.
-NodeId DictLookup(const ObjectGraph& graph, NodeId dict, std::string_view key);
-
 // Paths of every {"state": dict, "param_groups": [dict...]} in the checkpoint
 // (the root, or under keys like "optimizer"), in tree order.
 std::vector<std::string> FindOptimizerStates(const Checkpoint& checkpoint);

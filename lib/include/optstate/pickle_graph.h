@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -81,6 +82,9 @@ std::string GlobalName(const Node& node);
 // "collections.OrderedDict", "tensor", "torch.nn.Module" (for an object, its
 // callable's name), ...
 std::string TypeName(const ObjectGraph& graph, NodeId id);
+
+// The value of a str key in a dict node, or kNoNode.
+NodeId DictLookup(const ObjectGraph& graph, NodeId dict, std::string_view key);
 
 }  // namespace optstate
 
