@@ -93,6 +93,32 @@ std::string LittleEndianToDecimal(ByteSpan bytes) {
   return digits;
 }
 
+// Digits are folded in one at a time (magnitude = magnitude * 10 + digit).
+std::string DecimalToLittleEndian(const std::string& digits) {
+  bool negative = !digits.empty() && digits[0] == '-';
+  std::vector<uint8_t> mag;  // little-endian magnitude
+  for (char c : digits.substr(negative ? 1 : 0)) {
+    unsigned carry = static_cast<unsigned>(c - '0');
+    for (uint8_t& b : mag) {
+      unsigned v = b * 10u + carry;
+      b = static_cast<uint8_t>(v);
+      carry = v >> 8;
+    }
+    while (carry) {
+      mag.push_back(static_cast<uint8_t>(carry));
+      carry >>= 8;
+    }
+  }
+  mag.push_back(0);  // room for the sign bit
+  if (negative) NegateLittleEndian(mag);
+  // Drop redundant sign bytes.
+  while (mag.size() > 1 && ((mag.back() == 0 && !(mag[mag.size() - 2] & 0x80)) ||
+                            (mag.back() == 0xFF && (mag[mag.size() - 2] & 0x80)))) {
+    mag.pop_back();
+  }
+  return std::string(mag.begin(), mag.end());
+}
+
 StatusOr<std::string> DecodeStringRepr(std::string_view quoted) {
   if (quoted.size() < 2 || (quoted.front() != '\'' && quoted.front() != '"') ||
       quoted.back() != quoted.front()) {

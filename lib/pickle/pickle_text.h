@@ -1,5 +1,5 @@
-// Decoding helpers for pickle's text-mode arguments and big integers. Internal
-// to lib/: used by the pickle machine only.
+// Decoding helpers for pickle's text-mode arguments, and big integers both ways
+// (read by the pickle machine, written by the emitter).
 #ifndef OPTSTATE_LIB_PICKLE_TEXT_H_
 #define OPTSTATE_LIB_PICKLE_TEXT_H_
 
@@ -24,6 +24,10 @@ StatusOr<DecimalInt> ParseDecimalInt(std::string_view text);
 
 // Exact decimal form of a little-endian two's complement integer (LONG1/LONG4).
 std::string LittleEndianToDecimal(ByteSpan bytes);
+
+// The inverse: decimal digits (with '-') as the fewest little-endian two's
+// complement bytes that hold them.
+std::string DecimalToLittleEndian(const std::string& digits);
 
 // A Python 2 str repr as protocol 0 writes it: 'abc' or "abc" with backslash
 // escapes (\\ \' \" \n \r \t \xHH and octal). Returns the raw bytes.

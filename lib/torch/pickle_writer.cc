@@ -1,40 +1,14 @@
 #include "torch/pickle_writer.h"
 
 #include <algorithm>
-#include <bit>
 #include <unordered_map>
 
 #include "optstate/torch_objects.h"
+#include "pickle/pickle_emitter.h"
 #include "pickle/pickle_text.h"
 
 namespace optstate {
 namespace {
-
-// Decimal digits (with '-') to minimal little-endian two's complement bytes.
-std::string DecimalToLong(const std::string& digits) {
-  bool negative = !digits.empty() && digits[0] == '-';
-  std::vector<uint8_t> mag;  // little-endian magnitude
-  for (char c : digits.substr(negative ? 1 : 0)) {
-    unsigned carry = static_cast<unsigned>(c - '0');
-    for (uint8_t& b : mag) {
-      unsigned v = b * 10u + carry;
-      b = static_cast<uint8_t>(v);
-      carry = v >> 8;
-    }
-    while (carry) {
-      mag.push_back(static_cast<uint8_t>(carry));
-      carry >>= 8;
-    }
-  }
-  mag.push_back(0);  // room for the sign bit
-  if (negative) NegateLittleEndian(mag);
-  // Drop redundant sign bytes.
-  while (mag.size() > 1 && ((mag.back() == 0 && !(mag[mag.size() - 2] & 0x80)) ||
-                            (mag.back() == 0xFF && (mag[mag.size() - 2] & 0x80)))) {
-    mag.pop_back();
-  }
-  return std::string(mag.begin(), mag.end());
-}
 
 class Writer {
  public:
@@ -42,9 +16,10 @@ class Writer {
 
   StatusOr<PickleOutput> Run(NodeId root) {
     OPTSTATE_RETURN_IF_ERROR(Count(root, 0));
-    out_.bytes = "\x80\x02";
+    e_.Raw("\x80\x02");
     OPTSTATE_RETURN_IF_ERROR(Emit(root));
-    out_.bytes += '.';
+    e_.Op('.');
+    out_.bytes = std::move(e_.bytes());
     return std::move(out_);
   }
 
@@ -66,78 +41,17 @@ class Writer {
     return Status();
   }
 
-  void Op(char c) { out_.bytes += c; }
-  void Raw(const void* p, size_t n) { out_.bytes.append(static_cast<const char*>(p), n); }
-  void U32(uint32_t v) {
-    for (int i = 0; i < 4; ++i) out_.bytes += static_cast<char>((v >> (8 * i)) & 0xFF);
-  }
-
-  void Put() {
-    uint32_t index = next_memo_++;
-    if (index < 256) {
-      Op('q');
-      Op(static_cast<char>(index));
-    } else {
-      Op('r');
-      U32(index);
-    }
-  }
-  void Get(uint32_t index) {
-    if (index < 256) {
-      Op('h');
-      Op(static_cast<char>(index));
-    } else {
-      Op('j');
-      U32(index);
-    }
-  }
+  void Op(char c) { e_.Op(c); }
+  void Int(int64_t v) { e_.Int(v); }
+  void Str(const std::string& s) { e_.Str(s); }
+  void IntTuple(const std::vector<int64_t>& v) { e_.IntTuple(v); }
   // Memoizes the object just written if it is referenced again later.
   void Remember(NodeId id) {
-    if (refs_[id] > 1) {
-      memo_[id] = next_memo_;
-      Put();
-    }
+    if (refs_[id] > 1) memo_[id] = e_.Put();
   }
-
-  void Int(int64_t v) {
-    if (v >= 0 && v < 256) {
-      Op('K');
-      Op(static_cast<char>(v));
-    } else if (v >= 0 && v < 65536) {
-      Op('M');
-      Op(static_cast<char>(v & 0xFF));
-      Op(static_cast<char>(v >> 8));
-    } else if (v >= INT32_MIN && v <= INT32_MAX) {
-      Op('J');
-      U32(static_cast<uint32_t>(static_cast<int32_t>(v)));
-    } else {
-      Long(DecimalToLong(std::to_string(v)));
-    }
-  }
-  void Long(const std::string& le) {
-    if (le.size() < 256) {
-      Op('\x8a');
-      Op(static_cast<char>(le.size()));
-    } else {
-      Op('\x8b');
-      U32(static_cast<uint32_t>(le.size()));
-    }
-    out_.bytes += le;
-  }
-  void Str(const std::string& s) {
-    Op('X');
-    U32(static_cast<uint32_t>(s.size()));
-    out_.bytes += s;
-  }
+  // Globals torch 2.6's weights_only unpickler would refuse are listed once each.
   void Global(std::string_view module, std::string_view name) {
-    std::string key = std::string(module) + "\n" + std::string(name);
-    auto it = globals_.find(key);
-    if (it != globals_.end()) return Get(it->second);
-    Op('c');
-    out_.bytes += key;
-    Op('\n');
-    globals_[key] = next_memo_;
-    Put();
+    if (!e_.Global(module, name)) return;
     if (!IsWeightsOnlyAllowed(module, name)) {
       std::string full = std::string(module) + "." + std::string(name);
       if (std::find(out_.unsafe_globals.begin(), out_.unsafe_globals.end(), full) == out_.unsafe_globals.end()) {
@@ -153,18 +67,11 @@ class Writer {
     Op(')');
     Op('R');
   }
-  void IntTuple(const std::vector<int64_t>& v) {
-    if (v.empty()) return Op(')');
-    Op('(');
-    for (int64_t x : v) Int(x);
-    Op('t');
-  }
-
   // ('storage', torch.XStorage, key, location, numel), memoized per storage.
   void StorageId(int64_t index, bool untyped) {
     auto it = storage_memo_.find(index);
     if (it != storage_memo_.end()) {
-      Get(it->second);
+      e_.Get(it->second);
     } else {
       const StorageRef& s = cp_.storages[static_cast<size_t>(index)];
       Op('(');
@@ -179,8 +86,7 @@ class Writer {
       Str(s.location.empty() ? "cpu" : s.location);
       Int(static_cast<int64_t>(untyped ? s.nbytes : s.numel));
       Op('t');
-      storage_memo_[index] = next_memo_;
-      Put();
+      storage_memo_[index] = e_.Put();
     }
     Op('Q');
   }
@@ -263,7 +169,7 @@ class Writer {
   Status EmitNode(NodeId id) {
     auto memo = memo_.find(id);
     if (memo != memo_.end()) {
-      Get(memo->second);
+      e_.Get(memo->second);
       return Status();
     }
     const Node& n = g_.at(id);
@@ -271,13 +177,8 @@ class Writer {
       case NodeKind::kNone: Op('N'); break;
       case NodeKind::kBool: Op(n.bool_value ? '\x88' : '\x89'); break;
       case NodeKind::kInt: Int(n.int_value); break;
-      case NodeKind::kBigInt: Long(DecimalToLong(n.text)); break;
-      case NodeKind::kFloat: {
-        Op('G');
-        uint64_t bits = std::bit_cast<uint64_t>(n.float_value);
-        for (int i = 7; i >= 0; --i) out_.bytes += static_cast<char>((bits >> (8 * i)) & 0xFF);
-        break;
-      }
+      case NodeKind::kBigInt: e_.Long(DecimalToLittleEndian(n.text)); break;
+      case NodeKind::kFloat: e_.Float(n.float_value); break;
       case NodeKind::kStr: Str(n.text); break;
       case NodeKind::kBytes: {
         // Protocol 2 spells bytes as _codecs.encode(latin-1 text, 'latin1').
@@ -405,9 +306,8 @@ class Writer {
   static constexpr uint32_t kMaxEmitDepth = 500;  // 8 MiB of stack holds it even under ASan
   uint32_t emit_depth_ = 0;
   std::unordered_map<NodeId, uint32_t> memo_;
-  std::unordered_map<std::string, uint32_t> globals_;
   std::unordered_map<int64_t, uint32_t> storage_memo_;
-  uint32_t next_memo_ = 0;
+  PickleEmitter e_;
   PickleOutput out_;
 };
 
