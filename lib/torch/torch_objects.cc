@@ -8,6 +8,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "torch/dtensor.h"
+
 namespace optstate {
 namespace {
 
@@ -159,7 +161,7 @@ class Resolver {
     if (name == "torch._tensor._rebuild_from_type_v2") {
       // (func, type, args, state): the tensor is func(*args); type says what class.
       if (a.size() < 3 || !IsTuple(a[2])) return Status();
-      if (a.size() >= 4 && IsDTensorClass(a[1])) return RebuildDTensor(id, a);
+      if (a.size() >= 4 && IsDTensorClass(g_, a[1])) return RebuildDTensor(id, a);
       Node inner;
       inner.kind = NodeKind::kObject;
       inner.callable = a[0];
@@ -229,59 +231,11 @@ class Resolver {
     return Status();
   }
 
-  bool IsDTensorClass(NodeId id) const {
-    const Node& n = N(id);
-    return n.kind == NodeKind::kGlobal && n.name == "DTensor" &&
-           (n.module == "torch.distributed.tensor" || n.module == "torch.distributed._tensor.api" ||
-            n.module == "torch.distributed.tensor._api");
-  }
-
-  // The value of `key` in a dict, or in the dict of a (slots, dict) state pair,
-  // or in an object's BUILD state. Torch nests these two or three levels; the
-  // bound matters because BUILD can give an object a state made after it,
-  // itself included, which the reader's depth bookkeeping never sees (a
-  // crafted file made this loop forever).
-  NodeId StateValue(NodeId state, std::string_view key, int depth = 0) const {
-    static constexpr int kMaxStateDepth = 8;
-    if (state == kNoNode || depth > kMaxStateDepth) return kNoNode;
-    const Node& s = N(state);
-    if (s.kind == NodeKind::kTuple) {
-      for (NodeId part : s.items) {
-        NodeId v = StateValue(part, key, depth + 1);
-        if (v != kNoNode) return v;
-      }
-      return kNoNode;
-    }
-    if (s.kind == NodeKind::kObject) return StateValue(s.state, key, depth + 1);
-    if (s.kind != NodeKind::kDict) return kNoNode;
-    for (auto [k, v] : s.entries) {
-      if (N(k).kind == NodeKind::kStr && N(k).text == key) return v;
-    }
-    return kNoNode;
-  }
-
-  // Shard(dim=0), Replicate(), Partial(sum): as str() of the placement prints.
-  std::string PlacementText(NodeId id) const {
-    const Node& n = N(id);
-    std::string cls = TypeName(g_, id);
-    std::string base = cls.substr(cls.rfind('.') + 1);
-    if (base == "Shard" || base == "_StridedShard") {
-      NodeId dim = StateValue(id, "dim");
-      return base + "(dim=" + (dim != kNoNode && N(dim).kind == NodeKind::kInt ? std::to_string(N(dim).int_value) : "?") + ")";
-    }
-    if (base == "Partial") {
-      NodeId op = StateValue(id, "reduce_op");
-      return "Partial(" + (op != kNoNode && N(op).kind == NodeKind::kStr ? N(op).text : std::string("?")) + ")";
-    }
-    if (base == "Replicate") return "Replicate()";
-    return n.kind == NodeKind::kObject ? base : "?";
-  }
-
-  // torch/distributed/tensor/_api.py DTensor.__reduce_ex__ goes through
-  // _rebuild_wrapper_subclass(cls, dtype, global size, stride, offset, layout,
-  // device, requires_grad), with state (None, {'_local_tensor', '_spec'}).
+  // The local shard from the DTensor's state, the global shape, placements
+  // and mesh from the rest of the call (dtensor.h).
   Status RebuildDTensor(NodeId id, const std::vector<NodeId>& a) {
-    NodeId local = StateValue(a[3], "_local_tensor");
+    DTensorParts parts = FindDTensorParts(g_, a);
+    NodeId local = parts.local_tensor;
     if (local == kNoNode || N(local).kind != NodeKind::kTensor) {
       return CorruptError(At(N(id)) + "DTensor without a _local_tensor");
     }
@@ -289,17 +243,13 @@ class Resolver {
     TensorRef t = out_.tensors[N(local).tensor];
     t.inside_dtensor = false;
     t.is_dtensor = true;
-    const std::vector<NodeId>& wrapper_args = N(a[2]).items;
-    if (wrapper_args.size() >= 3) {
-      OPTSTATE_ASSIGN_OR_RETURN(t.global_sizes, IntTuple(N(id), wrapper_args[2], "DTensor size"));
+    if (parts.has_global_size) {
+      OPTSTATE_ASSIGN_OR_RETURN(t.global_sizes, IntTuple(N(id), parts.global_size, "DTensor size"));
     }
-    NodeId spec = StateValue(a[3], "_spec");
-    NodeId placements = StateValue(spec, "placements");
-    if (placements != kNoNode && (N(placements).kind == NodeKind::kTuple || N(placements).kind == NodeKind::kList)) {
-      for (NodeId p : N(placements).items) t.placements.push_back(PlacementText(p));
+    for (std::string& p : parts.placements) t.placements.push_back(std::move(p));
+    if (parts.mesh != kNoNode && N(parts.mesh).kind == NodeKind::kTensor) {
+      t.mesh_shape = out_.tensors[N(parts.mesh).tensor].sizes;
     }
-    NodeId mesh = StateValue(StateValue(spec, "mesh"), "mesh");
-    if (mesh != kNoNode && N(mesh).kind == NodeKind::kTensor) t.mesh_shape = out_.tensors[N(mesh).tensor].sizes;
     return BecomeTensor(id, std::move(t));
   }
 

@@ -1,0 +1,77 @@
+#include "torch/dtensor.h"
+
+#include <string_view>
+
+namespace optstate {
+namespace {
+
+// The value of `key` in a dict, or in the dict of a (slots, dict) state pair,
+// or in an object's BUILD state. Torch nests these two or three levels; the
+// bound matters because BUILD can give an object a state made after it,
+// itself included, which the reader's depth bookkeeping never sees (a
+// crafted file made this loop forever).
+NodeId StateValue(const ObjectGraph& g, NodeId state, std::string_view key, int depth = 0) {
+  static constexpr int kMaxStateDepth = 8;
+  if (state == kNoNode || depth > kMaxStateDepth) return kNoNode;
+  const Node& s = g.at(state);
+  if (s.kind == NodeKind::kTuple) {
+    for (NodeId part : s.items) {
+      NodeId v = StateValue(g, part, key, depth + 1);
+      if (v != kNoNode) return v;
+    }
+    return kNoNode;
+  }
+  if (s.kind == NodeKind::kObject) return StateValue(g, s.state, key, depth + 1);
+  if (s.kind != NodeKind::kDict) return kNoNode;
+  for (auto [k, v] : s.entries) {
+    if (g.at(k).kind == NodeKind::kStr && g.at(k).text == key) return v;
+  }
+  return kNoNode;
+}
+
+// Shard(dim=0), Replicate(), Partial(sum): as str() of the placement prints.
+std::string PlacementText(const ObjectGraph& g, NodeId id) {
+  const Node& n = g.at(id);
+  std::string cls = TypeName(g, id);
+  std::string base = cls.substr(cls.rfind('.') + 1);
+  if (base == "Shard" || base == "_StridedShard") {
+    NodeId dim = StateValue(g, id, "dim");
+    return base + "(dim=" +
+           (dim != kNoNode && g.at(dim).kind == NodeKind::kInt ? std::to_string(g.at(dim).int_value) : "?") + ")";
+  }
+  if (base == "Partial") {
+    NodeId op = StateValue(g, id, "reduce_op");
+    return "Partial(" + (op != kNoNode && g.at(op).kind == NodeKind::kStr ? g.at(op).text : std::string("?")) + ")";
+  }
+  if (base == "Replicate") return "Replicate()";
+  return n.kind == NodeKind::kObject ? base : "?";
+}
+
+}  // namespace
+
+bool IsDTensorClass(const ObjectGraph& g, NodeId id) {
+  const Node& n = g.at(id);
+  return n.kind == NodeKind::kGlobal && n.name == "DTensor" &&
+         (n.module == "torch.distributed.tensor" || n.module == "torch.distributed._tensor.api" ||
+          n.module == "torch.distributed.tensor._api");
+}
+
+DTensorParts FindDTensorParts(const ObjectGraph& g, const std::vector<NodeId>& a) {
+  DTensorParts parts;
+  parts.local_tensor = StateValue(g, a[3], "_local_tensor");
+  const std::vector<NodeId>& wrapper_args = g.at(a[2]).items;
+  if (wrapper_args.size() >= 3) {
+    parts.has_global_size = true;
+    parts.global_size = wrapper_args[2];
+  }
+  NodeId spec = StateValue(g, a[3], "_spec");
+  NodeId placements = StateValue(g, spec, "placements");
+  if (placements != kNoNode &&
+      (g.at(placements).kind == NodeKind::kTuple || g.at(placements).kind == NodeKind::kList)) {
+    for (NodeId p : g.at(placements).items) parts.placements.push_back(PlacementText(g, p));
+  }
+  parts.mesh = StateValue(g, StateValue(g, spec, "mesh"), "mesh");
+  return parts;
+}
+
+}  // namespace optstate

@@ -1,0 +1,37 @@
+// DTensors (FSDP2, tensor parallel) as torch 2.x pickles them, recognised in an
+// ObjectGraph. torch/distributed/tensor/_api.py DTensor.__reduce_ex__ goes
+// through _rebuild_from_type_v2(_rebuild_wrapper_subclass, DTensor, (cls,
+// dtype, global size, stride, offset, layout, device, requires_grad), state)
+// with state (None, {'_local_tensor': tensor, '_spec': DTensorSpec}); the spec
+// holds the placements and the DeviceMesh, whose `mesh` tensor has the mesh's
+// shape. torch_objects.cc turns such a call into one TensorRef.
+#ifndef OPTSTATE_TORCH_DTENSOR_H_
+#define OPTSTATE_TORCH_DTENSOR_H_
+
+#include <string>
+#include <vector>
+
+#include "optstate/pickle_graph.h"
+
+namespace optstate {
+
+// The DTensor class global, under any of the module names torch 2.x used.
+bool IsDTensorClass(const ObjectGraph& graph, NodeId id);
+
+// Where the parts of one DTensor are in the graph. Nodes are kNoNode when the
+// pickle does not have them; nothing here is checked beyond finding it.
+struct DTensorParts {
+  NodeId local_tensor = kNoNode;        // state's _local_tensor
+  bool has_global_size = false;         // the wrapper call has a size argument:
+  NodeId global_size = kNoNode;         //   this one
+  std::vector<std::string> placements;  // "Shard(dim=0)", "Replicate()", "Partial(sum)", as str() prints them
+  NodeId mesh = kNoNode;                // the DeviceMesh's `mesh` value
+};
+
+// `args` of _rebuild_from_type_v2 whose second item IsDTensorClass: at least
+// four items, the third a tuple.
+DTensorParts FindDTensorParts(const ObjectGraph& graph, const std::vector<NodeId>& args);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_TORCH_DTENSOR_H_
