@@ -6,7 +6,8 @@
 #include "pickle/graph_walk.h"
 #include "optstate/model_params.h"
 #include "optstate/state_matching.h"
-#include "check/validate_internal.h"
+#include "check/finding_sink.h"
+#include "check/validate_params.h"
 
 namespace optstate {
 namespace {

@@ -1,6 +1,8 @@
-// The rule catalogue and rules files: ids, default severities, parsing.
+// The rule catalogue and rules files: ids, default severities, parsing, and
+// the sink that records findings at the severity they give.
 #include <nlohmann/json.hpp>
 
+#include "check/finding_sink.h"
 #include "optstate/validate.h"
 
 namespace optstate {
@@ -83,6 +85,21 @@ bool ValidationReport::failed() const {
     if (f.severity == RuleSeverity::kError) return true;
   }
   return false;
+}
+
+RuleSeverity FindingSink::Severity(std::string_view rule) const {
+  auto it = o_.severities.find(std::string(rule));
+  if (it != o_.severities.end()) return it->second;
+  for (const RuleInfo& info : ValidationRules()) {
+    if (info.id == rule) return info.default_severity;
+  }
+  return RuleSeverity::kError;
+}
+
+void FindingSink::Add(std::string_view rule, std::string path, std::string message) {
+  RuleSeverity s = Severity(rule);
+  if (s == RuleSeverity::kOff) return;
+  r_.findings.push_back({std::string(rule), s, std::move(path), std::move(message)});
 }
 
 }  // namespace optstate

@@ -1,0 +1,24 @@
+// The validate rules that need only the checkpoint (validate_checkpoint.cc).
+#ifndef OPTSTATE_CHECK_VALIDATE_CHECKPOINT_H_
+#define OPTSTATE_CHECK_VALIDATE_CHECKPOINT_H_
+
+#include <vector>
+
+#include "check/finding_sink.h"
+#include "optstate/checkpoint.h"
+#include "optstate/inspect_report.h"
+#include "optstate/zip_archive.h"
+
+namespace optstate {
+
+// Security findings, then every optimizer state's keys, param_groups, steps and
+// lr, then (when the options scan values) the values of every state tensor and
+// the CRCs of `records`. Tensors are read through `read`; with `file` (a mapped
+// torch.save file), contiguous ones are counted where they lie instead, in the
+// same sweep as the records. `file` may be null (a DCP directory).
+void CheckCheckpointRules(const Checkpoint& checkpoint, const TensorBytesReader& read, const CheckpointFile* file,
+                          const std::vector<const ZipEntry*>& records, FindingSink& sink);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_CHECK_VALIDATE_CHECKPOINT_H_
