@@ -1,7 +1,7 @@
 // Several processes doing one job together (reshard or export under torchrun or
 // srun, possibly on several machines): who this process is, and one way to
 // exchange small messages. The library uses only this interface; the
-// implementation over LibTorch's c10d TCPStore is in optstate/torch/, so code
+// implementation over LibTorch's c10d TCPStore is in lib/libtorch/, so code
 // that runs alone never loads LibTorch.
 #ifndef OPTSTATE_COORDINATOR_H_
 #define OPTSTATE_COORDINATOR_H_
