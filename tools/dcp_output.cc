@@ -5,8 +5,8 @@
 #include <cstring>
 #include <string>
 
-#include "optstate/inspect_report.h"
 #include "interrupt_cleanup.h"
+#include "optstate/inspect_report.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {

@@ -5,8 +5,8 @@
 #include <map>
 #include <set>
 
-#include "pickle/graph_walk.h"
 #include "optstate/optimizer_state.h"
+#include "pickle/graph_walk.h"
 
 namespace optstate {
 namespace {

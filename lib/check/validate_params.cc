@@ -1,13 +1,14 @@
 // The validate rules that need the model's parameter list: counts and group
 // sizes against the model, then collisions, orphans and shapes from the match.
+#include "check/validate_params.h"
+
 #include <map>
 #include <set>
 
-#include "pickle/graph_walk.h"
+#include "check/finding_sink.h"
 #include "optstate/model_params.h"
 #include "optstate/state_matching.h"
-#include "check/finding_sink.h"
-#include "check/validate_params.h"
+#include "pickle/graph_walk.h"
 
 namespace optstate {
 namespace {

@@ -6,9 +6,9 @@
 
 #include <unistd.h>
 
-#include "torch/half_float.h"
 #include "io/crc32.h"
 #include "io/parallel_for.h"
+#include "torch/half_float.h"
 
 namespace optstate {
 namespace {

@@ -5,9 +5,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "torch/graph_builder.h"
-#include "pickle/graph_walk.h"
 #include "optstate/optimizer_state.h"
+#include "pickle/graph_walk.h"
+#include "torch/graph_builder.h"
 
 namespace optstate {
 namespace {

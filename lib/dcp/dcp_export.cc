@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "optstate/checkpoint_writer.h"
-#include "torch/graph_builder.h"
 #include "pickle/graph_walk.h"
+#include "torch/graph_builder.h"
 
 namespace optstate {
 namespace {

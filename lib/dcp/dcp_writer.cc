@@ -4,9 +4,9 @@
 #include <memory>
 #include <sstream>
 
+#include "io/staging_directory.h"
 #include "optstate/checkpoint_writer.h"
 #include "torch/graph_builder.h"
-#include "io/staging_directory.h"
 
 namespace optstate {
 namespace {

@@ -4,8 +4,8 @@
 // adamw_kernel.h beyond the dtype conversions (half_float.h), which must round as c10 does.
 #include <cmath>
 
-#include "torch/half_float.h"
 #include "optstate/adamw.h"
+#include "torch/half_float.h"
 
 namespace optstate {
 Status AdamWStepReference(std::span<const AdamWTensor> tensors, const AdamWHyper& h) {

@@ -4,11 +4,11 @@
 #include <map>
 #include <new>
 
-#include "torch/half_float.h"
 #include "io/parallel_for.h"
 #include "optim/synthetic_values.h"
 #include "optstate/checkpoint.h"
 #include "torch/graph_builder.h"
+#include "torch/half_float.h"
 
 namespace optstate {
 namespace {

@@ -5,8 +5,8 @@
 #include <map>
 #include <sstream>
 
-#include "optstate/adamw.h"
 #include "optim/synthetic_values.h"
+#include "optstate/adamw.h"
 
 namespace optstate {
 namespace {

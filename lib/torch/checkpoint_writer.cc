@@ -2,8 +2,8 @@
 
 #include <filesystem>
 
-#include "torch/pickle_writer.h"
 #include "optstate/zip_writer.h"
+#include "torch/pickle_writer.h"
 
 namespace optstate {
 namespace {

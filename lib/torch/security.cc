@@ -2,8 +2,8 @@
 
 #include <cctype>
 
-#include "pickle/graph_walk.h"
 #include "optstate/torch_objects.h"
+#include "pickle/graph_walk.h"
 
 namespace optstate {
 namespace {

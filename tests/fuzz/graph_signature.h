@@ -8,8 +8,8 @@
 #include <string>
 #include <unordered_set>
 
-#include "optstate/checkpoint.h"
 #include "io/crc32.h"
+#include "optstate/checkpoint.h"
 
 namespace optstate::fuzz {
 

@@ -1,6 +1,6 @@
 // The legacy (pre-1.6) torch.save layout: five pickles and raw storages.
-#include "torch/legacy_format.h"
 #include "fuzz_target.h"
+#include "torch/legacy_format.h"
 
 OPTSTATE_FUZZ_TARGET(legacy) {
   using namespace optstate;

@@ -2,8 +2,8 @@
 // limits, and never call anything. On success the graph is walked the way
 // reports walk it.
 #include "fuzz_target.h"
-#include "pickle/graph_walk.h"
 #include "optstate/pickle_vm.h"
+#include "pickle/graph_walk.h"
 
 OPTSTATE_FUZZ_TARGET(pickle_vm) {
   using namespace optstate;

@@ -8,10 +8,10 @@
 #include <cstring>
 #include <random>
 
-#include "torch/half_float.h"
 #include "fixtures.h"
 #include "optstate/checkpoint.h"
 #include "optstate/optimizer_state.h"
+#include "torch/half_float.h"
 
 namespace optstate {
 namespace {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "io/crc32_kernels.h"
 #include "fixtures.h"
+#include "io/crc32_kernels.h"
 
 namespace optstate {
 namespace {

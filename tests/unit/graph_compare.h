@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "optstate/checkpoint.h"
 #include "io/crc32.h"
+#include "optstate/checkpoint.h"
 #include "pickle/graph_walk.h"
 
 namespace optstate::testing {

@@ -10,8 +10,8 @@
 
 #include "fixtures.h"
 #include "graph_compare.h"
-#include "pickle/graph_walk.h"
 #include "optstate/torch_objects.h"
+#include "pickle/graph_walk.h"
 #include "pickle/pickle_text.h"
 
 namespace optstate {

@@ -10,8 +10,8 @@
 #include <unordered_map>
 
 #include "fixtures.h"
-#include "optstate/checkpoint.h"
 #include "graph_compare.h"
+#include "optstate/checkpoint.h"
 
 namespace optstate {
 namespace {

@@ -21,8 +21,8 @@
 #include "optstate/coordinator.h"
 #include "optstate/dcp_metadata.h"
 #include "optstate/file_io.h"
-#include "optstate/zip_writer.h"
 #include "optstate/status.h"
+#include "optstate/zip_writer.h"
 
 namespace optstate {
 
