@@ -69,8 +69,7 @@ StatusOr<std::vector<std::byte>> DecompressZstd(ByteSpan in, uint64_t cap) {
     // them with old code that sizes its buffers by the frame alone. No torch
     // checkpoint was ever written that way.
     if (in.size() - at >= 4) {
-      uint32_t magic = uint32_t(in[at]) | uint32_t(in[at + 1]) << 8 | uint32_t(in[at + 2]) << 16 |
-                       uint32_t(in[at + 3]) << 24;
+      uint32_t magic = LoadU32LEUnchecked(in.data() + at);
       if (magic >= 0xFD2FB521u && magic <= 0xFD2FB527u) {
         return UnsupportedError("zstd frame at input offset " + std::to_string(at) + " is in the pre-1.0 format v0." +
                                 std::to_string(magic - 0xFD2FB520u) + "; only zstd 1.x frames are read");
