@@ -185,17 +185,7 @@ class Writer {
         bool bytearray = n.class_name == "builtins.bytearray";
         if (bytearray) Global("builtins", "bytearray");
         Global("_codecs", "encode");
-        std::string latin1;
-        for (char c : n.text) {
-          auto b = static_cast<uint8_t>(c);
-          if (b < 0x80) {
-            latin1 += c;
-          } else {
-            latin1 += static_cast<char>(0xC0 | (b >> 6));
-            latin1 += static_cast<char>(0x80 | (b & 0x3F));
-          }
-        }
-        Str(latin1);
+        Str(Latin1ToUtf8(n.text));
         Str("latin1");
         Op('\x86');
         Op('R');
