@@ -47,6 +47,16 @@ ParamInfo InfoOf(const std::string& name, const TensorRef& t) {
   p.shape = t.sizes;
   p.dtype = t.dtype;
   p.nbytes = t.nbytes();
+  // HeavyBall keyed by param.shape, and a DTensor's shape is the global one:
+  // matching must compare what the optimizer saw, not this rank's shard.
+  if (t.is_dtensor) {
+    p.local_shape = t.sizes;
+    p.placements = t.placements;
+    p.shape = t.global_sizes;
+    uint64_t numel = 1;
+    for (int64_t d : t.global_sizes) numel *= static_cast<uint64_t>(d);
+    p.nbytes = numel * GetDTypeInfo(t.dtype).element_size;
+  }
   return p;
 }
 

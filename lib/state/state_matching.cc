@@ -9,6 +9,21 @@
 namespace optstate {
 namespace {
 
+// Is `merged` what merging runs of consecutive dims of `shape` gives (and not
+// `shape` itself)? [64, 3, 3, 3] -> [64, 27] or [192, 9]; dims of 1 may vanish.
+bool IsDimMerge(const std::vector<int64_t>& shape, const std::vector<int64_t>& merged) {
+  if (merged.empty() || shape.size() <= merged.size()) return false;
+  size_t i = 0;
+  for (int64_t want : merged) {
+    if (want <= 0) return false;
+    int64_t product = 1;
+    while (i < shape.size() && product < want) product *= shape[i++];
+    if (product != want) return false;
+    while (i < shape.size() && shape[i] == 1) ++i;
+  }
+  return i == shape.size();
+}
+
 uint64_t ViewBytes(const StateKey& k, const ParamInfo& p) {
   uint64_t n = 1;
   for (int64_t d : k.shape) n *= static_cast<uint64_t>(d);
@@ -138,16 +153,27 @@ class Matcher {
     for (size_t p = 0; p < params_.size(); ++p) {
       if (any_shape || params_[p].shape == shape) owners.push_back(p);
     }
+    bool merged_view = false;
+    if (owners.empty() && !any_shape) {
+      // HeavyBall's merge_dims keyed the merged view of a parameter: [64, 27]
+      // for a [64, 3, 3, 3] conv weight, at pointer 0 like the rest.
+      for (size_t p = 0; p < params_.size(); ++p) {
+        if (IsDimMerge(params_[p].shape, shape)) owners.push_back(p);
+      }
+      merged_view = !owners.empty();
+    }
     if (owners.size() == 1 && ks.size() == 1) return Assign(ks[0], owners[0], Confidence::kShapeUnique);
     if (owners.empty()) {
-      for (size_t k : ks) Orphan(k, "pointer 0 and no parameter has shape " + ShapeText(shape));
+      for (size_t k : ks) Orphan(k, "pointer 0 and no parameter has shape " + ShapeText(shape) +
+                                        " or one that merges to it");
       return;
     }
     CollisionGroup c;
     if (!any_shape) c.shape = shape;
     c.params = owners;
     c.keys = ks;
-    c.reason = std::to_string(owners.size()) + " parameters" + (any_shape ? "" : " of shape " + ShapeText(shape)) +
+    c.reason = std::to_string(owners.size()) + " parameters" +
+               (any_shape ? "" : (merged_view ? " whose dims merge to " : " of shape ") + ShapeText(shape)) +
                " keyed at pointer 0 (FSDP) shared " + (ks.size() == 1 ? "one state entry" : std::to_string(ks.size()) + " entries") +
                ": their moments were merged in training and cannot be split";
     for (size_t k : ks) {

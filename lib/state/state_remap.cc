@@ -99,10 +99,6 @@ class Remapper {
                                     std::to_string(c.params.size()) +
                                     " parameters: no single entry to share or reset from; use drop");
       }
-      if (o_.on_collision != CollisionPolicy::kDrop && HasDTensor(st_.keys[c.keys.front()].value, 0)) {
-        return UnsupportedError("merged entry " + st_.keys[c.keys.front()].text +
-                                " holds DTensors, which share and reset cannot copy yet; use drop");
-      }
     }
     return Status();
   }
@@ -110,20 +106,6 @@ class Remapper {
   // Optimizer state values are a few levels deep; a value that contains itself
   // (possible in a hostile pickle) must not recurse forever.
   static constexpr int kMaxValueDepth = 256;
-
-  bool HasDTensor(NodeId id, int depth) const {
-    const ObjectGraph& g = r_.checkpoint.graph;
-    const Node& n = g.at(id);
-    if (n.kind == NodeKind::kTensor) return r_.checkpoint.tensors[n.tensor].is_dtensor;
-    if (depth > kMaxValueDepth) return false;
-    for (auto [k, v] : n.entries) {
-      if (HasDTensor(v, depth + 1)) return true;
-    }
-    for (NodeId i : n.items) {
-      if (HasDTensor(i, depth + 1)) return true;
-    }
-    return false;
-  }
 
   // A copy of a state value that owns its tensors: each tensor gets a new
   // storage (zero-filled for reset); tensors sharing a storage within the value
@@ -137,6 +119,7 @@ class Remapper {
     switch (n.kind) {
       case NodeKind::kTensor: {
         TensorRef t = r_.checkpoint.tensors[n.tensor];
+        if (t.is_dtensor) return CopyDTensor(n, reset, depth);
         if (t.storage >= 0) {
           auto it = storage_copies_.find(t.storage);
           if (it == storage_copies_.end()) {
@@ -175,6 +158,26 @@ class Remapper {
       default:
         return id;
     }
+  }
+
+  // A DTensor is written back as the call that built it,
+  // _rebuild_from_type_v2(func, DTensor, args, state), whose state holds the
+  // local shard: the copy keeps the call (class, global size, spec and mesh are
+  // shared, as torch itself shares one mesh) around a copy of the local tensor.
+  NodeId CopyDTensor(const Node& n, bool reset, int depth) {
+    NodeId args = n.args == kNoNode ? kNoNode : Copy(n.args, reset, depth + 1);
+    NodeId state = n.state == kNoNode ? kNoNode : Copy(n.state, reset, depth + 1);
+    TensorRef t = r_.checkpoint.tensors[n.tensor];
+    auto it = storage_copies_.find(t.storage);
+    if (it != storage_copies_.end()) t.storage = it->second;  // the local tensor's copy, made just above
+    r_.checkpoint.tensors.push_back(t);
+    NodeId out = New(NodeKind::kTensor);
+    Node& o = r_.checkpoint.graph.at(out);
+    o = n;
+    o.tensor = static_cast<uint32_t>(r_.checkpoint.tensors.size() - 1);
+    o.args = args;
+    o.state = state;
+    return out;
   }
 
   NodeId Zero(NodeKind kind) {

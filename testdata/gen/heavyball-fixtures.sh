@@ -1,0 +1,33 @@
+#!/bin/bash
+# Fixtures from real HeavyBall runs (not part of regenerate.sh: CI cannot fetch).
+#
+# Usage: testdata/gen/heavyball-fixtures.sh HEAVYBALL_GIT_DIR
+#   HEAVYBALL_GIT_DIR  a clone or mirror of github.com/HomebrewML/HeavyBall
+# Extracts the versions it needs with `git archive` into the torch 2.6 chroot
+# (outside this repository; HeavyBall's code is never committed here), runs the
+# generators there, and replaces testdata/heavyball/ with what they wrote.
+#   0.24.4 = commit 0ad271b (no tag; 19ee313 after it is 0.25.0)
+#     gen_heavyball_fsdp2.py -> testdata/heavyball/fsdp2_0.24.4/
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+git_dir=${1:?usage: $0 HEAVYBALL_GIT_DIR}
+root=${OPTSTATE_TORCH26_ROOT:-/var/cache/optstate-torch26}
+"$here/torch26-chroot.sh"
+
+extract() {  # extract COMMIT NAME -> path inside the chroot
+  local inside=/var/tmp/heavyball-$2
+  rm -rf --one-file-system "$root$inside"
+  mkdir -p "$root$inside"
+  git --git-dir="$git_dir" archive "$1" heavyball | tar -x -C "$root$inside"
+  echo "$inside"
+}
+
+stage=testdata/heavyball.new
+rm -rf "$repo/$stage"
+mkdir -p "$repo/$stage"
+src=$(extract 0ad271b 0.24.4)
+"$here/torch26-python.sh" testdata/gen/gen_heavyball_fsdp2.py "$src" "$stage/fsdp2_0.24.4"
+rm -rf "$repo/testdata/heavyball"
+mv "$repo/$stage" "$repo/testdata/heavyball"
+du -sh "$repo/testdata/heavyball"
