@@ -1,10 +1,13 @@
 #include "collisions_command.h"
 
+#include <cmath>
 #include <iomanip>
+#include <sstream>
 #include <memory>
 
 #include <CLI/CLI.hpp>
 
+#include "optstate/collision_evidence.h"
 #include "optstate/inspect_report.h"
 #include "optstate/param_manifest.h"
 #include "shared_flags.h"
@@ -107,10 +110,76 @@ nlohmann::ordered_json ToJson(const CollisionsOptions& o, const MatchedState& m)
   return doc;
 }
 
+std::string NumberText(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+// No parameter list: what the optimizer file shows by itself.
+int RunAlone(const CollisionsOptions& o, const Status& no_params, CommandOutput& output) {
+  using J = nlohmann::ordered_json;
+  auto file = OpenCheckpoint(o.path, o.read);
+  if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
+  auto st = LocateOptimizerState((*file)->checkpoint(), o.state_key);
+  if (!st.ok()) return ReportError(output, kName, st.status().WithContext(o.path), o.json);
+  CollisionEvidence e = FindCollisionEvidence(**file, *st);
+  if (!e.merged) {
+    return ReportError(output, kName,
+                       Status(no_params.code(), std::string(no_params.message()) + "; the optimizer file alone "
+                                                    "shows no merged state (" + e.reason + ")"),
+                       o.json);
+  }
+  if (o.json) {
+    J keys = J::array();
+    for (const EntryEvidence& k : e.keys) {
+      J j = {{"key", st->keys[k.key].text}};
+      if (!k.shape.empty()) j["shape"] = k.shape;
+      if (k.step) j["step"] = *k.step;
+      if (k.multiplicity) j["multiplicity"] = *k.multiplicity;
+      keys.push_back(std::move(j));
+    }
+    J ev = {{"merged", e.merged}, {"reason", e.reason}};
+    if (e.pointer) ev["pointer"] = *e.pointer;
+    if (e.reference_step) ev["reference_step"] = *e.reference_step;
+    ev["keys"] = std::move(keys);
+    WriteJson(output, J{{"file", o.path}, {"params_source", nullptr}, {"state_path", st->path},
+                        {"scheme", KeyKindName(st->scheme)}, {"key_count", st->keys.size()},
+                        {"param_count", st->param_count}, {"evidence", std::move(ev)}});
+    return kExitFindings;
+  }
+  std::ostream& out = output.out;
+  out << o.path << ": optimizer state at " << (st->path.empty() ? "(root)" : st->path) << "\n";
+  out << "  key scheme   " << KeyKindName(st->scheme) << ": " << KeyKindOrigin(st->scheme) << "\n";
+  out << "  keys         " << st->keys.size() << "\n";
+  out << "  parameters   " << st->param_count << " in param_groups; no model or manifest, so only the file "
+      << "itself is evidence\n\n";
+  out << "collisions: state was merged across parameters\n  " << e.reason << "\n";
+  out << "entries by shape" << (e.reference_step ? " (one parameter's step count: " +
+                                                      NumberText(*e.reference_step) + ")" : "")
+      << ":\n";
+  for (const EntryEvidence& k : e.keys) {
+    out << "  " << st->keys[k.key].text;
+    if (k.step) out << "  step " << NumberText(*k.step);
+    if (k.multiplicity) out << ": stepped " << *k.multiplicity << "x as often, so about " << *k.multiplicity
+                            << " parameters share it";
+    out << "\n";
+  }
+  out << "which parameters share an entry: pass --model (every rank's model file) or --manifest\n";
+  return kExitFindings;
+}
+
+bool NoParamSourceGiven(const ParamSource& p) { return p.manifest.empty() && p.model.empty(); }
+
 }  // namespace
 
 int RunCollisions(const CollisionsOptions& o, CommandOutput& output) {
   auto m = OpenAndMatch(o.path, o.state_key, o.params, o.read, o.match);
+  if (!m.ok() && m.status().code() == StatusCode::kNotFound && NoParamSourceGiven(o.params) &&
+      o.params.model_key.empty() && m.status().message().find("no parameter list") != std::string::npos) {
+    return RunAlone(o, m.status(), output);
+  }
   if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
   const MatchReport& report = m->match;
   if (o.json) {
@@ -135,10 +204,14 @@ CommandRunner AddCollisionsCommand(CLI::App& parent) {
   cmd->footer(
       "\nExit codes: 0 every state entry belongs to exactly one parameter; 1 collisions, orphans or\n"
       "ambiguous keys found; 2 could not do the job.\n"
+      "\nWithout --model or --manifest (and no model inside the file), the optimizer file alone is\n"
+      "evidence: fewer pointer-keyed entries than parameters, all at pointer 0 (FSDP) or one pointer,\n"
+      "prove a collision (exit 1); step counters that ran a multiple faster show how many shared.\n"
       "\nExamples:\n"
       "  optstate collisions --manifest params.json heavyball.pt\n"
       "  optstate collisions --model model.pt heavyball_optim.pt\n"
       "  optstate collisions checkpoint.pt       # the parameters from its own 'model' entry\n"
+      "  optstate collisions rank0.optim.pt      # no model at all: what the file alone shows\n"
       "  optstate collisions --manifest params.json --state-key optimizer --json checkpoint.pt");
   return [o](CommandOutput& output) { return RunCollisions(*o, output); };
 }

@@ -36,7 +36,18 @@ StatusOr<std::vector<ParamInfo>> LoadParams(const RegenerateCommandOptions& o, M
   StatusOr<NodeId> dict = LocateModelStateDict(cp, o.model_key, &found_at);
   if (!dict.ok()) return std::move(dict).status().WithContext(o.model);
   std::vector<ParamInfo> params = ParamsOfModel(cp, *dict).params;
-  for (const ParamInfo& p : params) model.tensors.push_back(DictLookup(cp.graph, *dict, p.name));
+  for (ParamInfo& p : params) {
+    model.tensors.push_back(DictLookup(cp.graph, *dict, p.name));
+    // A rank's DTensor shard: the state is regenerated for the values this file holds.
+    if (!p.local_shape.empty()) {
+      p.shape = p.local_shape;
+      uint64_t n = 1;
+      for (int64_t d : p.shape) n *= static_cast<uint64_t>(d);
+      p.nbytes = n * GetDTypeInfo(p.dtype).element_size;
+      p.local_shape.clear();
+      p.placements.clear();
+    }
+  }
   return params;
 }
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "check/finding_sink.h"
+#include "optstate/collision_evidence.h"
 #include "optstate/model_params.h"
 #include "optstate/state_matching.h"
 #include "pickle/graph_walk.h"
@@ -133,6 +134,18 @@ class ParamChecks {
     return true;
   }
 
+  // Without parameters, state-collision still fires where the file alone
+  // proves merged state (collision_evidence.h); it counts as checked only then.
+  void FromStateAlone() {
+    CollisionEvidence e = FindCollisionEvidence(cp_, ByteSpan(), st_);
+    if (!e.merged) return;
+    ValidationReport& r = sink_.report();
+    std::erase_if(r.skipped, [](const auto& s) { return s.first == "state-collision"; });
+    r.checked.emplace_back("state-collision");
+    sink_.Add("state-collision", state_at_,
+              e.reason + ". Which parameters share which entry: `optstate collisions --model` or --manifest.");
+  }
+
   void FromMatch(const std::vector<ParamInfo>& params, const MatchReport& match) {
     for (const CollisionGroup& c : match.collisions) {
       std::vector<std::string> names;
@@ -211,6 +224,7 @@ Status CheckAgainstParams(const Checkpoint& cp, const std::string& path, Finding
       // Asked for explicitly, a model that is not there is an input error.
       if (o.params) return std::move(dict).status().WithContext(model_path);
       NoteParamRules(r, false, "no parameter list (give --model or --manifest): " + std::string(dict.status().message()));
+      checks.FromStateAlone();
       return Status();
     }
     std::string from = found_at.empty() ? "model " + model_path : "model '" + found_at + "' in " + model_path;
