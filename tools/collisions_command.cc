@@ -9,6 +9,7 @@
 
 #include "optstate/collision_evidence.h"
 #include "optstate/inspect_report.h"
+#include "optstate/rank_set.h"
 #include "optstate/param_manifest.h"
 #include "shared_flags.h"
 
@@ -23,11 +24,11 @@ std::string Names(const std::vector<ParamInfo>& params, const std::vector<size_t
   return out;
 }
 
-void WriteText(const CollisionsOptions& o, const MatchedState& m, std::ostream& out) {
+void WriteText(const std::string& file, const MatchedState& m, std::ostream& out) {
   const OptimizerState& st = m.state;
   const std::vector<ParamInfo>& params = m.params;
   const MatchReport& r = m.match;
-  out << o.path << ": optimizer state at " << (st.path.empty() ? "(root)" : st.path) << "\n";
+  out << file << ": optimizer state at " << (st.path.empty() ? "(root)" : st.path) << "\n";
   out << "  key scheme   " << KeyKindName(st.scheme) << ": " << KeyKindOrigin(st.scheme)
       << (st.mixed ? " (mixed with other kinds)" : "") << "\n";
   out << "  keys         " << st.keys.size() << "\n";
@@ -77,12 +78,12 @@ void WriteText(const CollisionsOptions& o, const MatchedState& m, std::ostream& 
       << "\n";
 }
 
-nlohmann::ordered_json ToJson(const CollisionsOptions& o, const MatchedState& m) {
+nlohmann::ordered_json ToJson(const std::string& file, const MatchedState& m) {
   using J = nlohmann::ordered_json;
   const OptimizerState& st = m.state;
   const std::vector<ParamInfo>& params = m.params;
   const MatchReport& r = m.match;
-  J doc = {{"file", o.path}, {"params_source", ParamSourceJson(m)}, {"state_path", st.path},
+  J doc = {{"file", file}, {"params_source", ParamSourceJson(m)}, {"state_path", st.path},
            {"scheme", KeyKindName(st.scheme)}, {"mixed", st.mixed},
            {"key_count", st.keys.size()}, {"param_count", params.size()}};
   doc["keys"] = J::array();
@@ -172,9 +173,41 @@ int RunAlone(const CollisionsOptions& o, const Status& no_params, CommandOutput&
 
 bool NoParamSourceGiven(const ParamSource& p) { return p.manifest.empty() && p.model.empty(); }
 
+bool IsClean(const MatchReport& r) { return r.collisions.empty() && r.orphans.empty() && r.ambiguous.empty(); }
+
+// Several files: one sharded save, matched on global shapes; every rank's
+// match agrees (OpenAndMatchRankSet checks), so rank 0's is the report.
+int RunRankSet(const CollisionsOptions& o, CommandOutput& output) {
+  RankSetSource source{o.paths, o.models, o.params.manifest, o.params.model_key};
+  auto set = OpenAndMatchRankSet(source, o.state_key, o.read, o.match);
+  if (!set.ok()) return ReportError(output, kName, set.status(), o.json);
+  const MatchedState& m = set->ranks[0];
+  if (o.json) {
+    nlohmann::ordered_json doc = ToJson(set->files[0], m);
+    doc["ranks"] = nlohmann::ordered_json::array();
+    for (size_t r = 0; r < set->files.size(); ++r) {
+      nlohmann::ordered_json j = {{"rank", r}, {"file", set->files[r]}};
+      if (!set->models.empty()) j["model"] = set->models[r];
+      doc["ranks"].push_back(std::move(j));
+    }
+    doc["global_shapes"] = set->global_shapes;
+    WriteJson(output, doc);
+  } else {
+    output.out << "sharded save of " << set->files.size() << " ranks; every rank's files agree\n";
+    for (size_t r = 0; r < set->files.size(); ++r) {
+      output.out << "  rank " << r << "  " << set->files[r]
+                 << (set->models.empty() ? "" : "  model " + set->models[r]) << "\n";
+    }
+    output.out << "  global shapes: " << set->global_shapes << "\n\n";
+    WriteText(set->files[0], m, output.out);
+  }
+  return IsClean(m.match) ? kExitOk : kExitFindings;
+}
+
 }  // namespace
 
 int RunCollisions(const CollisionsOptions& o, CommandOutput& output) {
+  if (o.paths.size() > 1 || o.models.size() > 1) return RunRankSet(o, output);
   auto m = OpenAndMatch(o.path, o.state_key, o.params, o.read, o.match);
   if (!m.ok() && m.status().code() == StatusCode::kNotFound && NoParamSourceGiven(o.params) &&
       o.params.model_key.empty() && m.status().message().find("no parameter list") != std::string::npos) {
@@ -183,20 +216,22 @@ int RunCollisions(const CollisionsOptions& o, CommandOutput& output) {
   if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
   const MatchReport& report = m->match;
   if (o.json) {
-    WriteJson(output, ToJson(o, *m));
+    WriteJson(output, ToJson(o.path, *m));
   } else {
-    WriteText(o, *m, output.out);
+    WriteText(o.path, *m, output.out);
   }
-  bool clean = report.collisions.empty() && report.orphans.empty() && report.ambiguous.empty();
-  return clean ? kExitOk : kExitFindings;
+  return IsClean(report) ? kExitOk : kExitFindings;
 }
 
 CommandRunner AddCollisionsCommand(CLI::App& parent) {
   auto o = std::make_shared<CollisionsOptions>();
   CLI::App* cmd = parent.add_subcommand(
       kName, "Match optimizer state to parameters and report merged (collided) and orphaned state");
-  cmd->add_option("path", o->path, "torch.save checkpoint holding an optimizer state dict")->required();
-  AddParamSourceFlags(*cmd, o->params);
+  cmd->add_option("path", o->paths,
+                  "torch.save checkpoint holding an optimizer state dict; several: the per-rank files of\n"
+                  "one sharded save (in rank order, or named rank<N>)")
+      ->required();
+  AddParamSourceFlags(*cmd, o->params, o->models);
   cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is, e.g. optimizer (default: find it)");
   cmd->add_flag("--allow-heuristic", o->match.allow_heuristic,
                 "Pair same-shape parameters with keys by pointer order when data_ptr is unknown");
@@ -212,8 +247,12 @@ CommandRunner AddCollisionsCommand(CLI::App& parent) {
       "  optstate collisions --model model.pt heavyball_optim.pt\n"
       "  optstate collisions checkpoint.pt       # the parameters from its own 'model' entry\n"
       "  optstate collisions rank0.optim.pt      # no model at all: what the file alone shows\n"
+      "  optstate collisions rank0.optim.pt rank1.optim.pt --model rank0.model.pt --model rank1.model.pt\n"
       "  optstate collisions --manifest params.json --state-key optimizer --json checkpoint.pt");
-  return [o](CommandOutput& output) { return RunCollisions(*o, output); };
+  return [o](CommandOutput& output) {
+    o->path = o->paths.front();
+    return RunCollisions(*o, output);
+  };
 }
 
 }  // namespace optstate::tools

@@ -4,6 +4,7 @@
 #define OPTSTATE_TOOLS_COLLISIONS_COMMAND_H_
 
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "optstate/checkpoint.h"
@@ -12,7 +13,9 @@
 namespace optstate::tools {
 
 struct CollisionsOptions {
-  std::string path;
+  std::string path;                  // the first of paths
+  std::vector<std::string> paths;    // several: the per-rank files of one sharded save
+  std::vector<std::string> models;   // --model, once per rank
   ParamSource params;
   std::string state_key;  // where the optimizer state dict is; "" = find it
   bool json = false;

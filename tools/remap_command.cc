@@ -8,6 +8,7 @@
 #include "optstate/checkpoint_writer.h"
 #include "optstate/inspect_report.h"
 #include "optstate/param_manifest.h"
+#include "optstate/rank_set.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {
@@ -15,11 +16,11 @@ namespace {
 
 constexpr const char* kName = "remap";
 
-nlohmann::ordered_json ReportJson(const RemapCommandOptions& o, const MatchedState& m, const RemapResult& r,
-                                  const WriteReport& w) {
+nlohmann::ordered_json ReportJson(const RemapCommandOptions& o, const std::string& input, const std::string& output,
+                                  const MatchedState& m, const RemapResult& r, const WriteReport& w) {
   using J = nlohmann::ordered_json;
   const OptimizerState& st = m.state;
-  J doc = {{"input", o.input}, {"output", o.output}, {"params_source", ParamSourceJson(m)}, {"state_path", st.path},
+  J doc = {{"input", input}, {"output", output}, {"params_source", ParamSourceJson(m)}, {"state_path", st.path},
            {"input_scheme", KeyKindName(st.scheme)}, {"to", o.to}, {"on_collision", o.on_collision},
            {"moved", r.moved}, {"dropped", r.dropped}, {"bytes", w.bytes},
            {"weights_only_loadable", w.unsafe_globals.empty()}, {"unsafe_globals", w.unsafe_globals},
@@ -36,37 +37,121 @@ nlohmann::ordered_json ReportJson(const RemapCommandOptions& o, const MatchedSta
   return doc;
 }
 
-
-}  // namespace
-
-int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
-  std::error_code ec;
-  if (std::filesystem::exists(o.output, ec) && std::filesystem::equivalent(o.input, o.output, ec)) {
-    return ReportError(output, kName,
-                       InvalidArgumentError(o.output + ": is the input; optstate never modifies an input file"),
-                       o.json);
-  }
+RemapOptions ToRemapOptions(const RemapCommandOptions& o) {
   RemapOptions ro;
   ro.to = o.to == "fqn" ? KeyTarget::kFqn : KeyTarget::kIndex;
   ro.on_collision = o.on_collision == "drop"    ? CollisionPolicy::kDrop
                     : o.on_collision == "share" ? CollisionPolicy::kShare
                     : o.on_collision == "reset" ? CollisionPolicy::kReset
                                                 : CollisionPolicy::kFail;
+  return ro;
+}
+
+void WriteText(const RemapCommandOptions& o, const std::string& out_path, const MatchedState& m,
+               const RemapResult& remapped, const WriteReport& written, std::ostream& out) {
+  const OptimizerState* state = &m.state;
+  out << out_path << ": " << HumanBytes(written.bytes) << "; optimizer state at "
+      << (state->path.empty() ? "(root)" : state->path) << " rekeyed from " << KeyKindName(state->scheme) << " to "
+      << o.to << "\n";
+  WriteParamSourceText(m, out);
+  out << "  " << remapped.moved << " of " << state->keys.size() << " entries carried over, " << remapped.dropped
+      << " dropped\n";
+  for (const RemapEntry& e : remapped.entries) {
+    if (e.fate == "moved") continue;
+    out << "  " << e.fate << " " << e.input_key;
+    if (!e.output_keys.empty()) {
+      out << " -> " << (e.fate == "shared" ? "a copy each for " : "fresh zero state for ");
+      for (size_t i = 0; i < e.params.size(); ++i) out << (i ? ", " : "") << e.params[i];
+    }
+    out << ": " << e.reason << "\n";
+  }
+  out << "  " << (o.zstd ? "after zstd -d, " : "") << "torch.load(weights_only=True) " << WeightsOnlyVerdict(written)
+      << "\n";
+}
+
+Status RefuseInputAsOutput(const std::string& input, const std::string& output) {
+  std::error_code ec;
+  if (std::filesystem::exists(output, ec) && std::filesystem::equivalent(input, output, ec)) {
+    return InvalidArgumentError(output + ": is the input; optstate never modifies an input file");
+  }
+  return Status();
+}
+
+WriteOptions ToWriteOptions(const RemapCommandOptions& o) {
+  WriteOptions wo;
+  wo.zstd = o.zstd;
+  wo.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
+  return wo;
+}
+
+// Several inputs: one sharded save. Every rank is matched and remapped before
+// anything is written, so a refusal leaves no output; each rank's file goes to
+// OUTPUT/<its input's name>, its DTensor shards kept as they were.
+int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
+  RankSetSource source{o.inputs, o.models, o.params.manifest, o.params.model_key};
+  auto set = OpenAndMatchRankSet(source, o.state_key, o.read, o.match);
+  if (!set.ok()) return ReportError(output, kName, set.status(), o.json);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(o.output, ec)) {
+    return ReportError(output, kName,
+                       InvalidArgumentError(o.output + ": with several inputs, -o names an existing directory "
+                                                       "that receives one output per rank"),
+                       o.json);
+  }
+  std::vector<RemapResult> remapped;
+  std::vector<std::string> outputs;
+  for (size_t r = 0; r < set->ranks.size(); ++r) {
+    const MatchedState& m = set->ranks[r];
+    outputs.push_back((std::filesystem::path(o.output) / std::filesystem::path(set->files[r]).filename()).string());
+    Status s = RefuseInputAsOutput(set->files[r], outputs.back());
+    if (!s.ok()) return ReportError(output, kName, s, o.json);
+    auto one = RemapState(m.file->checkpoint(), m.state, m.params, m.match, ToRemapOptions(o));
+    if (!one.ok()) {
+      s = std::move(one).status().WithContext(set->files[r] + " (rank " + std::to_string(r) + ")");
+      ReportError(output, kName, s, o.json);
+      return s.code() == StatusCode::kInvalidArgument ? kExitFindings : kExitError;
+    }
+    remapped.push_back(std::move(*one));
+  }
+  nlohmann::ordered_json doc = {{"global_shapes", set->global_shapes}, {"ranks", nlohmann::ordered_json::array()}};
+  for (size_t r = 0; r < set->ranks.size(); ++r) {
+    const MatchedState& m = set->ranks[r];
+    auto written = WriteCheckpoint(*m.file, remapped[r].checkpoint, remapped[r].checkpoint.graph.root, outputs[r],
+                                   ToWriteOptions(o));
+    if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(outputs[r]), o.json);
+    doc["ranks"].push_back(ReportJson(o, set->files[r], outputs[r], m, remapped[r], *written));
+    if (!o.json) {
+      output.out << "rank " << r << ": ";
+      WriteText(o, outputs[r], m, remapped[r], *written, output.out);
+    }
+  }
+  if (!o.report.empty()) {
+    Status s = WriteFileAtomically(o.report, doc.dump(2) + "\n");
+    if (!s.ok()) return ReportError(output, kName, s, o.json);
+  }
+  if (o.json) WriteJson(output, doc);
+  if (!o.json) output.out << "global shapes: " << set->global_shapes << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
+  if (o.inputs.size() > 1 || o.models.size() > 1) return RunRankSet(o, output);
+  Status refused = RefuseInputAsOutput(o.input, o.output);
+  if (!refused.ok()) return ReportError(output, kName, refused, o.json);
   auto m = OpenAndMatch(o.input, o.state_key, o.params, o.read, o.match);
   if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
-  const OptimizerState* state = &m->state;
-  auto remapped = RemapState(m->file->checkpoint(), m->state, m->params, m->match, ro);
+  auto remapped = RemapState(m->file->checkpoint(), m->state, m->params, m->match, ToRemapOptions(o));
   if (!remapped.ok()) {
     Status s = std::move(remapped).status().WithContext(o.input);
     ReportError(output, kName, s, o.json);
     return s.code() == StatusCode::kInvalidArgument ? kExitFindings : kExitError;
   }
-  WriteOptions wo;
-  wo.zstd = o.zstd;
-  wo.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
-  auto written = WriteCheckpoint(*m->file, remapped->checkpoint, remapped->checkpoint.graph.root, o.output, wo);
+  auto written =
+      WriteCheckpoint(*m->file, remapped->checkpoint, remapped->checkpoint.graph.root, o.output, ToWriteOptions(o));
   if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
-  nlohmann::ordered_json doc = ReportJson(o, *m, *remapped, *written);
+  nlohmann::ordered_json doc = ReportJson(o, o.input, o.output, *m, *remapped, *written);
   if (!o.report.empty()) {
     Status s = WriteFileAtomically(o.report, doc.dump(2) + "\n");
     if (!s.ok()) return ReportError(output, kName, s, o.json);
@@ -75,23 +160,7 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
     WriteJson(output, doc);
     return kExitOk;
   }
-  output.out << o.output << ": " << HumanBytes(written->bytes) << "; optimizer state at "
-             << (state->path.empty() ? "(root)" : state->path) << " rekeyed from " << KeyKindName(state->scheme)
-             << " to " << o.to << "\n";
-  WriteParamSourceText(*m, output.out);
-  output.out << "  " << remapped->moved << " of " << state->keys.size() << " entries carried over, "
-             << remapped->dropped << " dropped\n";
-  for (const RemapEntry& e : remapped->entries) {
-    if (e.fate == "moved") continue;
-    output.out << "  " << e.fate << " " << e.input_key;
-    if (!e.output_keys.empty()) {
-      output.out << " -> " << (e.fate == "shared" ? "a copy each for " : "fresh zero state for ");
-      for (size_t i = 0; i < e.params.size(); ++i) output.out << (i ? ", " : "") << e.params[i];
-    }
-    output.out << ": " << e.reason << "\n";
-  }
-  output.out << "  " << (o.zstd ? "after zstd -d, " : "") << "torch.load(weights_only=True) "
-             << WeightsOnlyVerdict(*written) << "\n";
+  WriteText(o, o.output, *m, *remapped, *written, output.out);
   return kExitOk;
 }
 
@@ -100,9 +169,14 @@ CommandRunner AddRemapCommand(CLI::App& parent) {
   CLI::App* cmd = parent.add_subcommand(
       kName, "Rewrite optimizer state keys so torch.optim maps them to the right parameters\n"
              "(pointer, string and (Parameter, i) keys to indices or FQNs; split views nested per view)");
-  cmd->add_option("input", o->input, "Checkpoint with the optimizer state")->required();
-  cmd->add_option("-o,--output", o->output, "Output checkpoint (temporary file beside it, then renamed)")->required();
-  AddParamSourceFlags(*cmd, o->params);
+  cmd->add_option("input", o->inputs,
+                  "Checkpoint with the optimizer state; several: the per-rank files of one sharded save")
+      ->required();
+  cmd->add_option("-o,--output", o->output,
+                  "Output checkpoint (temporary file beside it, then renamed); with several inputs, a\n"
+                  "directory that gets one file per rank, named as its input")
+      ->required();
+  AddParamSourceFlags(*cmd, o->params, o->models);
   cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is (default: find it)");
   cmd->add_option("--to", o->to, "Key the state by parameter index (torch.optim) or FQN (DCP)")
       ->check(CLI::IsMember({"index", "fqn"}))
@@ -124,8 +198,13 @@ CommandRunner AddRemapCommand(CLI::App& parent) {
       "  optstate remap --model model.pt --to fqn heavyball_optim.pt -o fixed.pt\n"
       "  optstate remap checkpoint.pt -o fixed.pt   # parameters from its own 'model' entry\n"
       "  optstate remap --manifest params.json --to fqn --report remap.json ckpt.pt -o fixed.pt\n"
-      "  optstate remap --manifest params.json --on-collision drop fsdp.pt -o fixed.pt");
-  return [o](CommandOutput& output) { return RunRemap(*o, output); };
+      "  optstate remap --manifest params.json --on-collision drop fsdp.pt -o fixed.pt\n"
+      "  optstate remap rank0.optim.pt rank1.optim.pt --model rank0.model.pt --model rank1.model.pt \\\n"
+      "      --on-collision reset -o fixed/   # a sharded save: fixed/rank0.optim.pt, fixed/rank1.optim.pt");
+  return [o](CommandOutput& output) {
+    o->input = o->inputs.front();
+    return RunRemap(*o, output);
+  };
 }
 
 }  // namespace optstate::tools

@@ -4,6 +4,7 @@
 #define OPTSTATE_TOOLS_REMAP_COMMAND_H_
 
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "optstate/checkpoint.h"
@@ -12,8 +13,10 @@
 namespace optstate::tools {
 
 struct RemapCommandOptions {
-  std::string input;
-  std::string output;
+  std::string input;                 // the first of inputs
+  std::vector<std::string> inputs;   // several: the per-rank files of one sharded save
+  std::string output;                // a file; a directory for several inputs
+  std::vector<std::string> models;   // --model, once per rank
   ParamSource params;
   std::string state_key;
   std::string to = "index";          // index | fqn

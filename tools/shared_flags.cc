@@ -23,6 +23,27 @@ void AddParamSourceFlags(CLI::App& cmd, ParamSource& source) {
   manifest->excludes(model);
 }
 
+void AddParamSourceFlags(CLI::App& cmd, ParamSource& source, std::vector<std::string>& rank_models) {
+  CLI::Option* manifest =
+      cmd.add_option("--manifest", source.manifest,
+                     "Parameters in optimizer order, with data_ptr for pointer keys\n"
+                     "(schemas/param-manifest.schema.json; the README shows how to write one)");
+  CLI::Option* model = cmd.add_option(
+      "--model", rank_models,
+      "A model state_dict file (or a checkpoint holding one) to take the parameters from;\n"
+      "repeat it once per rank, in rank order (or named rank<N>), for a sharded save.\n"
+      "Without --manifest or --model, the checkpoint's own 'model' entry is used");
+  // One file per occurrence, so `--model m.pt ckpt.pt` leaves ckpt.pt positional.
+  model->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--model-key", source.model_key,
+                 "Where the model state_dict is in that file (default: the root, or its 'model',\n"
+                 "'model_state_dict' or 'state_dict' entry)");
+  manifest->excludes(model);
+  cmd.callback([&source, &rank_models] {
+    if (rank_models.size() == 1) source.model = rank_models.front();
+  });
+}
+
 void AddWriteFlags(CLI::App& cmd, bool& no_sync, bool& verify_crc) {
   cmd.add_flag("--no-sync", no_sync,
                "Skip the fsyncs (for scratch outputs): still renamed into place only when complete,\n"

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <functional>
 #include <ostream>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +23,9 @@ class App;
 namespace optstate::tools {
 
 void AddParamSourceFlags(CLI::App& cmd, ParamSource& source);
+// The same with --model repeatable (one per rank of a sharded save): a single
+// --model also lands in source.model.
+void AddParamSourceFlags(CLI::App& cmd, ParamSource& source, std::vector<std::string>& rank_models);
 
 // --no-sync and --verify-crc, for the commands that write a checkpoint.
 void AddWriteFlags(CLI::App& cmd, bool& no_sync, bool& verify_crc);

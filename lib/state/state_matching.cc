@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "optstate/model_params.h"
+#include "state/param_loading.h"
 
 namespace optstate {
 namespace {
@@ -328,8 +329,6 @@ std::string_view KeyFateName(KeyFate f) {
   return "orphan";
 }
 
-namespace {
-
 Status LoadParams(const std::string& checkpoint, const ParamSource& source, const ReadOptions& read,
                   MatchedState& m) {
   if (!source.manifest.empty()) {
@@ -367,8 +366,6 @@ Status LoadParams(const std::string& checkpoint, const ParamSource& source, cons
   m.model_dict = *dict;
   return Status();
 }
-
-}  // namespace
 
 StatusOr<MatchedState> OpenAndMatch(const std::string& checkpoint, const std::string& state_key,
                                     const ParamSource& source, const ReadOptions& read, const MatchOptions& match) {

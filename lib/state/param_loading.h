@@ -1,0 +1,20 @@
+// Shared by state_matching.cc and rank_set.cc: the parameter list of one
+// checkpoint, before any matching.
+#ifndef OPTSTATE_STATE_PARAM_LOADING_H_
+#define OPTSTATE_STATE_PARAM_LOADING_H_
+
+#include <string>
+
+#include "optstate/state_matching.h"
+
+namespace optstate {
+
+// Fills m.params (and params_from, order, tied, buffers, model_file,
+// model_dict) from `source` for the optimizer state m.state of m.file, which
+// was opened from `checkpoint`. Errors carry the path of the file concerned.
+Status LoadParams(const std::string& checkpoint, const ParamSource& source, const ReadOptions& read,
+                  MatchedState& m);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_STATE_PARAM_LOADING_H_

@@ -1,0 +1,241 @@
+#include "optstate/rank_set.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "state/param_loading.h"
+
+namespace optstate {
+namespace {
+
+// The N of the last "rank<N>" in a file's name, or -1.
+int64_t RankInName(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  int64_t found = -1;
+  for (size_t at = name.find("rank"); at != std::string::npos; at = name.find("rank", at + 1)) {
+    size_t i = at + 4, n = 0;
+    int64_t v = 0;
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9' && n < 9) v = v * 10 + (name[i++] - '0'), ++n;
+    if (n > 0) found = v;
+  }
+  return found;
+}
+
+std::string RankText(size_t r, const std::string& file) { return file + " (rank " + std::to_string(r) + ")"; }
+
+// Shard(dim=d) -> d; -1 for anything else.
+int64_t ShardDim(const std::string& placement) {
+  const std::string prefix = "Shard(dim=";
+  if (placement.rfind(prefix, 0) != 0 || placement.back() != ')') return -1;
+  std::string digits = placement.substr(prefix.size(), placement.size() - prefix.size() - 1);
+  if (digits.empty() || digits.size() > 3 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  return std::stoll(digits);
+}
+
+// DTensor parameters: the same global shape on every rank, and for a 1-D mesh
+// shards that tile it once. N-D meshes (FSDP2 + TP) are not tiled here: which
+// block a rank holds depends on its mesh coordinate, which the files do not record.
+Status CheckDTensorTiling(const RankSetMatch& set, size_t p, std::string* untiled) {
+  const ParamInfo& p0 = set.ranks[0].params[p];
+  for (size_t r = 1; r < set.ranks.size(); ++r) {
+    const ParamInfo& pr = set.ranks[r].params[p];
+    if (pr.shape != p0.shape || pr.placements != p0.placements) {
+      return InvalidArgumentError(RankText(r, set.files[r]) + ": parameter " + p0.name + " is " +
+                                  ShapeText(pr.shape) + " placed " + (pr.placements.empty() ? "whole" : pr.placements[0]) +
+                                  ", but " + ShapeText(p0.shape) + " on rank 0");
+    }
+  }
+  if (p0.placements.empty()) return Status();  // a whole tensor on every rank
+  if (p0.placements.size() != 1) {
+    *untiled = "shards on a " + std::to_string(p0.placements.size()) + "-D mesh are not checked for tiling";
+    return Status();
+  }
+  int64_t d = ShardDim(p0.placements[0]);
+  for (size_t r = 0; r < set.ranks.size(); ++r) {
+    const ParamInfo& pr = set.ranks[r].params[p];
+    if (pr.local_shape.size() != p0.shape.size()) {
+      return InvalidArgumentError(RankText(r, set.files[r]) + ": parameter " + p0.name + "'s shard " +
+                                  ShapeText(pr.local_shape) + " has another rank than its shape " + ShapeText(p0.shape));
+    }
+    for (size_t i = 0; i < p0.shape.size(); ++i) {
+      if (static_cast<int64_t>(i) != d && pr.local_shape[i] != p0.shape[i]) {
+        return InvalidArgumentError(RankText(r, set.files[r]) + ": parameter " + p0.name + "'s shard " +
+                                    ShapeText(pr.local_shape) + " does not fit " + ShapeText(p0.shape) + " placed " +
+                                    p0.placements[0]);
+      }
+    }
+  }
+  if (d < 0) return Status();  // Replicate(): every rank holds it whole, checked above
+  if (static_cast<size_t>(d) >= p0.shape.size()) {
+    return InvalidArgumentError(set.files[0] + ": parameter " + p0.name + " is placed " + p0.placements[0] +
+                                " but has only " + std::to_string(p0.shape.size()) + " dims");
+  }
+  int64_t rows = 0;
+  for (const MatchedState& m : set.ranks) rows += m.params[p].local_shape[static_cast<size_t>(d)];
+  if (rows != p0.shape[static_cast<size_t>(d)]) {
+    return InvalidArgumentError("parameter " + p0.name + " " + ShapeText(p0.shape) + ": the " +
+                                std::to_string(set.ranks.size()) + " ranks' shards hold " + std::to_string(rows) +
+                                " of its " + std::to_string(p0.shape[static_cast<size_t>(d)]) + " slices along dim " +
+                                std::to_string(d) + ": a rank's file is missing, repeated, or from another save");
+  }
+  return Status();
+}
+
+// `.to_local()` files: whole shapes as FSDP2's Shard(0) would give them, used
+// when they explain more of the state's shape keys than the local shapes.
+void InferGlobalShapes(RankSetMatch& set) {
+  std::vector<ParamInfo>& p0 = set.ranks[0].params;
+  std::vector<std::vector<int64_t>> summed(p0.size());
+  for (size_t p = 0; p < p0.size(); ++p) {
+    summed[p] = p0[p].shape;
+    if (summed[p].empty()) continue;
+    bool fits = true;
+    for (size_t r = 1; r < set.ranks.size(); ++r) {
+      const std::vector<int64_t>& s = set.ranks[r].params[p].shape;
+      fits &= s.size() == summed[p].size() && std::equal(s.begin() + 1, s.end(), summed[p].begin() + 1);
+      if (fits) summed[p][0] += s[0];
+    }
+    if (!fits) summed[p] = p0[p].shape;
+  }
+  std::set<std::vector<int64_t>> local, global;
+  for (size_t p = 0; p < p0.size(); ++p) local.insert(p0[p].shape), global.insert(summed[p]);
+  size_t keys = 0, local_hits = 0, global_hits = 0;
+  for (const StateKey& k : set.ranks[0].state.keys) {
+    if (k.kind != KeyKind::kPtrShape) continue;
+    ++keys;
+    local_hits += local.count(k.shape);
+    global_hits += global.count(k.shape);
+  }
+  std::string n = std::to_string(set.ranks.size());
+  if (global_hits <= local_hits) {
+    set.global_shapes = "the model files' own shapes (" + std::to_string(local_hits) + " of " + std::to_string(keys) +
+                        " shape keys match them; summing the " + n + " ranks' rows would match " +
+                        std::to_string(global_hits) + ")";
+    return;
+  }
+  for (MatchedState& m : set.ranks) {
+    for (size_t p = 0; p < m.params.size(); ++p) {
+      ParamInfo& info = m.params[p];
+      if (info.shape == summed[p]) continue;
+      info.local_shape = info.shape;
+      info.placements = {"Shard(dim=0)"};
+      uint64_t per_row = info.shape[0] > 0 ? info.nbytes / static_cast<uint64_t>(info.shape[0]) : 0;
+      info.shape = summed[p];
+      info.nbytes = per_row * static_cast<uint64_t>(summed[p][0]);
+    }
+  }
+  set.global_shapes = "inferred from the " + n + " ranks' local shards, stacked along dim 0 as FSDP2 shards them (" +
+                      std::to_string(global_hits) + " of " + std::to_string(keys) +
+                      " shape keys match; the local shapes would match " + std::to_string(local_hits) + ")";
+}
+
+Status CheckStatesAgree(const RankSetMatch& set) {
+  const OptimizerState& s0 = set.ranks[0].state;
+  for (size_t r = 1; r < set.ranks.size(); ++r) {
+    const OptimizerState& s = set.ranks[r].state;
+    if (s.param_count != s0.param_count || s.keys.size() != s0.keys.size()) {
+      return InvalidArgumentError(RankText(r, set.files[r]) + ": " + std::to_string(s.keys.size()) +
+                                  " state entries for " + std::to_string(s.param_count) + " parameters, rank 0 has " +
+                                  std::to_string(s0.keys.size()) + " for " + std::to_string(s0.param_count) +
+                                  ": not the same save");
+    }
+    for (size_t k = 0; k < s.keys.size(); ++k) {
+      if (s.keys[k].text != s0.keys[k].text) {
+        return InvalidArgumentError(RankText(r, set.files[r]) + ": state entry " + std::to_string(k) + " is " +
+                                    s.keys[k].text + " where rank 0 has " + s0.keys[k].text);
+      }
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::string>> OrderByRank(const std::vector<std::string>& files) {
+  std::map<int64_t, std::string> by_rank;
+  for (const std::string& f : files) {
+    int64_t r = RankInName(f);
+    if (r < 0) return files;
+    if (!by_rank.emplace(r, f).second) {
+      return InvalidArgumentError(f + " and " + by_rank[r] + " both name rank " + std::to_string(r));
+    }
+  }
+  if (by_rank.rbegin()->first != static_cast<int64_t>(files.size()) - 1) return files;  // not 0..n-1
+  std::vector<std::string> out;
+  for (auto& [r, f] : by_rank) out.push_back(f);
+  return out;
+}
+
+StatusOr<RankSetMatch> OpenAndMatchRankSet(const RankSetSource& source, const std::string& state_key,
+                                           const ReadOptions& read, const MatchOptions& match) {
+  RankSetMatch set;
+  if (source.files.empty()) return InvalidArgumentError("no checkpoint files");
+  OPTSTATE_ASSIGN_OR_RETURN(set.files, OrderByRank(source.files));
+  if (!source.models.empty()) {
+    OPTSTATE_ASSIGN_OR_RETURN(set.models, OrderByRank(source.models));
+    if (set.models.size() != set.files.size()) {
+      return InvalidArgumentError(std::to_string(set.files.size()) + " optimizer files but " +
+                                  std::to_string(set.models.size()) +
+                                  (set.models.size() == 1 ? " --model file" : " --model files") +
+                                  ": give one per rank");
+    }
+  }
+  for (size_t r = 0; r < set.files.size(); ++r) {
+    MatchedState m;
+    OPTSTATE_ASSIGN_OR_RETURN(m.file, OpenCheckpoint(set.files[r], read));
+    StatusOr<OptimizerState> st = LocateOptimizerState(m.file->checkpoint(), state_key);
+    if (!st.ok()) return std::move(st).status().WithContext(RankText(r, set.files[r]));
+    m.state = std::move(*st);
+    ParamSource ps{source.manifest, set.models.empty() ? "" : set.models[r], source.model_key};
+    OPTSTATE_RETURN_IF_ERROR(LoadParams(set.files[r], ps, read, m));
+    set.ranks.push_back(std::move(m));
+  }
+  const std::vector<ParamInfo>& p0 = set.ranks[0].params;
+  for (size_t r = 1; r < set.ranks.size(); ++r) {
+    const std::vector<ParamInfo>& pr = set.ranks[r].params;
+    if (pr.size() != p0.size()) {
+      return InvalidArgumentError(RankText(r, set.files[r]) + ": " + std::to_string(pr.size()) +
+                                  " parameters, rank 0 has " + std::to_string(p0.size()));
+    }
+    for (size_t p = 0; p < p0.size(); ++p) {
+      if (pr[p].name != p0[p].name) {
+        return InvalidArgumentError(RankText(r, set.files[r]) + ": parameter " + std::to_string(p) + " is '" +
+                                    pr[p].name + "' where rank 0 has '" + p0[p].name + "'");
+      }
+    }
+  }
+  OPTSTATE_RETURN_IF_ERROR(CheckStatesAgree(set));
+  bool dtensors = std::any_of(p0.begin(), p0.end(), [](const ParamInfo& p) { return !p.local_shape.empty(); });
+  if (!source.manifest.empty()) {
+    set.global_shapes = "the manifest's shapes";
+  } else if (dtensors) {
+    std::string untiled;
+    for (size_t p = 0; p < p0.size(); ++p) OPTSTATE_RETURN_IF_ERROR(CheckDTensorTiling(set, p, &untiled));
+    set.global_shapes = "the DTensors' global shapes" + (untiled.empty() ? std::string(", shards tiling each once")
+                                                                          : "; " + untiled);
+  } else if (set.ranks.size() > 1) {
+    InferGlobalShapes(set);
+  } else {
+    set.global_shapes = "the model file's own shapes";
+  }
+  for (size_t r = 0; r < set.ranks.size(); ++r) {
+    MatchedState& m = set.ranks[r];
+    StatusOr<MatchReport> report = MatchState(m.file->checkpoint(), m.state, m.params, match);
+    if (!report.ok()) return std::move(report).status().WithContext(RankText(r, set.files[r]));
+    m.match = std::move(*report);
+    for (size_t k = 0; r > 0 && k < m.match.keys.size(); ++k) {
+      const KeyMatch& a = set.ranks[0].match.keys[k];
+      const KeyMatch& b = m.match.keys[k];
+      if (a.fate != b.fate || a.params != b.params) {
+        return InvalidArgumentError(RankText(r, set.files[r]) + ": state entry " + m.state.keys[k].text + " is " +
+                                    std::string(KeyFateName(b.fate)) + " here but " +
+                                    std::string(KeyFateName(a.fate)) + " on rank 0");
+      }
+    }
+  }
+  return set;
+}
+
+}  // namespace optstate
