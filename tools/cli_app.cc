@@ -8,6 +8,7 @@
 
 #include "collisions_command.h"
 #include "consolidate_command.h"
+#include "diff_command.h"
 #include "export_command.h"
 #include "inspect_command.h"
 #include "regenerate_command.h"
@@ -25,7 +26,7 @@ constexpr const char* kDescription =
     "Never executes pickle code; never modifies an input file.";
 
 constexpr const char* kFooter =
-    "\nExit codes: 0 ok, 1 findings (validate/verify), 2 error (bad input, usage, I/O).\n"
+    "\nExit codes: 0 ok, 1 findings (validate, verify, collisions, remap refusals, diff), 2 error (bad input, usage, I/O).\n"
     "Run 'optstate <command> --help' for a command's options and examples.";
 
 }  // namespace
@@ -53,6 +54,7 @@ int RunCli(int argc, const char* const* argv, CommandOutput& output) {
   add(AddReshardCommand(app));
   add(AddExportCommand(app));
   add(AddValidateCommand(app));
+  add(AddDiffCommand(app));
 
   try {
     app.parse(argc, argv);

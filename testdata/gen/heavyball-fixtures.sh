@@ -8,6 +8,8 @@
 # generators there, and replaces testdata/heavyball/ with what they wrote.
 #   0.24.4 = commit 0ad271b (no tag; 19ee313 after it is 0.25.0)
 #     gen_heavyball_fsdp2.py -> testdata/heavyball/fsdp2_0.24.4/
+#   1.4.0 = tag v1.4.0 (the last fake_groups release with a tag)
+#     gen_heavyball_freeze.py -> testdata/heavyball/freeze_1.4.0/
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -28,6 +30,8 @@ rm -rf "$repo/$stage"
 mkdir -p "$repo/$stage"
 src=$(extract 0ad271b 0.24.4)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_fsdp2.py "$src" "$stage/fsdp2_0.24.4"
+src=$(extract v1.4.0 1.4.0)
+"$here/torch26-python.sh" testdata/gen/gen_heavyball_freeze.py "$src" "$stage/freeze_1.4.0"
 rm -rf "$repo/testdata/heavyball"
 mv "$repo/$stage" "$repo/testdata/heavyball"
 du -sh "$repo/testdata/heavyball"
