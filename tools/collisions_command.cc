@@ -209,8 +209,11 @@ int RunRankSet(const CollisionsOptions& o, CommandOutput& output) {
 int RunCollisions(const CollisionsOptions& o, CommandOutput& output) {
   if (o.paths.size() > 1 || o.models.size() > 1) return RunRankSet(o, output);
   auto m = OpenAndMatch(o.path, o.state_key, o.params, o.read, o.match);
+  // Nothing was asked for and nothing found: the file alone may still show a
+  // collision. (A missing optimizer state is NotFound too; RunAlone reports it
+  // the same way when it looks for the state itself.)
   if (!m.ok() && m.status().code() == StatusCode::kNotFound && NoParamSourceGiven(o.params) &&
-      o.params.model_key.empty() && m.status().message().find("no parameter list") != std::string::npos) {
+      o.params.model_key.empty()) {
     return RunAlone(o, m.status(), output);
   }
   if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
