@@ -15,6 +15,7 @@
 #include "remap_command.h"
 #include "repack_command.h"
 #include "reshard_command.h"
+#include "unshard_command.h"
 #include "validate_command.h"
 #include "verify_command.h"
 
@@ -55,6 +56,7 @@ int RunCli(int argc, const char* const* argv, CommandOutput& output) {
   add(AddExportCommand(app));
   add(AddValidateCommand(app));
   add(AddDiffCommand(app));
+  add(AddUnshardCommand(app));
 
   try {
     app.parse(argc, argv);

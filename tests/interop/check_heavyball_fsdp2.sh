@@ -1,7 +1,9 @@
 #!/bin/bash
 # Real HeavyBall 0.24.4 + FSDP2 rank files (testdata/heavyball/): optstate's
 # collisions and remap checked against the truth the generator recorded while
-# training, and the remapped files loaded by torch 2.6 with weights_only=True.
+# training, and the remapped files loaded by torch 2.6 with weights_only=True;
+# unshard checked against the shards, and unshard + export loaded into FSDP2 at
+# world sizes 1, 2 and 3 (check_heavyball_unshard.py).
 # Usage: tests/interop/check_heavyball_fsdp2.sh OPTSTATE_BINARY. Skips like with_torch26.sh.
 set -uo pipefail
 bin=$(readlink -f "$1")
@@ -31,4 +33,24 @@ for case in adamw_foreach adamw_perparam soap; do
     fi
   done
 done
-bash tests/interop/with_torch26.sh tests/interop/check_heavyball_fsdp2.py "$src" "$scratch"
+# unshard each case's rank files as saved; and the repaired adamw_foreach save
+# (remap --to fqn --on-collision reset, then unshard) exported to DCP for FSDP2.
+for case in adamw_foreach adamw_perparam soap; do
+  mkdir -p "$scratch/$case.unsharded"
+  for what in optim model; do
+    "$bin" unshard -q "$src/$case/rank0.$what.pt" "$src/$case/rank1.$what.pt" \
+      -o "$scratch/$case.unsharded/$what.pt" > /dev/null || { echo "FAIL unshard $case $what"; exit 1; }
+  done
+done
+mkdir -p "$scratch/fixed"
+"$bin" remap --to fqn --on-collision reset "$src/adamw_foreach/rank0.optim.pt" "$src/adamw_foreach/rank1.optim.pt" \
+  --model "$src/adamw_foreach/rank0.model.pt" --model "$src/adamw_foreach/rank1.model.pt" -o "$scratch/fixed" \
+  > /dev/null || { echo "FAIL remap --to fqn"; exit 1; }
+"$bin" unshard -q "$scratch/fixed/rank0.optim.pt" "$scratch/fixed/rank1.optim.pt" -o "$scratch/fixed.optim.pt" \
+  > /dev/null || { echo "FAIL unshard fixed"; exit 1; }
+cp "$scratch/adamw_foreach.unsharded/model.pt" "$scratch/fixed.model.pt"
+"$bin" export -q --world-size 2 "$scratch/fixed.optim.pt" -o "$scratch/dcp_optim" > /dev/null &&
+  "$bin" export -q --world-size 2 "$scratch/fixed.model.pt" -o "$scratch/dcp_model" > /dev/null ||
+  { echo "FAIL export"; exit 1; }
+bash tests/interop/with_torch26.sh tests/interop/check_heavyball_fsdp2.py "$src" "$scratch" || exit 1
+bash tests/interop/with_torch26.sh tests/interop/check_heavyball_unshard.py "$src" "$scratch"

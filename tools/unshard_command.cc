@@ -1,0 +1,86 @@
+#include "unshard_command.h"
+
+#include <filesystem>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "optstate/inspect_report.h"
+#include "optstate/unshard.h"
+#include "shared_flags.h"
+
+namespace optstate::tools {
+namespace {
+
+constexpr const char* kName = "unshard";
+
+}  // namespace
+
+int RunUnshard(const UnshardCommandOptions& o, CommandOutput& output) {
+  std::error_code ec;
+  for (const std::string& in : o.inputs) {
+    if (std::filesystem::exists(o.output, ec) && std::filesystem::equivalent(in, o.output, ec)) {
+      return ReportError(output, kName,
+                         InvalidArgumentError(o.output + ": is an input; optstate never modifies an input file"),
+                         o.json);
+    }
+  }
+  UnshardOptions uo;
+  uo.read.verify_crc = o.verify_crc;
+  uo.write.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
+  if (!o.quiet && !o.json) uo.progress = PercentProgress(output.err, kName);
+  auto r = UnshardRankFiles(o.inputs, o.output, uo);
+  if (!r.ok()) return ReportError(output, kName, r.status(), o.json);
+  if (o.json) {
+    WriteJson(output, {{"inputs", r->files},
+                       {"output", o.output},
+                       {"dtensors", r->dtensors},
+                       {"plain_tensors", r->plain_tensors},
+                       {"rank_local_tensors", r->rank_local},
+                       {"dtensor_bytes", r->dtensor_bytes},
+                       {"largest_assembled_tensor_bytes", r->largest_assembled_bytes},
+                       {"bytes", r->write.bytes},
+                       {"weights_only_loadable", r->write.unsafe_globals.empty()},
+                       {"unsafe_globals", r->write.unsafe_globals}});
+    return kExitOk;
+  }
+  output.out << o.output << ": " << HumanBytes(r->write.bytes) << " from " << r->files.size() << " ranks\n";
+  for (size_t i = 0; i < r->files.size(); ++i) output.out << "  rank " << i << "  " << r->files[i] << "\n";
+  output.out << "  " << r->dtensors << " DTensors made whole (" << HumanBytes(r->dtensor_bytes) << "), "
+             << r->plain_tensors << " other tensors kept from rank 0\n";
+  if (!r->rank_local.empty()) {
+    output.out << "  " << r->rank_local.size() << " plain tensors differ between ranks; rank 0's are kept, which "
+               << "are not the whole of anything (per-rank values such as preconditioners of a local shard):\n";
+    for (size_t i = 0; i < r->rank_local.size() && i < 8; ++i) output.out << "    " << r->rank_local[i] << "\n";
+    if (r->rank_local.size() > 8) output.out << "    ... (" << r->rank_local.size() << " in all; --json lists them)\n";
+  }
+  output.out << "  torch.load(weights_only=True) " << WeightsOnlyVerdict(r->write) << "\n";
+  return kExitOk;
+}
+
+CommandRunner AddUnshardCommand(CLI::App& parent) {
+  auto o = std::make_shared<UnshardCommandOptions>();
+  CLI::App* cmd = parent.add_subcommand(
+      kName, "Make the per-rank files of one FSDP2/TP save (DTensor shards) one torch.save file of whole\n"
+             "tensors, as one process would have saved it");
+  cmd->add_option("inputs", o->inputs, "Every rank's file, in rank order (or named rank<N>)")->required();
+  cmd->add_option("-o,--output", o->output, "Output file; written to a temporary file beside it, then renamed")
+      ->required();
+  AddWriteFlags(*cmd, o->no_sync, o->verify_crc);
+  cmd->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
+  cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/unshard.schema.json)");
+  cmd->footer(
+      "\nRank 0's file is the template: each DTensor becomes a tensor of its global shape, the ranks'\n"
+      "shards placed by its placement (Shard(d): stacked along d in rank order; Replicate(): rank 0's);\n"
+      "scalars and plain tensors are rank 0's. 1-D meshes only. Shard(0) shards are copied straight\n"
+      "from the inputs; memory is bounded by the largest tensor sharded along another dim.\n"
+      "\nExit codes: 0 written; 2 could not do the job (nothing written).\n"
+      "\nExamples:\n"
+      "  optstate unshard rank0.optim.pt rank1.optim.pt -o optim.pt\n"
+      "  optstate unshard ckpt/model_rank*.pt -o model.pt && optstate export model.pt -o dcp_dir\n"
+      "  optstate remap r0.pt r1.pt --model m0.pt --model m1.pt --on-collision reset -o fixed/ &&\n"
+      "    optstate unshard fixed/r0.pt fixed/r1.pt -o fixed.pt");
+  return [o](CommandOutput& output) { return RunUnshard(*o, output); };
+}
+
+}  // namespace optstate::tools
