@@ -71,7 +71,8 @@ int RunValidate(const ValidateCommandOptions& o, CommandOutput& output) {
     if (!rules.ok()) return ReportError(output, kName, std::move(rules).status().WithContext(o.rules), o.json);
     vo.severities = std::move(*rules);
   }
-  auto report = Validate(o.path, vo);
+  bool rank_set = o.paths.size() > 1 || o.models.size() > 1;
+  auto report = rank_set ? ValidateRankSet(o.paths, o.models, vo) : Validate(o.path, vo);
   if (!report.ok()) return ReportError(output, kName, report.status(), o.json);
   if (!o.junit.empty()) {
     Status s = WriteFileAtomically(o.junit, ValidationJUnit(*report));
@@ -90,8 +91,10 @@ CommandRunner AddValidateCommand(CLI::App& parent) {
   CLI::App* cmd = parent.add_subcommand(
       kName, "Check a checkpoint for CI: rules with stable ids (broken state keys, lr=0 leaks, untrained\n"
              "init state, non-finite values, unsafe pickles, CRC mismatches, DCP chunk layout); exit 1 on errors");
-  cmd->add_option("path", o->path, "torch.save file, .zst, or DCP checkpoint directory");
-  AddParamSourceFlags(*cmd, o->params);
+  cmd->add_option("path", o->paths,
+                  "torch.save file, .zst, or DCP checkpoint directory; several files: the per-rank files\n"
+                  "of one sharded save (in rank order, or named rank<N>), with --model once per rank");
+  AddParamSourceFlags(*cmd, o->params, o->models);
   cmd->add_option("--rules", o->rules,
                   "JSON rules file: {\"rules\": {\"<id>\": \"off|info|warning|error\"}} "
                   "(schemas/validate-rules.schema.json)");
@@ -106,8 +109,12 @@ CommandRunner AddValidateCommand(CLI::App& parent) {
       "  optstate validate --no-values --rules ci-rules.json checkpoint.pt --json\n"
       "  optstate validate --manifest params.json heavyball_fsdp.pt     (counts, groups, collisions, orphans, shapes)\n"
       "  optstate validate --model model.pt checkpoints/step_1000       (a DCP directory against a model state_dict)\n"
+      "  optstate validate rank0.optim.pt rank1.optim.pt --model rank0.model.pt --model rank1.model.pt\n"
       "  optstate validate --list-rules");
-  return [o](CommandOutput& output) { return RunValidate(*o, output); };
+  return [o](CommandOutput& output) {
+    if (!o->paths.empty()) o->path = o->paths.front();
+    return RunValidate(*o, output);
+  };
 }
 
 }  // namespace optstate::tools

@@ -6,6 +6,7 @@
 #define OPTSTATE_TOOLS_VALIDATE_COMMAND_H_
 
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "optstate/validate.h"
@@ -13,7 +14,9 @@
 namespace optstate::tools {
 
 struct ValidateCommandOptions {
-  std::string path;
+  std::string path;                 // the first of paths
+  std::vector<std::string> paths;   // several: the per-rank files of one sharded save
+  std::vector<std::string> models;  // --model, once per rank
   std::string rules;   // rules file
   std::string junit;   // JUnit XML output
   bool json = false;

@@ -16,7 +16,7 @@ namespace {
 // The rules needing the parameter list are noted by CheckAgainstParams.
 void NoteRules(const ValidateOptions& o, ValidationReport& r) {
   for (const RuleInfo& rule : ValidationRules()) {
-    if (rule.needs_params) continue;
+    if (rule.needs_params || rule.needs_rank_set) continue;
     if (rule.needs_values && !o.scan_values) {
       r.skipped.emplace_back(rule.id, "--no-values");
     } else {

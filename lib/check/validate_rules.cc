@@ -56,6 +56,10 @@ const std::vector<RuleInfo>& ValidationRules() {
        "parameters whose state was merged into one entry (HeavyBall under FSDP: every data_ptr 0)", false, true},
       {"state-orphan", S::kWarning, "state entries of no parameter (freed temporaries)", false, true},
       {"state-shape-mismatch", S::kError, "state tensors whose shape does not fit their parameter", false, true},
+      {"rank-set-mismatch", S::kError,
+       "per-rank files of one sharded save that disagree: parameters, global shapes, state keys, or shards that do "
+       "not tile a tensor once",
+       false, false, true},
   };
   return kRules;
 }

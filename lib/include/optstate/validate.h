@@ -29,6 +29,7 @@ struct RuleInfo {
   std::string_view checks;       // one line: what fires it
   bool needs_values = false;     // reads tensor bytes (skipped under --no-values)
   bool needs_params = false;     // needs the parameter list (--model, --manifest, or the file's own model)
+  bool needs_rank_set = false;   // compares the files of a sharded save: not listed for one file
 };
 
 // Every rule, in report order. Ids are stable: rules files and CI configs name them.
@@ -63,6 +64,15 @@ struct ValidateOptions {
 // Errors only for input that cannot be read at all (exit 2); everything wrong
 // inside a readable checkpoint is a finding.
 StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptions& options);
+
+// The per-rank files of one sharded save (rank order, or named rank<N>), with
+// `models` one per rank (or none: a manifest in options.params, or each file's
+// own model entry). Each rank is validated as above; a finding on every rank is
+// reported once ("every rank: ..."), others name their ranks; a rule counts as
+// checked only when it ran on every rank. rank-set-mismatch compares the ranks
+// (rank_set.h) when there are parameters to compare.
+StatusOr<ValidationReport> ValidateRankSet(const std::vector<std::string>& files,
+                                           const std::vector<std::string>& models, const ValidateOptions& options);
 
 // {"rules": {"<id>": "off" | "info" | "warning" | "error"}} (schemas/validate-rules.schema.json).
 // Unknown ids and severities are errors naming them.
