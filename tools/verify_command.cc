@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "optstate/rank_set.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {
@@ -11,47 +12,78 @@ namespace {
 
 constexpr const char* kName = "verify";
 
+nlohmann::ordered_json ReportJson(const std::string& file, const MatchedState& m, const VerifyReport& r) {
+  nlohmann::ordered_json doc = {{"file", file}, {"params_source", ParamSourceJson(m)},
+                                {"state_path", m.state.path}, {"scheme", KeyKindName(m.state.scheme)},
+                                {"params", r.params}, {"replayed", r.replayed},
+                                {"values_from_model", r.values_from_model}, {"cold", r.cold}};
+  doc["findings"] = nlohmann::ordered_json::array();
+  for (const VerifyFinding& f : r.findings) {
+    doc["findings"].push_back({{"param", f.param}, {"check", f.check}, {"message", f.message}});
+  }
+  doc["clean"] = r.findings.empty();
+  return doc;
+}
+
+void WriteText(const VerifyCommandOptions& o, const std::string& file, const MatchedState& m, const VerifyReport& r,
+               std::ostream& out) {
+  out << file << ": optimizer state at " << (m.state.path.empty() ? "(root)" : m.state.path) << ", keys "
+      << KeyKindName(m.state.scheme) << "\n";
+  WriteParamSourceText(m, out);
+  out << "  replayed     " << r.replayed << " of " << r.params << " parameters, one AdamW step each from "
+      << (r.values_from_model        ? "the model's values"
+          : !o.params.manifest.empty() ? "synthetic values (a manifest has none)"
+                                       : "synthetic values where the model's do not fit (DTensor shards)")
+      << "\n";
+  out << "  cold         " << r.cold.size() << (r.cold.empty() ? "" : ": state missing, zero or unmapped") << "\n";
+  if (r.findings.empty()) {
+    out << "clean: every parameter has state that fits it and changes its update\n";
+  } else {
+    out << r.findings.size() << (r.findings.size() == 1 ? " finding:\n" : " findings:\n");
+    for (const VerifyFinding& f : r.findings) {
+      out << "  " << f.check << "  " << (f.param.empty() ? "" : f.param + ": ") << f.message << "\n";
+    }
+  }
+}
+
+// Several files: each rank's shards replayed against its own model's shards,
+// after the ranks have been checked against each other.
+int RunRankSet(const VerifyCommandOptions& o, CommandOutput& output) {
+  RankSetSource source{o.paths, o.models, o.params.manifest, o.params.model_key};
+  auto set = OpenAndMatchRankSet(source, o.state_key, o.read, o.match);
+  if (!set.ok()) return ReportError(output, kName, set.status(), o.json);
+  nlohmann::ordered_json doc = {{"global_shapes", set->global_shapes}, {"ranks", nlohmann::ordered_json::array()}};
+  bool clean = true;
+  for (size_t r = 0; r < set->ranks.size(); ++r) {
+    auto report = VerifyState(set->ranks[r], o.verify);
+    if (!report.ok()) {
+      return ReportError(output, kName, std::move(report).status().WithContext(set->files[r]), o.json);
+    }
+    clean &= report->findings.empty();
+    doc["ranks"].push_back(ReportJson(set->files[r], set->ranks[r], *report));
+    if (!o.json) {
+      output.out << "rank " << r << ": ";
+      WriteText(o, set->files[r], set->ranks[r], *report, output.out);
+    }
+  }
+  if (o.json) WriteJson(output, doc);
+  return clean ? kExitOk : kExitFindings;
+}
+
 }  // namespace
 
 int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
+  if (o.paths.size() > 1 || o.models.size() > 1) return RunRankSet(o, output);
   auto m = OpenAndMatch(o.path, o.state_key, o.params, o.read, o.match);
   if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
   auto report = VerifyState(*m, o.verify);
   if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.path), o.json);
-  const VerifyReport& r = *report;
-  int exit = r.findings.empty() ? kExitOk : kExitFindings;
   if (o.json) {
-    nlohmann::ordered_json doc = {{"file", o.path}, {"params_source", ParamSourceJson(*m)},
-                                  {"state_path", m->state.path}, {"scheme", KeyKindName(m->state.scheme)},
-                                  {"params", r.params}, {"replayed", r.replayed},
-                                  {"values_from_model", r.values_from_model}, {"cold", r.cold}};
-    doc["findings"] = nlohmann::ordered_json::array();
-    for (const VerifyFinding& f : r.findings) {
-      doc["findings"].push_back({{"param", f.param}, {"check", f.check}, {"message", f.message}});
-    }
-    doc["clean"] = r.findings.empty();
-    WriteJson(output, doc);
-    return exit;
-  }
-  output.out << o.path << ": optimizer state at " << (m->state.path.empty() ? "(root)" : m->state.path) << ", keys "
-             << KeyKindName(m->state.scheme) << "\n";
-  WriteParamSourceText(*m, output.out);
-  output.out << "  replayed     " << r.replayed << " of " << r.params << " parameters, one AdamW step each from "
-             << (r.values_from_model        ? "the model's values"
-                 : !o.params.manifest.empty() ? "synthetic values (a manifest has none)"
-                                              : "synthetic values where the model's do not fit (DTensor shards)")
-             << "\n";
-  output.out << "  cold         " << r.cold.size() << (r.cold.empty() ? "" : ": state missing, zero or unmapped")
-             << "\n";
-  if (r.findings.empty()) {
-    output.out << "clean: every parameter has state that fits it and changes its update\n";
+    WriteJson(output, ReportJson(o.path, *m, *report));
   } else {
-    output.out << r.findings.size() << (r.findings.size() == 1 ? " finding:\n" : " findings:\n");
-    for (const VerifyFinding& f : r.findings) {
-      output.out << "  " << f.check << "  " << (f.param.empty() ? "" : f.param + ": ") << f.message << "\n";
-    }
+    WriteText(o, o.path, *m, *report, output.out);
   }
-  return exit;
+  return report->findings.empty() ? kExitOk : kExitFindings;
 }
 
 CommandRunner AddVerifyCommand(CLI::App& parent) {
@@ -59,8 +91,10 @@ CommandRunner AddVerifyCommand(CLI::App& parent) {
   CLI::App* cmd = parent.add_subcommand(
       kName, "Check that AdamW state belongs to and acts on the model's parameters: shapes, steps, finite\n"
              "values, and a replayed step that tells live state from cold (missing, zero or unmapped)");
-  cmd->add_option("path", o->path, "Checkpoint holding the optimizer state")->required();
-  AddParamSourceFlags(*cmd, o->params);
+  cmd->add_option("path", o->paths,
+                  "Checkpoint holding the optimizer state; several: the per-rank files of one sharded save")
+      ->required();
+  AddParamSourceFlags(*cmd, o->params, o->models);
   cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is (default: find it)");
   cmd->add_option("--probe-seed", o->verify.probe_seed, "Seed of the probe gradient")->capture_default_str();
   cmd->add_flag("--json", o->json, "Write JSON (schemas/verify.schema.json)");
@@ -69,8 +103,12 @@ CommandRunner AddVerifyCommand(CLI::App& parent) {
       "\nExamples:\n"
       "  optstate verify checkpoint.pt                 # the parameters from its own 'model' entry\n"
       "  optstate verify --model model.pt optimizer.pt\n"
-      "  optstate verify --manifest params.json --json optimizer.pt");
-  return [o](CommandOutput& output) { return RunVerify(*o, output); };
+      "  optstate verify --manifest params.json --json optimizer.pt\n"
+      "  optstate verify rank0.optim.pt rank1.optim.pt --model rank0.model.pt --model rank1.model.pt");
+  return [o](CommandOutput& output) {
+    o->path = o->paths.front();
+    return RunVerify(*o, output);
+  };
 }
 
 }  // namespace optstate::tools

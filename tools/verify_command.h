@@ -4,6 +4,7 @@
 #define OPTSTATE_TOOLS_VERIFY_COMMAND_H_
 
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "optstate/verify.h"
@@ -11,7 +12,9 @@
 namespace optstate::tools {
 
 struct VerifyCommandOptions {
-  std::string path;
+  std::string path;                 // the first of paths
+  std::vector<std::string> paths;   // several: the per-rank files of one sharded save
+  std::vector<std::string> models;  // --model, once per rank
   std::string state_key;
   ParamSource params;
   bool json = false;
