@@ -10,19 +10,6 @@
 namespace optstate {
 namespace {
 
-std::optional<double> NumberAt(const CheckpointFile& file, NodeId id) {
-  const Checkpoint& cp = file.checkpoint();
-  const Node& n = cp.graph.at(id);
-  if (n.kind == NodeKind::kInt) return static_cast<double>(n.int_value);
-  if (n.kind == NodeKind::kFloat) return n.float_value;
-  if (n.kind != NodeKind::kTensor) return std::nullopt;
-  const TensorRef& t = cp.tensors[n.tensor];
-  if (t.is_dtensor || t.numel() != 1) return std::nullopt;
-  StatusOr<std::vector<float>> v = ReadTensorAsFloat(file.bytes(), cp, t);
-  if (!v.ok() || v->size() != 1) return std::nullopt;
-  return (*v)[0];
-}
-
 struct Side {
   const MatchedState* m = nullptr;
   std::map<std::string, size_t> index;  // parameter name -> position
@@ -44,7 +31,7 @@ std::optional<double> StepOf(const MatchedState& m, size_t p, bool* has_state) {
   NodeId value = m.state.keys[pm.keys.front()].value;
   if (g.at(value).kind != NodeKind::kDict) return std::nullopt;
   NodeId step = DictLookup(g, value, "step");
-  return step == kNoNode ? std::nullopt : NumberAt(*m.file, step);
+  return step == kNoNode ? std::nullopt : NumberValue(m.file->checkpoint(), m.file->bytes(), step);
 }
 
 // The parameter's values in the model state_dict the parameters came from.

@@ -61,18 +61,10 @@ std::string Where(size_t r, const std::string& file, const std::string& path) {
   return file + " (rank " + std::to_string(r) + "): " + (path.empty() ? "(root)" : path);
 }
 
-int64_t ShardDimOf(const std::string& placement) {
-  const std::string prefix = "Shard(dim=";
-  if (placement.rfind(prefix, 0) != 0 || placement.back() != ')') return -2;
-  std::string digits = placement.substr(prefix.size(), placement.size() - prefix.size() - 1);
-  if (digits.empty() || digits.size() > 3 || digits.find_first_not_of("0123456789") != std::string::npos) return -2;
-  return std::stoll(digits);
-}
-
 // One DTensor made whole: which ranks' shards, in order, along which dim.
 struct WholeTensor {
   std::string path;
-  int64_t dim = -1;                       // -1: Replicate, take rank 0's
+  int64_t dim = kReplicated;              // or the Shard dim
   std::vector<const TensorRef*> shards;   // per rank
   TensorRef whole;
 };
@@ -115,12 +107,11 @@ StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, 
                                   std::to_string(t0.mesh_shape[0]) + " ranks but " + std::to_string(ranks) +
                                   " files were given");
     }
-    w.dim = ShardDimOf(t0.placements[0]);
-    if (w.dim == -2 && t0.placements[0] != "Replicate()") {
+    w.dim = ShardDim(t0.placements[0]);
+    if (w.dim == kOtherPlacement) {
       return UnsupportedError(Where(0, report.files[0], path) + ": placement " + t0.placements[0] +
                               " cannot be made whole from the shards alone");
     }
-    if (w.dim == -2) w.dim = -1;
     if (w.dim >= static_cast<int64_t>(t0.global_sizes.size())) {
       return InvalidArgumentError(Where(0, report.files[0], path) + ": placed " + t0.placements[0] + " but has " +
                                   std::to_string(t0.global_sizes.size()) + " dims");

@@ -6,18 +6,6 @@
 namespace optstate {
 namespace {
 
-std::optional<double> NumberAt(const Checkpoint& cp, ByteSpan bytes, NodeId id) {
-  const Node& n = cp.graph.at(id);
-  if (n.kind == NodeKind::kInt) return static_cast<double>(n.int_value);
-  if (n.kind == NodeKind::kFloat) return n.float_value;
-  if (n.kind != NodeKind::kTensor) return std::nullopt;
-  const TensorRef& t = cp.tensors[n.tensor];
-  if (t.is_dtensor || t.numel() != 1 || bytes.empty()) return std::nullopt;
-  StatusOr<std::vector<float>> v = ReadTensorAsFloat(bytes, cp, t);
-  if (!v.ok() || v->size() != 1) return std::nullopt;
-  return (*v)[0];
-}
-
 // torch.optim names the counter `step`; HeavyBall 0.x's groups count in `k`.
 std::optional<double> GroupStep(const Checkpoint& cp, ByteSpan bytes, const OptimizerState& st) {
   const ObjectGraph& g = cp.graph;
@@ -27,7 +15,7 @@ std::optional<double> GroupStep(const Checkpoint& cp, ByteSpan bytes, const Opti
   for (const char* name : {"step", "k"}) {
     NodeId v = DictLookup(g, group, name);
     if (v != kNoNode) {
-      std::optional<double> s = NumberAt(cp, bytes, v);
+      std::optional<double> s = NumberValue(cp, bytes, v);
       if (s && *s > 0) return s;
     }
   }
@@ -53,7 +41,7 @@ CollisionEvidence FindCollisionEvidence(const Checkpoint& cp, ByteSpan bytes, co
     ev.key = i;
     ev.shape = k.shape;
     NodeId step = g.at(k.value).kind == NodeKind::kDict ? DictLookup(g, k.value, "step") : kNoNode;
-    if (step != kNoNode) ev.step = NumberAt(cp, bytes, step);
+    if (step != kNoNode) ev.step = NumberValue(cp, bytes, step);
     e.keys.push_back(std::move(ev));
   }
   if (!pointer_keys) {

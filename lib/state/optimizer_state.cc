@@ -188,4 +188,16 @@ StatusOr<OptimizerState> ReadOptimizerState(const Checkpoint& cp, const std::str
   return o;
 }
 
+std::optional<double> NumberValue(const Checkpoint& cp, ByteSpan bytes, NodeId id) {
+  const Node& n = cp.graph.at(id);
+  if (n.kind == NodeKind::kInt) return static_cast<double>(n.int_value);
+  if (n.kind == NodeKind::kFloat) return n.float_value;
+  if (n.kind != NodeKind::kTensor) return std::nullopt;
+  const TensorRef& t = cp.tensors[n.tensor];
+  if (t.is_dtensor || t.numel() != 1 || bytes.empty()) return std::nullopt;
+  StatusOr<std::vector<float>> v = ReadTensorAsFloat(bytes, cp, t);
+  if (!v.ok() || v->size() != 1) return std::nullopt;
+  return (*v)[0];
+}
+
 }  // namespace optstate

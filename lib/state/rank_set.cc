@@ -25,15 +25,6 @@ int64_t RankInName(const std::string& path) {
 
 std::string RankText(size_t r, const std::string& file) { return file + " (rank " + std::to_string(r) + ")"; }
 
-// Shard(dim=d) -> d; -1 for anything else.
-int64_t ShardDim(const std::string& placement) {
-  const std::string prefix = "Shard(dim=";
-  if (placement.rfind(prefix, 0) != 0 || placement.back() != ')') return -1;
-  std::string digits = placement.substr(prefix.size(), placement.size() - prefix.size() - 1);
-  if (digits.empty() || digits.size() > 3 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
-  return std::stoll(digits);
-}
-
 // DTensor parameters: the same global shape on every rank, and for a 1-D mesh
 // shards that tile it once. N-D meshes (FSDP2 + TP) are not tiled here: which
 // block a rank holds depends on its mesh coordinate, which the files do not record.
@@ -53,6 +44,10 @@ Status CheckDTensorTiling(const RankSetMatch& set, size_t p, std::string* untile
     return Status();
   }
   int64_t d = ShardDim(p0.placements[0]);
+  if (d == kOtherPlacement) {
+    *untiled = "placement " + p0.placements[0] + " is not checked for tiling";
+    return Status();
+  }
   for (size_t r = 0; r < set.ranks.size(); ++r) {
     const ParamInfo& pr = set.ranks[r].params[p];
     if (pr.local_shape.size() != p0.shape.size()) {
@@ -67,7 +62,7 @@ Status CheckDTensorTiling(const RankSetMatch& set, size_t p, std::string* untile
       }
     }
   }
-  if (d < 0) return Status();  // Replicate(): every rank holds it whole, checked above
+  if (d == kReplicated) return Status();  // every rank holds it whole, checked above
   if (static_cast<size_t>(d) >= p0.shape.size()) {
     return InvalidArgumentError(set.files[0] + ": parameter " + p0.name + " is placed " + p0.placements[0] +
                                 " but has only " + std::to_string(p0.shape.size()) + " dims");
@@ -152,6 +147,17 @@ Status CheckStatesAgree(const RankSetMatch& set) {
 }
 
 }  // namespace
+
+int64_t ShardDim(const std::string& placement) {
+  if (placement == "Replicate()") return kReplicated;
+  const std::string prefix = "Shard(dim=";
+  if (placement.rfind(prefix, 0) != 0 || placement.back() != ')') return kOtherPlacement;
+  std::string digits = placement.substr(prefix.size(), placement.size() - prefix.size() - 1);
+  if (digits.empty() || digits.size() > 3 || digits.find_first_not_of("0123456789") != std::string::npos) {
+    return kOtherPlacement;
+  }
+  return std::stoll(digits);
+}
 
 StatusOr<std::vector<std::string>> OrderByRank(const std::vector<std::string>& files) {
   std::map<int64_t, std::string> by_rank;

@@ -15,6 +15,7 @@
 #define OPTSTATE_OPTIMIZER_STATE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,12 @@ std::vector<std::string> FindOptimizerStates(const Checkpoint& checkpoint);
 // key is an index when it is below the number of params in param_groups and a
 // bare pointer otherwise. kNotFound / kInvalidArgument when there is none.
 StatusOr<OptimizerState> ReadOptimizerState(const Checkpoint& checkpoint, const std::string& path);
+
+// A counter or hyperparameter as a number: a Python int or float, or a
+// one-element plain tensor (torch 2.x saves `step` as a float32 0-d tensor)
+// read from `bytes`, the buffer `checkpoint` was parsed from (empty: tensors
+// are not read). nullopt for anything else.
+std::optional<double> NumberValue(const Checkpoint& checkpoint, ByteSpan bytes, NodeId id);
 
 // ReadOptimizerState at `state_key`, or, when it is empty, at the one optimizer
 // state dict the checkpoint holds: kNotFound if none, kInvalidArgument naming

@@ -12,6 +12,7 @@
 #ifndef OPTSTATE_RANK_SET_H_
 #define OPTSTATE_RANK_SET_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,12 @@ struct RankSetMatch {
   std::vector<MatchedState> ranks;  // parallel to files; every rank's params carry global shapes
   std::string global_shapes;        // how the global shapes were known, for reports
 };
+
+// The dim of a "Shard(dim=d)" placement; kReplicated for "Replicate()";
+// kOtherPlacement for anything else (Partial, FSDP2+TP's _StridedShard, ...).
+inline constexpr int64_t kReplicated = -1;
+inline constexpr int64_t kOtherPlacement = -2;
+int64_t ShardDim(const std::string& placement);
 
 // Files named ...rank<N>... for every N in 0..n-1 are put in that order;
 // otherwise the order given is kept. kInvalidArgument for a repeated rank.
