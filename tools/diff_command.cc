@@ -39,7 +39,7 @@ void WriteText(const DiffReport& r, std::ostream& out) {
       << std::setw(12) << "rel change" << std::setw(12) << "step A->B" << "verdict\n";
   for (const ParamDiff& d : r.params) {
     out << "  " << std::setw(static_cast<int>(width)) << d.name << "  " << std::setw(14) << ShapeText(d.shape)
-        << std::setw(12) << Number(d.relative_change) << std::setw(12) << (Number(d.step_a) + "->" + Number(d.step_b))
+        << std::setw(12) << Number(d.relative_change) << std::setw(12) << (d.step_a || d.step_b ? Number(d.step_a) + "->" + Number(d.step_b) : "-")
         << Verdict(d) << "\n";
   }
   out << std::right << "\nhyperparameters: ";
@@ -92,7 +92,18 @@ nlohmann::ordered_json ToJson(const DiffReport& r) {
 }  // namespace
 
 int RunDiff(const DiffCommandOptions& o, CommandOutput& output) {
-  auto r = DiffCheckpoints(o.a, o.b, o.diff);
+  DiffSide a = o.a, b = o.b;
+  if (!o.positional.empty()) {
+    if (o.positional.size() != 2 || !a.files.empty() || !b.files.empty()) {
+      return ReportError(output, kName,
+                         InvalidArgumentError("give two checkpoints, A B (files or DCP directories), or the rank "
+                                              "files of each with --a and --b"),
+                         o.json);
+    }
+    a.files = {o.positional[0]};
+    b.files = {o.positional[1]};
+  }
+  auto r = DiffCheckpointSets(a, b, o.diff);
   if (!r.ok() && r.status().code() == StatusCode::kNotFound) {
     // The library's hint names --model; here each side has its own flag.
     return ReportError(output, kName,
@@ -114,10 +125,17 @@ CommandRunner AddDiffCommand(CLI::App& parent) {
   CLI::App* cmd = parent.add_subcommand(
       kName, "Compare two checkpoints of one run: which parameters moved, how far their state stepped,\n"
              "hyperparameter changes, state that appeared or vanished");
-  cmd->add_option("a", o->a, "The earlier checkpoint (model and optimizer state)")->required();
-  cmd->add_option("b", o->b, "The later checkpoint")->required();
-  cmd->add_option("--model-a", o->diff.a_params.model, "A's model state_dict file (default: A's own 'model' entry)");
-  cmd->add_option("--model-b", o->diff.b_params.model, "B's model state_dict file (default: B's own 'model' entry)");
+  cmd->add_option("checkpoints", o->positional,
+                  "A B: the earlier and the later checkpoint, each a torch.save file (model and optimizer\n"
+                  "state) or a DCP checkpoint directory");
+  auto one_each = [](CLI::Option* opt) {
+    opt->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  };
+  one_each(cmd->add_option("--a", o->a.files, "A given as the rank files of a sharded save: repeat once per rank"));
+  one_each(cmd->add_option("--b", o->b.files, "B likewise"));
+  one_each(cmd->add_option("--model-a", o->a.models,
+                           "A's model state_dict file, once per rank for a rank set (default: A's own 'model' entry)"));
+  one_each(cmd->add_option("--model-b", o->b.models, "B's model state_dict file(s)"));
   cmd->add_option("--state-key", o->diff.state_key, "Where the optimizer state dict is (default: find it)");
   cmd->add_flag("--json", o->json, "Write JSON (schemas/diff.schema.json)");
   cmd->footer(
@@ -127,7 +145,10 @@ CommandRunner AddDiffCommand(CLI::App& parent) {
       "\nExamples:\n"
       "  optstate diff step1000.pt step2000.pt\n"
       "  optstate diff --json ckpt_a.pt ckpt_b.pt\n"
-      "  optstate diff --model-a model_a.pt --model-b model_b.pt optim_a.pt optim_b.pt");
+      "  optstate diff --model-a model_a.pt --model-b model_b.pt optim_a.pt optim_b.pt\n"
+      "  optstate diff checkpoints/step_1000 checkpoints/step_2000     # DCP directories\n"
+      "  optstate diff --a s1/rank0.pt --a s1/rank1.pt --b s2/rank0.pt --b s2/rank1.pt \\\n"
+      "      --model-a s1/model0.pt --model-a s1/model1.pt --model-b s2/model0.pt --model-b s2/model1.pt");
   return [o](CommandOutput& output) { return RunDiff(*o, output); };
 }
 

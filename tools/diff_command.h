@@ -4,6 +4,7 @@
 #define OPTSTATE_TOOLS_DIFF_COMMAND_H_
 
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "optstate/checkpoint_diff.h"
@@ -11,7 +12,8 @@
 namespace optstate::tools {
 
 struct DiffCommandOptions {
-  std::string a, b;
+  std::vector<std::string> positional;  // A B: files or DCP directories
+  DiffSide a, b;                        // --a / --b (rank files), --model-a / --model-b
   DiffOptions diff;
   bool json = false;
 };

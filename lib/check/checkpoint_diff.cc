@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
+#include "io/staging_directory.h"
+#include "optstate/dcp_consolidate.h"
+#include "optstate/unshard.h"
 #include "pickle/graph_walk.h"
 
 namespace optstate {
@@ -148,6 +152,72 @@ StatusOr<DiffReport> DiffCheckpoints(const std::string& a, const std::string& b,
     if (!sa.index.count(p.name)) add(p.name);
   }
   CompareGroups(ma, mb, r);
+  return r;
+}
+
+namespace {
+
+// The one torch.save file `paths` amount to: itself, its DCP directory
+// consolidated, or its rank files unsharded, into `scratch/name`.
+StatusOr<std::string> AsOneFile(const std::vector<std::string>& paths, const std::string& scratch,
+                                const std::string& name, const ReadOptions& read) {
+  if (paths.empty()) return std::string();
+  std::string out = scratch + "/" + name;
+  std::error_code ec;
+  if (paths.size() == 1 && !std::filesystem::is_directory(paths[0], ec)) return paths[0];
+  if (paths.size() == 1) {
+    OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<DcpCheckpoint> dcp, OpenDcpCheckpoint(paths[0]));
+    ConsolidateOptions co;
+    co.keys = ConsolidateKeys::kFqn;
+    co.read = read;
+    co.write.durability = Durability::kUnsynced;  // scratch, removed when done
+    OPTSTATE_RETURN_IF_ERROR(ConsolidateDcp(*dcp, out, co).status());
+    return out;
+  }
+  UnshardOptions uo;
+  uo.read = read;
+  uo.write.durability = Durability::kUnsynced;
+  OPTSTATE_RETURN_IF_ERROR(UnshardRankFiles(paths, out, uo).status());
+  return out;
+}
+
+std::string Label(const std::vector<std::string>& paths) {
+  if (paths.size() == 1) return paths[0];
+  return "rank set of " + std::to_string(paths.size()) + " files (" + paths.front() + " ... " + paths.back() + ")";
+}
+
+}  // namespace
+
+StatusOr<DiffReport> DiffCheckpointSets(const DiffSide& a, const DiffSide& b, const DiffOptions& options) {
+  if (a.files.empty() || b.files.empty()) return InvalidArgumentError("diff needs two checkpoints");
+  std::error_code ec;
+  bool plain = a.files.size() == 1 && b.files.size() == 1 && a.models.size() <= 1 && b.models.size() <= 1 &&
+               !std::filesystem::is_directory(a.files[0], ec) && !std::filesystem::is_directory(b.files[0], ec);
+  DiffOptions o = options;
+  if (a.models.size() == 1) o.a_params.model = a.models[0];
+  if (b.models.size() == 1) o.b_params.model = b.models[0];
+  if (plain) return DiffCheckpoints(a.files[0], b.files[0], o);
+  std::string base = (std::filesystem::temp_directory_path(ec) / "optstate-diff").string();
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<StagingDirectory> scratch, StagingDirectory::Create(base, false));
+  OPTSTATE_ASSIGN_OR_RETURN(std::string fa, AsOneFile(a.files, scratch->path(), "a.pt", options.read));
+  OPTSTATE_ASSIGN_OR_RETURN(std::string fb, AsOneFile(b.files, scratch->path(), "b.pt", options.read));
+  if (a.models.size() > 1) {
+    OPTSTATE_ASSIGN_OR_RETURN(o.a_params.model, AsOneFile(a.models, scratch->path(), "a.model.pt", options.read));
+  }
+  if (b.models.size() > 1) {
+    OPTSTATE_ASSIGN_OR_RETURN(o.b_params.model, AsOneFile(b.models, scratch->path(), "b.model.pt", options.read));
+  }
+  OPTSTATE_ASSIGN_OR_RETURN(DiffReport r, DiffCheckpoints(fa, fb, o));
+  // Name what the user gave, not the scratch files.
+  auto rename = [&](std::string& text, const std::string& from, const std::string& to) {
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+      text.replace(at, from.size(), to);
+    }
+  };
+  for (std::string* t : {&r.a, &r.a_params_from}) rename(*t, fa, Label(a.files));
+  for (std::string* t : {&r.b, &r.b_params_from}) rename(*t, fb, Label(b.files));
+  if (a.models.size() > 1) rename(r.a_params_from, o.a_params.model, Label(a.models));
+  if (b.models.size() > 1) rename(r.b_params_from, o.b_params.model, Label(b.models));
   return r;
 }
 

@@ -57,6 +57,17 @@ struct DiffReport {
 // Errors: either file unreadable, no optimizer state, no parameter list.
 StatusOr<DiffReport> DiffCheckpoints(const std::string& a, const std::string& b, const DiffOptions& options);
 
+// One side of a diff as users hold it: a torch.save file, a DCP checkpoint
+// directory (consolidated first, FQN keys), or the per-rank files of a sharded
+// save (unsharded first); `models` likewise (none: the checkpoint's own model
+// entry). The intermediate files live in a scratch directory under the system
+// temp directory, removed when done (or interrupted).
+struct DiffSide {
+  std::vector<std::string> files;
+  std::vector<std::string> models;
+};
+StatusOr<DiffReport> DiffCheckpointSets(const DiffSide& a, const DiffSide& b, const DiffOptions& options);
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_CHECKPOINT_DIFF_H_
