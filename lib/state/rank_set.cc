@@ -137,7 +137,11 @@ Status CheckStatesAgree(const RankSetMatch& set) {
                                   ": not the same save");
     }
     for (size_t k = 0; k < s.keys.size(); ++k) {
-      if (s.keys[k].text != s0.keys[k].text) {
+      // A (Parameter, i) key prints its rank's own shard; kind and view index are what must agree.
+      bool same = s.keys[k].kind == KeyKind::kParamView
+                      ? s0.keys[k].kind == KeyKind::kParamView && s.keys[k].view == s0.keys[k].view
+                      : s.keys[k].text == s0.keys[k].text;
+      if (!same) {
         return InvalidArgumentError(RankText(r, set.files[r]) + ": state entry " + std::to_string(k) + " is " +
                                     s.keys[k].text + " where rank 0 has " + s0.keys[k].text);
       }
