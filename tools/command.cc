@@ -1,5 +1,6 @@
 #include "command.h"
 
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -59,6 +60,18 @@ StatusOr<std::unique_ptr<Coordinator>> ConnectCoordinator(const std::string& job
                             "installed next to optstate");
   }
   return Factory()(job);
+}
+
+Status RefuseInputAsOutput(const std::vector<std::string>& inputs, const std::string& output) {
+  std::error_code ec;
+  if (!std::filesystem::exists(output, ec)) return Status();
+  for (const std::string& in : inputs) {
+    if (std::filesystem::equivalent(in, output, ec)) {
+      return InvalidArgumentError(output + (inputs.size() == 1 ? ": is the input" : ": is an input") +
+                                  "; optstate never modifies an input file");
+    }
+  }
+  return Status();
 }
 
 }  // namespace optstate::tools

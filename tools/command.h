@@ -13,6 +13,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -59,6 +60,10 @@ std::string_view StatusCodeId(StatusCode code);
 using CoordinatorFactory = std::function<StatusOr<std::unique_ptr<Coordinator>>(const std::string& job)>;
 void SetCoordinatorFactory(CoordinatorFactory factory);
 StatusOr<std::unique_ptr<Coordinator>> ConnectCoordinator(const std::string& job);
+
+// kInvalidArgument when `output` exists and is one of `inputs` (the same file
+// under any name): optstate never writes over what it reads.
+Status RefuseInputAsOutput(const std::vector<std::string>& inputs, const std::string& output);
 
 }  // namespace optstate::tools
 

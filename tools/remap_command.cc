@@ -69,14 +69,6 @@ void WriteText(const RemapCommandOptions& o, const std::string& out_path, const 
       << "\n";
 }
 
-Status RefuseInputAsOutput(const std::string& input, const std::string& output) {
-  std::error_code ec;
-  if (std::filesystem::exists(output, ec) && std::filesystem::equivalent(input, output, ec)) {
-    return InvalidArgumentError(output + ": is the input; optstate never modifies an input file");
-  }
-  return Status();
-}
-
 WriteOptions ToWriteOptions(const RemapCommandOptions& o) {
   WriteOptions wo;
   wo.zstd = o.zstd;
@@ -103,7 +95,7 @@ int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
   for (size_t r = 0; r < set->ranks.size(); ++r) {
     const MatchedState& m = set->ranks[r];
     outputs.push_back((std::filesystem::path(o.output) / std::filesystem::path(set->files[r]).filename()).string());
-    Status s = RefuseInputAsOutput(set->files[r], outputs.back());
+    Status s = RefuseInputAsOutput({set->files[r]}, outputs.back());
     if (!s.ok()) return ReportError(output, kName, s, o.json);
     auto one = RemapState(m.file->checkpoint(), m.state, m.params, m.match, ToRemapOptions(o));
     if (!one.ok()) {
@@ -138,7 +130,7 @@ int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
 
 int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   if (o.inputs.size() > 1 || o.models.size() > 1) return RunRankSet(o, output);
-  Status refused = RefuseInputAsOutput(o.input, o.output);
+  Status refused = RefuseInputAsOutput({o.input}, o.output);
   if (!refused.ok()) return ReportError(output, kName, refused, o.json);
   auto m = OpenAndMatch(o.input, o.state_key, o.params, o.read, o.match);
   if (!m.ok()) return ReportError(output, kName, m.status(), o.json);

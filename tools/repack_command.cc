@@ -1,6 +1,5 @@
 #include "repack_command.h"
 
-#include <filesystem>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -14,19 +13,12 @@ namespace {
 
 constexpr const char* kName = "repack";
 
-bool SameFile(const std::string& a, const std::string& b) {
-  std::error_code ec;
-  return std::filesystem::exists(b, ec) && std::filesystem::equivalent(a, b, ec);
-}
 
 }  // namespace
 
 int RunRepack(const RepackOptions& o, CommandOutput& output) {
-  if (SameFile(o.input, o.output)) {
-    return ReportError(output, kName,
-                       InvalidArgumentError(o.output + ": is the input; optstate never modifies an input file"),
-                       o.json);
-  }
+  Status refused = RefuseInputAsOutput({o.input}, o.output);
+  if (!refused.ok()) return ReportError(output, kName, refused, o.json);
   auto file = OpenCheckpoint(o.input, o.read);
   if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
   WriteOptions wo;

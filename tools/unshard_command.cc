@@ -1,6 +1,5 @@
 #include "unshard_command.h"
 
-#include <filesystem>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -17,14 +16,8 @@ constexpr const char* kName = "unshard";
 }  // namespace
 
 int RunUnshard(const UnshardCommandOptions& o, CommandOutput& output) {
-  std::error_code ec;
-  for (const std::string& in : o.inputs) {
-    if (std::filesystem::exists(o.output, ec) && std::filesystem::equivalent(in, o.output, ec)) {
-      return ReportError(output, kName,
-                         InvalidArgumentError(o.output + ": is an input; optstate never modifies an input file"),
-                         o.json);
-    }
-  }
+  Status refused = RefuseInputAsOutput(o.inputs, o.output);
+  if (!refused.ok()) return ReportError(output, kName, refused, o.json);
   UnshardOptions uo;
   uo.read.verify_crc = o.verify_crc;
   uo.write.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;

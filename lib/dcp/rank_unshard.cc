@@ -188,11 +188,7 @@ StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, 
       ++report.plain_tensors;
       const StorageRef& s = out.storages[storage];
       OPTSTATE_ASSIGN_OR_RETURN(ByteSpan bytes, StorageBytes(first.bytes(), out, s));
-      RecordPiece p{bytes, std::nullopt, std::nullopt};
-      if (s.zip_entry >= 0) {
-        const ZipEntry& e = out.container.zip.entries[static_cast<size_t>(s.zip_entry)];
-        if (e.method == 0 && e.size == bytes.size()) p.crc = e.crc32;
-      }
+      RecordPiece p{bytes, StorageRecordCrc(out, s), std::nullopt};
       if (p.crc) p.source = first.FileRangeOf(bytes);
       return std::vector<RecordPiece>{p};
     }
