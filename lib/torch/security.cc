@@ -64,10 +64,9 @@ void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where
     } else if (nested) {
       findings.push_back({Severity::kWarning, "nested_global", loc,
                           name + " is imported by " + caller});
-    } else if (g.module.starts_with("torch.distributed.tensor") ||
-               g.module.starts_with("torch.distributed._tensor") ||
-               g.module == "torch.distributed.device_mesh") {
-      // torch.distributed.tensor registers these as safe globals when imported.
+    } else if (IsAllowedOnceDistributedTensorImported(g.module, g.name)) {
+      // torch.distributed.tensor registers these as safe globals when imported;
+      // not all of its classes: FSDP2 + TP's _StridedShard stays refused.
       findings.push_back({Severity::kInfo, "global_needs_import", loc,
                           name + " loads under torch 2.6's weights_only=True only after "
                                  "`import torch.distributed.tensor`"});
