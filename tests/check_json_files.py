@@ -30,13 +30,17 @@ def main():
              ("*.truth.json", "fixture-truth.schema.json"),
              ("fsdp2_*dcp.expected.json", "dcp-fixture-expected.schema.json"),
              ("*.expected.json", "fixture-expected.schema.json"),
-             ("truth.rank*.json", "heavyball-run-truth.schema.json")]
+             ("truth.rank*.json", "heavyball-run-truth.schema.json"),
+             ("fsdp2_tp_*/truth.rank*.json", "heavyball-tp-run-truth.schema.json")]
     seen = set()
     for pattern, schema_name in rules:
         paths = glob.glob(os.path.join(REPO, "testdata", "good", "*", pattern))
         paths += glob.glob(os.path.join(REPO, "testdata", "validate", pattern))
         paths += glob.glob(os.path.join(REPO, "tests", "cli", "inputs", pattern))
-        paths += glob.glob(os.path.join(REPO, "testdata", "heavyball", "*", "*", pattern))
+        if "/" in pattern:
+            paths += glob.glob(os.path.join(REPO, "testdata", "heavyball", pattern))
+        else:
+            paths += glob.glob(os.path.join(REPO, "testdata", "heavyball", "*", "*", pattern))
         for path in sorted(paths):
             if path in seen:
                 continue

@@ -63,10 +63,12 @@ CommandRunner AddUnshardCommand(CLI::App& parent) {
   cmd->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
   cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/unshard.schema.json)");
   cmd->footer(
-      "\nRank 0's file is the template: each DTensor becomes a tensor of its global shape, the ranks'\n"
-      "shards placed by its placement (Shard(d): stacked along d in rank order; Replicate(): rank 0's);\n"
-      "scalars and plain tensors are rank 0's. 1-D meshes only. Shard(0) shards are copied straight\n"
-      "from the inputs; memory is bounded by the largest tensor sharded along another dim.\n"
+      "\nRank 0's file is the template: each DTensor becomes a tensor of its global shape, every rank's\n"
+      "shard placed at the block its placements and its mesh coordinate (pickled in the file) give:\n"
+      "Shard(d), Replicate(), FSDP2 + TP's _StridedShard, on meshes of any dims; a DTensor on a sub-mesh\n"
+      "(FSDP2's dp mesh beside TP) is taken from the first rank holding each block. Scalars and plain\n"
+      "tensors are rank 0's. Blocks of whole rows are copied straight from the inputs; memory is bounded\n"
+      "by the largest tensor split along another dim.\n"
       "\nExit codes: 0 written; 2 could not do the job (nothing written).\n"
       "\nExamples:\n"
       "  optstate unshard rank0.optim.pt rank1.optim.pt -o optim.pt\n"

@@ -6,6 +6,7 @@
 
 #include "dcp/box_copy.h"
 #include "optstate/rank_set.h"
+#include "optstate/shard_layout.h"
 #include "pickle/graph_walk.h"
 #include "torch/graph_builder.h"
 
@@ -61,10 +62,16 @@ std::string Where(size_t r, const std::string& file, const std::string& path) {
   return file + " (rank " + std::to_string(r) + "): " + (path.empty() ? "(root)" : path);
 }
 
-// One DTensor made whole: which ranks' shards, in order, along which dim.
+std::string PlacementsText(const TensorRef& t) {
+  std::string out;
+  for (const std::string& p : t.placements) out += (out.empty() ? "" : ", ") + p;
+  return out + " on mesh " + ShapeText(t.mesh_shape);
+}
+
+// One DTensor made whole: every rank's shard and the block of the whole it is.
 struct WholeTensor {
   std::string path;
-  int64_t dim = kReplicated;              // or the Shard dim
+  ShardTiling tiling;
   std::vector<const TensorRef*> shards;   // per rank
   TensorRef whole;
 };
@@ -92,31 +99,13 @@ StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, 
                                 "copies the placements are gone)");
   }
   std::vector<WholeTensor> wholes;
+  uint64_t largest_mesh = 0;
   for (auto& [path, node0] : dtensors[0]) {
     const Checkpoint& cp0 = in[0]->checkpoint();
     WholeTensor w;
     w.path = path;
     const TensorRef& t0 = cp0.tensors[cp0.graph.at(node0).tensor];
-    if (t0.placements.size() != 1) {
-      return UnsupportedError(Where(0, report.files[0], path) + ": a DTensor on a " +
-                              std::to_string(t0.placements.size()) +
-                              "-D mesh; only 1-D meshes (FSDP2 alone, or TP alone) are unsharded");
-    }
-    if (!t0.mesh_shape.empty() && t0.mesh_shape[0] != static_cast<int64_t>(ranks)) {
-      return InvalidArgumentError(Where(0, report.files[0], path) + ": its mesh has " +
-                                  std::to_string(t0.mesh_shape[0]) + " ranks but " + std::to_string(ranks) +
-                                  " files were given");
-    }
-    w.dim = ShardDim(t0.placements[0]);
-    if (w.dim == kOtherPlacement) {
-      return UnsupportedError(Where(0, report.files[0], path) + ": placement " + t0.placements[0] +
-                              " cannot be made whole from the shards alone");
-    }
-    if (w.dim >= static_cast<int64_t>(t0.global_sizes.size())) {
-      return InvalidArgumentError(Where(0, report.files[0], path) + ": placed " + t0.placements[0] + " but has " +
-                                  std::to_string(t0.global_sizes.size()) + " dims");
-    }
-    int64_t slices = 0;
+    std::vector<ShardView> views;
     for (size_t r = 0; r < ranks; ++r) {
       auto it = dtensors[r].find(path);
       if (it == dtensors[r].end()) {
@@ -124,28 +113,31 @@ StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, 
       }
       const Checkpoint& cp = in[r]->checkpoint();
       const TensorRef& t = cp.tensors[cp.graph.at(it->second).tensor];
-      if (t.global_sizes != t0.global_sizes || t.dtype != t0.dtype || t.placements != t0.placements) {
+      if (t.global_sizes != t0.global_sizes || t.dtype != t0.dtype || t.placements != t0.placements ||
+          t.mesh_shape != t0.mesh_shape) {
         return InvalidArgumentError(Where(r, report.files[r], path) + ": " + ShapeText(t.global_sizes) + " " +
-                                    t.placements[0] + ", rank 0 has " + ShapeText(t0.global_sizes) + " " +
-                                    t0.placements[0] + (t.dtype != t0.dtype ? " (and another dtype)" : ""));
+                                    PlacementsText(t) + ", rank 0 has " + ShapeText(t0.global_sizes) + " " +
+                                    PlacementsText(t0) + (t.dtype != t0.dtype ? " (and another dtype)" : ""));
       }
-      for (size_t d = 0; d < t.sizes.size(); ++d) {
-        if (static_cast<int64_t>(d) != w.dim && (t.sizes.size() != t0.global_sizes.size() ||
-                                                 t.sizes[d] != t0.global_sizes[d])) {
-          return InvalidArgumentError(Where(r, report.files[r], path) + ": shard " + ShapeText(t.sizes) +
-                                      " does not fit " + ShapeText(t0.global_sizes) + " placed " + t0.placements[0]);
-        }
-      }
-      if (w.dim >= 0) slices += t.sizes[static_cast<size_t>(w.dim)];
+      views.push_back({t.sizes, t.mesh_coordinate, report.files[r] + " (rank " + std::to_string(r) + ")"});
       w.shards.push_back(&t);
     }
-    if (w.dim >= 0 && slices != t0.global_sizes[static_cast<size_t>(w.dim)]) {
-      return InvalidArgumentError(report.files[0] + ": " + path + " " + ShapeText(t0.global_sizes) + ": the " +
-                                  std::to_string(ranks) + " ranks' shards hold " + std::to_string(slices) + " of " +
-                                  std::to_string(t0.global_sizes[static_cast<size_t>(w.dim)]) + " slices along dim " +
-                                  std::to_string(w.dim) + ": a rank's file is missing, repeated, or from another save");
+    std::vector<int64_t> mesh = t0.mesh_shape;
+    if (mesh.empty()) mesh.push_back(static_cast<int64_t>(ranks));  // its mesh tensor was not read
+    uint64_t positions = 1;
+    for (int64_t m : mesh) positions *= static_cast<uint64_t>(std::max<int64_t>(m, 1));
+    largest_mesh = std::max(largest_mesh, positions);
+    StatusOr<ShardTiling> tiling = TileShards(t0.global_sizes, t0.placements, mesh, views);
+    if (!tiling.ok()) {
+      return std::move(tiling).status().WithContext(path + " " + ShapeText(t0.global_sizes) + " " + PlacementsText(t0));
     }
+    w.tiling = std::move(*tiling);
     wholes.push_back(std::move(w));
+  }
+  if (largest_mesh != ranks) {
+    return InvalidArgumentError(report.files[0] + ": its largest device mesh has " + std::to_string(largest_mesh) +
+                                " positions but " + std::to_string(ranks) +
+                                " files were given: give every rank's file of one save, once");
   }
   for (size_t r = 1; r < ranks; ++r) {
     if (dtensors[r].size() != dtensors[0].size()) {
@@ -202,25 +194,20 @@ StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, 
       copies.push_back(std::move(copy));
       return ByteSpan(copies.back().data(), copies.back().size());
     };
-    if (w.dim <= 0) {  // Replicate: rank 0's; Shard(0): the shards one after the other
-      size_t last = w.dim < 0 ? 1 : w.shards.size();
-      copies.reserve(last);
-      for (size_t r = 0; r < last; ++r) {
+    copies.reserve(w.tiling.owners.size());
+    if (w.tiling.row_slabs) {  // Replicate, or Shard(0) on any mesh: the owners' bytes one after the other
+      for (size_t r : w.tiling.owners) {
         OPTSTATE_ASSIGN_OR_RETURN(ByteSpan span, shard_bytes(r));
         if (!span.empty()) pieces.push_back(RecordPiece{span, std::nullopt, std::nullopt});
       }
-    } else {  // Shard(d > 0): put together in memory
+    } else {  // blocks along other dims: put together in memory
       assembled.assign(w.whole.nbytes(), std::byte{0});
       size_t elem = GetDTypeInfo(w.whole.dtype).element_size;
       Box dst{std::vector<int64_t>(w.whole.sizes.size(), 0), w.whole.sizes};
-      int64_t offset = 0;
-      copies.reserve(w.shards.size());
-      for (size_t r = 0; r < w.shards.size(); ++r) {
+      for (size_t r : w.tiling.owners) {
         OPTSTATE_ASSIGN_OR_RETURN(ByteSpan span, shard_bytes(r));
-        Box src{std::vector<int64_t>(w.whole.sizes.size(), 0), w.shards[r]->sizes};
-        src.offsets[static_cast<size_t>(w.dim)] = offset;
-        offset += w.shards[r]->sizes[static_cast<size_t>(w.dim)];
-        CopyIntersection(src, span.data(), dst, assembled.data(), elem);
+        const ShardBox& block = w.tiling.boxes[r];
+        CopyIntersection(Box{block.offsets, block.sizes}, span.data(), dst, assembled.data(), elem);
       }
       report.largest_assembled_bytes = std::max<uint64_t>(report.largest_assembled_bytes, assembled.size());
       pieces.push_back(RecordPiece{ByteSpan(assembled.data(), assembled.size()), std::nullopt, std::nullopt});

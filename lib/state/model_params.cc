@@ -52,6 +52,8 @@ ParamInfo InfoOf(const std::string& name, const TensorRef& t) {
   if (t.is_dtensor) {
     p.local_shape = t.sizes;
     p.placements = t.placements;
+    p.mesh_shape = t.mesh_shape;
+    p.mesh_coordinate = t.mesh_coordinate;
     p.shape = t.global_sizes;
     uint64_t numel = 1;
     for (int64_t d : t.global_sizes) numel *= static_cast<uint64_t>(d);

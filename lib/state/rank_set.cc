@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "optstate/shard_layout.h"
 #include "state/param_loading.h"
 
 namespace optstate {
@@ -25,55 +26,40 @@ int64_t RankInName(const std::string& path) {
 
 std::string RankText(size_t r, const std::string& file) { return file + " (rank " + std::to_string(r) + ")"; }
 
-// DTensor parameters: the same global shape on every rank, and for a 1-D mesh
-// shards that tile it once. N-D meshes (FSDP2 + TP) are not tiled here: which
-// block a rank holds depends on its mesh coordinate, which the files do not record.
-Status CheckDTensorTiling(const RankSetMatch& set, size_t p, std::string* untiled) {
+std::string PlacementsText(const std::vector<std::string>& placements) {
+  if (placements.empty()) return "whole";
+  std::string out;
+  for (const std::string& p : placements) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+// DTensor parameters: the same global shape, placements and mesh on every
+// rank, and shards that tile the whole once at the ranks' mesh coordinates
+// (shard_layout.h; FSDP2 alone, TP alone, FSDP2 + TP).
+Status CheckDTensorTiling(const RankSetMatch& set, size_t p) {
   const ParamInfo& p0 = set.ranks[0].params[p];
   for (size_t r = 1; r < set.ranks.size(); ++r) {
     const ParamInfo& pr = set.ranks[r].params[p];
-    if (pr.shape != p0.shape || pr.placements != p0.placements) {
+    if (pr.shape != p0.shape || pr.placements != p0.placements || pr.mesh_shape != p0.mesh_shape) {
       return InvalidArgumentError(RankText(r, set.files[r]) + ": parameter " + p0.name + " is " +
-                                  ShapeText(pr.shape) + " placed " + (pr.placements.empty() ? "whole" : pr.placements[0]) +
-                                  ", but " + ShapeText(p0.shape) + " on rank 0");
+                                  ShapeText(pr.shape) + " placed " + PlacementsText(pr.placements) + " on mesh " +
+                                  ShapeText(pr.mesh_shape) + ", but " + ShapeText(p0.shape) + " placed " +
+                                  PlacementsText(p0.placements) + " on mesh " + ShapeText(p0.mesh_shape) +
+                                  " on rank 0");
     }
   }
   if (p0.placements.empty()) return Status();  // a whole tensor on every rank
-  if (p0.placements.size() != 1) {
-    *untiled = "shards on a " + std::to_string(p0.placements.size()) + "-D mesh are not checked for tiling";
-    return Status();
-  }
-  int64_t d = ShardDim(p0.placements[0]);
-  if (d == kOtherPlacement) {
-    *untiled = "placement " + p0.placements[0] + " is not checked for tiling";
-    return Status();
-  }
+  std::vector<int64_t> mesh = p0.mesh_shape;
+  if (mesh.empty()) mesh.push_back(static_cast<int64_t>(set.ranks.size()));  // a mesh tensor we did not read
+  std::vector<ShardView> views;
   for (size_t r = 0; r < set.ranks.size(); ++r) {
     const ParamInfo& pr = set.ranks[r].params[p];
-    if (pr.local_shape.size() != p0.shape.size()) {
-      return InvalidArgumentError(RankText(r, set.files[r]) + ": parameter " + p0.name + "'s shard " +
-                                  ShapeText(pr.local_shape) + " has another rank than its shape " + ShapeText(p0.shape));
-    }
-    for (size_t i = 0; i < p0.shape.size(); ++i) {
-      if (static_cast<int64_t>(i) != d && pr.local_shape[i] != p0.shape[i]) {
-        return InvalidArgumentError(RankText(r, set.files[r]) + ": parameter " + p0.name + "'s shard " +
-                                    ShapeText(pr.local_shape) + " does not fit " + ShapeText(p0.shape) + " placed " +
-                                    p0.placements[0]);
-      }
-    }
+    views.push_back({pr.local_shape, pr.mesh_coordinate, RankText(r, set.models.empty() ? set.files[r] : set.models[r])});
   }
-  if (d == kReplicated) return Status();  // every rank holds it whole, checked above
-  if (static_cast<size_t>(d) >= p0.shape.size()) {
-    return InvalidArgumentError(set.files[0] + ": parameter " + p0.name + " is placed " + p0.placements[0] +
-                                " but has only " + std::to_string(p0.shape.size()) + " dims");
-  }
-  int64_t rows = 0;
-  for (const MatchedState& m : set.ranks) rows += m.params[p].local_shape[static_cast<size_t>(d)];
-  if (rows != p0.shape[static_cast<size_t>(d)]) {
-    return InvalidArgumentError("parameter " + p0.name + " " + ShapeText(p0.shape) + ": the " +
-                                std::to_string(set.ranks.size()) + " ranks' shards hold " + std::to_string(rows) +
-                                " of its " + std::to_string(p0.shape[static_cast<size_t>(d)]) + " slices along dim " +
-                                std::to_string(d) + ": a rank's file is missing, repeated, or from another save");
+  StatusOr<ShardTiling> tiling = TileShards(p0.shape, p0.placements, mesh, views);
+  if (!tiling.ok()) {
+    return std::move(tiling).status().WithContext("parameter " + p0.name + " " + ShapeText(p0.shape) + " placed " +
+                                                   PlacementsText(p0.placements));
   }
   return Status();
 }
@@ -152,17 +138,6 @@ Status CheckStatesAgree(const RankSetMatch& set) {
 
 }  // namespace
 
-int64_t ShardDim(const std::string& placement) {
-  if (placement == "Replicate()") return kReplicated;
-  const std::string prefix = "Shard(dim=";
-  if (placement.rfind(prefix, 0) != 0 || placement.back() != ')') return kOtherPlacement;
-  std::string digits = placement.substr(prefix.size(), placement.size() - prefix.size() - 1);
-  if (digits.empty() || digits.size() > 3 || digits.find_first_not_of("0123456789") != std::string::npos) {
-    return kOtherPlacement;
-  }
-  return std::stoll(digits);
-}
-
 StatusOr<std::vector<std::string>> OrderByRank(const std::vector<std::string>& files) {
   std::map<int64_t, std::string> by_rank;
   for (const std::string& f : files) {
@@ -221,10 +196,8 @@ StatusOr<RankSetMatch> OpenAndMatchRankSet(const RankSetSource& source, const st
   if (!source.manifest.empty()) {
     set.global_shapes = "the manifest's shapes";
   } else if (dtensors) {
-    std::string untiled;
-    for (size_t p = 0; p < p0.size(); ++p) OPTSTATE_RETURN_IF_ERROR(CheckDTensorTiling(set, p, &untiled));
-    set.global_shapes = "the DTensors' global shapes" + (untiled.empty() ? std::string(", shards tiling each once")
-                                                                          : "; " + untiled);
+    for (size_t p = 0; p < p0.size(); ++p) OPTSTATE_RETURN_IF_ERROR(CheckDTensorTiling(set, p));
+    set.global_shapes = "the DTensors' global shapes, shards tiling each once at the ranks' mesh coordinates";
   } else if (set.ranks.size() > 1) {
     InferGlobalShapes(set);
   } else {

@@ -34,10 +34,13 @@ std::string PlacementText(const ObjectGraph& g, NodeId id) {
   const Node& n = g.at(id);
   std::string cls = TypeName(g, id);
   std::string base = cls.substr(cls.rfind('.') + 1);
-  if (base == "Shard" || base == "_StridedShard") {
-    NodeId dim = StateValue(g, id, "dim");
-    return base + "(dim=" +
-           (dim != kNoNode && g.at(dim).kind == NodeKind::kInt ? std::to_string(g.at(dim).int_value) : "?") + ")";
+  auto int_text = [&](NodeId v) {
+    return v != kNoNode && g.at(v).kind == NodeKind::kInt ? std::to_string(g.at(v).int_value) : std::string("?");
+  };
+  if (base == "Shard") return "Shard(dim=" + int_text(StateValue(g, id, "dim")) + ")";
+  if (base == "_StridedShard") {  // repr(), not str() ("_S(0, 2)"), which says less
+    return "_StridedShard(dim=" + int_text(StateValue(g, id, "dim")) +
+           ", sf=" + int_text(StateValue(g, id, "split_factor")) + ")";
   }
   if (base == "Partial") {
     NodeId op = StateValue(g, id, "reduce_op");
@@ -70,7 +73,9 @@ DTensorParts FindDTensorParts(const ObjectGraph& g, const std::vector<NodeId>& a
       (g.at(placements).kind == NodeKind::kTuple || g.at(placements).kind == NodeKind::kList)) {
     for (NodeId p : g.at(placements).items) parts.placements.push_back(PlacementText(g, p));
   }
-  parts.mesh = StateValue(g, StateValue(g, spec, "mesh"), "mesh");
+  NodeId mesh = StateValue(g, spec, "mesh");
+  parts.mesh = StateValue(g, mesh, "mesh");
+  parts.coordinate = StateValue(g, mesh, "_coordinate_on_dim");
   return parts;
 }
 

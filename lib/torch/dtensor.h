@@ -24,8 +24,10 @@ struct DTensorParts {
   NodeId local_tensor = kNoNode;        // state's _local_tensor
   bool has_global_size = false;         // the wrapper call has a size argument:
   NodeId global_size = kNoNode;         //   this one
-  std::vector<std::string> placements;  // "Shard(dim=0)", "Replicate()", "Partial(sum)", as str() prints them
+  std::vector<std::string> placements;  // "Shard(dim=0)", "Replicate()", "Partial(sum)",
+                                        // "_StridedShard(dim=0, sf=2)", as repr() prints them
   NodeId mesh = kNoNode;                // the DeviceMesh's `mesh` value
+  NodeId coordinate = kNoNode;          // its `_coordinate_on_dim`: this rank's place in the mesh
 };
 
 // `args` of _rebuild_from_type_v2 whose second item IsDTensorClass: at least

@@ -250,6 +250,11 @@ class Resolver {
     if (parts.mesh != kNoNode && N(parts.mesh).kind == NodeKind::kTensor) {
       t.mesh_shape = out_.tensors[N(parts.mesh).tensor].sizes;
     }
+    if (parts.coordinate != kNoNode && N(parts.coordinate).kind != NodeKind::kNone) {
+      // Only layouts read it; a malformed one leaves it unknown rather than the file unreadable.
+      StatusOr<std::vector<int64_t>> c = IntTuple(N(id), parts.coordinate, "mesh coordinate");
+      if (c.ok()) t.mesh_coordinate = std::move(*c);
+    }
     return BecomeTensor(id, std::move(t));
   }
 

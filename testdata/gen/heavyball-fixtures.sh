@@ -8,6 +8,7 @@
 # generators there, and replaces testdata/heavyball/ with what they wrote.
 #   0.24.4 = commit 0ad271b (no tag; 19ee313 after it is 0.25.0)
 #     gen_heavyball_fsdp2.py -> testdata/heavyball/fsdp2_0.24.4/
+#     gen_heavyball_fsdp2_tp.py -> testdata/heavyball/fsdp2_tp_0.24.4/ (FSDP2 + TP, 4 ranks)
 #   1.4.0 = tag v1.4.0 (the last fake_groups release with a tag)
 #     gen_heavyball_freeze.py -> testdata/heavyball/freeze_1.4.0/
 set -euo pipefail
@@ -30,6 +31,7 @@ rm -rf "$repo/$stage"
 mkdir -p "$repo/$stage"
 src=$(extract 0ad271b 0.24.4)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_fsdp2.py "$src" "$stage/fsdp2_0.24.4"
+"$here/torch26-python.sh" testdata/gen/gen_heavyball_fsdp2_tp.py "$src" "$stage/fsdp2_tp_0.24.4"
 src=$(extract v1.4.0 1.4.0)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_freeze.py "$src" "$stage/freeze_1.4.0"
 rm -rf "$repo/testdata/heavyball"

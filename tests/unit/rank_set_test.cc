@@ -1,5 +1,4 @@
-// Rank order from file names, and placements, for the per-rank files of a
-// sharded save. The rank sets themselves (real HeavyBall + FSDP2 files) are
+// Rank order from file names for the per-rank files of a sharded save. The rank sets themselves (real HeavyBall + FSDP2 files) are
 // covered by the CLI golden cases and interop_heavyball_fsdp2.
 #include "optstate/rank_set.h"
 
@@ -45,16 +44,6 @@ TEST(OrderByRank, ARepeatedRankIsRefused) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(r.status().message(), "b/rank0.pt and a/rank0.pt both name rank 0");
-}
-
-TEST(ShardDim, PlacementsAsTorchPrintsThem) {
-  EXPECT_EQ(ShardDim("Shard(dim=0)"), 0);
-  EXPECT_EQ(ShardDim("Shard(dim=2)"), 2);
-  EXPECT_EQ(ShardDim("Replicate()"), kReplicated);
-  EXPECT_EQ(ShardDim("Partial(sum)"), kOtherPlacement);
-  EXPECT_EQ(ShardDim("_StridedShard(dim=0, sf=2)"), kOtherPlacement);
-  EXPECT_EQ(ShardDim("Shard(dim=x)"), kOtherPlacement);
-  EXPECT_EQ(ShardDim("Shard(dim=)"), kOtherPlacement);
 }
 
 }  // namespace

@@ -18,9 +18,12 @@ struct ParamInfo {
   std::string name;
   std::vector<int64_t> shape;  // the whole parameter's shape, also for a sharded one
   // A DTensor shard (FSDP2, tensor parallel) read from one rank's model file: its
-  // local shape and placements ("Shard(dim=0)", ...). Empty for whole tensors.
+  // local shape, placements ("Shard(dim=0)", ...), mesh shape and this rank's
+  // coordinate in it (shard_layout.h). Empty for whole tensors.
   std::vector<int64_t> local_shape;
   std::vector<std::string> placements;
+  std::vector<int64_t> mesh_shape;
+  std::vector<int64_t> mesh_coordinate;
   DType dtype = DType::kFloat32;
   std::optional<uint64_t> data_ptr;
   uint64_t nbytes = 0;  // from the file, else numel * element size

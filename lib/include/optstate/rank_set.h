@@ -34,12 +34,6 @@ struct RankSetMatch {
   std::string global_shapes;        // how the global shapes were known, for reports
 };
 
-// The dim of a "Shard(dim=d)" placement; kReplicated for "Replicate()";
-// kOtherPlacement for anything else (Partial, FSDP2+TP's _StridedShard, ...).
-inline constexpr int64_t kReplicated = -1;
-inline constexpr int64_t kOtherPlacement = -2;
-int64_t ShardDim(const std::string& placement);
-
 // Files named ...rank<N>... for every N in 0..n-1 are put in that order;
 // otherwise the order given is kept. kInvalidArgument for a repeated rank.
 StatusOr<std::vector<std::string>> OrderByRank(const std::vector<std::string>& files);

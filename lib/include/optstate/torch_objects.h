@@ -62,6 +62,7 @@ struct TensorRef {
   std::vector<int64_t> global_sizes;
   std::vector<std::string> placements;  // "Shard(dim=0)", "Replicate()", "Partial(sum)"
   std::vector<int64_t> mesh_shape;
+  std::vector<int64_t> mesh_coordinate;  // this rank's, as its DeviceMesh pickled it; empty if not
   bool inside_dtensor = false;  // this is the _local_tensor of a DTensor listed separately
   uint64_t numel() const;
   uint64_t nbytes() const;

@@ -4,12 +4,13 @@
 //
 // Rank 0's file is the template: every DTensor in it becomes a plain tensor of
 // its global shape, assembled from the same DTensor (same path from the root)
-// in every rank's file, placed by its placement on a 1-D mesh whose
-// coordinates are the ranks in file order: Shard(d) stacks the ranks' shards
-// along d, Replicate() takes rank 0's. Everything else (scalars, plain
-// tensors, param_groups) is rank 0's. Memory: the largest tensor sharded
-// along a dim other than 0; Shard(0) shards are written straight from the
-// inputs, one after the other.
+// in every rank's file, each shard placed at the block its placements and its
+// rank's mesh coordinate give (shard_layout.h: FSDP2, TP, FSDP2 + TP's strided
+// shards; a DTensor on a sub-mesh, such as FSDP2's dp mesh beside TP, is held
+// by several ranks and taken from the first). Everything else (scalars, plain
+// tensors, param_groups) is rank 0's. Memory: the largest tensor whose blocks
+// are not whole rows; blocks of whole rows (Shard(0) alone, Replicate) are
+// written straight from the inputs, one after the other.
 #ifndef OPTSTATE_UNSHARD_H_
 #define OPTSTATE_UNSHARD_H_
 
@@ -42,9 +43,9 @@ struct UnshardReport {
 };
 
 // Errors name the rank, file and path of a DTensor that does not agree
-// (missing on a rank, other global shape, dtype or placement, shards that do
-// not tile it once) or that lives on a mesh of more than one dimension; nothing
-// is written then.
+// (missing on a rank, other global shape, dtype, placement or mesh, shards that
+// do not tile it once at their coordinates, Partial placements), or when the
+// largest mesh has not one position per file; nothing is written then.
 StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& files, const std::string& output,
                                          const UnshardOptions& options);
 
