@@ -13,23 +13,32 @@ namespace optstate::tools {
 namespace {
 
 // What was written: text, or JSON (schemas/dcp-write.schema.json).
-void WriteReport(CommandOutput& output, const std::string& input, const std::string& dir, int world_size,
-                         const DcpWriteReport& r, bool json) {
-  if (json) {
+void WriteReport(CommandOutput& output, const DcpOutputFlags& f, const DcpWriteReport& r) {
+  const std::string& dir = f.output;
+  const int world_size = f.world_size;
+  if (f.json) {
     nlohmann::ordered_json files = nlohmann::ordered_json::array();
     for (size_t rank = 0; rank < r.file_bytes.size(); ++rank) {
       files.push_back({{"name", "__" + std::to_string(rank) + "_0.distcp"}, {"bytes", r.file_bytes[rank]}});
     }
-    WriteJson(output, {{"input", input}, {"output", dir}, {"world_size", world_size}, {"tensors", r.tensors},
-                       {"chunks", r.chunks}, {"bytes_items", r.bytes_items}, {"tensor_bytes", r.tensor_bytes},
-                       {"largest_chunk_bytes", r.largest_chunk_bytes}, {"metadata_bytes", r.metadata_bytes},
-                       {"files", files}, {"leftovers", r.leftovers}});
+    nlohmann::ordered_json j = {{"input", f.input}};
+    if (f.inputs.size() > 1) j["inputs"] = f.inputs;  // a rank set, unsharded first
+    j.update(nlohmann::ordered_json{{"output", dir}, {"world_size", world_size}, {"tensors", r.tensors},
+                                    {"chunks", r.chunks}, {"bytes_items", r.bytes_items},
+                                    {"tensor_bytes", r.tensor_bytes}, {"largest_chunk_bytes", r.largest_chunk_bytes},
+                                    {"metadata_bytes", r.metadata_bytes}, {"files", files},
+                                    {"leftovers", r.leftovers}});
+    WriteJson(output, j);
     return;
   }
   uint64_t total = r.metadata_bytes;
   for (uint64_t b : r.file_bytes) total += b;
   output.out << dir << ": DCP checkpoint for " << world_size << (world_size == 1 ? " rank, " : " ranks, ")
-             << HumanBytes(total) << " from " << input << "\n"
+             << HumanBytes(total) << " from "
+             << (f.inputs.size() > 1 ? "rank set of " + std::to_string(f.inputs.size()) + " files (" + f.inputs.front() +
+                                           " ... " + f.inputs.back() + "), unsharded first"
+                                     : f.input)
+             << "\n"
              << "  " << r.tensors << " tensors (" << HumanBytes(r.tensor_bytes) << ") in " << r.chunks << " chunks, "
              << r.bytes_items << " other values; "
              << (r.largest_chunk_bytes == 0 ? std::string("every chunk copied by the kernel")
@@ -46,8 +55,12 @@ void WriteReport(CommandOutput& output, const std::string& input, const std::str
 
 }  // namespace
 
-void AddDcpOutputFlags(CLI::App& cmd, DcpOutputFlags& f, const std::string& input_help) {
-  cmd.add_option("input", f.input, input_help)->required();
+void AddDcpOutputFlags(CLI::App& cmd, DcpOutputFlags& f, const std::string& input_help, bool rank_set) {
+  if (rank_set) {
+    cmd.add_option("inputs", f.inputs, input_help)->required();
+  } else {
+    cmd.add_option("input", f.input, input_help)->required();
+  }
   cmd.add_option("-o,--output", f.output, "New directory; written beside it under a temporary name, then renamed")
       ->required();
   cmd.add_option("--world-size", f.world_size, "Ranks of the output: one __<rank>_0.distcp file each")
@@ -92,7 +105,7 @@ int RunDcpOutput(const DcpOutputFlags& f, std::string_view command, CommandOutpu
   if (!f.quiet && !f.json && reports) wo.progress = PercentProgress(output.err, command);
   auto report = write(wo, coordinator.get());
   if (!report.ok()) return ReportError(output, command, report.status(), f.json);
-  if (reports) WriteReport(output, f.input, f.output, f.world_size, *report, f.json);
+  if (reports) WriteReport(output, f, *report);
   return kExitOk;
 }
 

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "optstate/dcp_writer.h"
@@ -13,7 +14,8 @@
 namespace optstate::tools {
 
 struct DcpOutputFlags {
-  std::string input;
+  std::string input;                // inputs[0], or all of them in a report
+  std::vector<std::string> inputs;  // several only where `rank_set` was given
   std::string output;
   int world_size = 0;
   bool json = false;
@@ -23,8 +25,9 @@ struct DcpOutputFlags {
   bool distributed = false;
 };
 
-// Adds input (described by `input_help`) and every output flag.
-void AddDcpOutputFlags(CLI::App& cmd, DcpOutputFlags& flags, const std::string& input_help);
+// Adds the input (described by `input_help`; one, or with `rank_set` one or
+// more) and every output flag.
+void AddDcpOutputFlags(CLI::App& cmd, DcpOutputFlags& flags, const std::string& input_help, bool rank_set = false);
 
 // Runs a DCP-writing command: connects to the job when --distributed, calls
 // `open` (whose failure in any process fails every process), then `write`

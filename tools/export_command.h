@@ -9,7 +9,7 @@
 
 namespace optstate::tools {
 
-int RunExport(const DcpOutputFlags& options, CommandOutput& output);
+int RunExport(DcpOutputFlags options, CommandOutput& output);
 CommandRunner AddExportCommand(CLI::App& parent);
 
 }  // namespace optstate::tools

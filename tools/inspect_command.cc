@@ -13,7 +13,11 @@ constexpr const char* kName = "inspect";
 
 }  // namespace
 
-int RunInspect(const InspectOptions& options, CommandOutput& output) {
+int RunInspect(const InspectOptions& given, CommandOutput& output) {
+  InspectOptions options = given;
+  if (options.paths.empty()) options.paths.push_back(options.path);  // callers that set only path
+  options.path = options.paths[0];
+  if (options.paths.size() > 1) return RunInspectRankSet(options, output);
   if (IsDcpDirectory(options.path)) return RunInspectDcp(options, output);
   ReadOptions read = options.read;
   read.resolve_offsets = options.records;  // the listing shows data offsets
@@ -37,7 +41,11 @@ CommandRunner AddInspectCommand(CLI::App& parent) {
   CLI::App* cmd = parent.add_subcommand(
       kName, "Show what is inside a checkpoint without loading tensors: container, object tree,\n"
              "optimizer state summary, and security findings (globals a pickle load would call)");
-  cmd->add_option("path", o->path, "torch.save file (.pt, .pth, .bin), legacy format, .zst, or a DCP checkpoint directory")->required();
+  cmd->add_option("paths", o->paths,
+                  "torch.save file (.pt, .pth, .bin), legacy format, .zst, or a DCP checkpoint directory;\n"
+                  "or every rank's file of one FSDP2/TP save (in rank order or named rank<N>): the layout is\n"
+                  "checked as unshard checks it, then each rank's file is shown")
+      ->required();
   cmd->add_flag("--json", o->json, "Write JSON (schemas/inspect.schema.json)");
   cmd->add_option("--depth", o->report.depth, "Tree levels to show below the start")
       ->capture_default_str();
@@ -63,7 +71,8 @@ CommandRunner AddInspectCommand(CLI::App& parent) {
       "  optstate inspect --path 'state[(0, (8, 8))]' heavyball_fsdp.pt\n"
       "  optstate inspect --records --verify-crc checkpoint.pt\n"
       "  optstate inspect --json checkpoint.pt.zst | jq .optimizers\n"
-      "  optstate inspect checkpoints/step_1000        (a DCP directory: files, chunks, rebuilt tree)");
+      "  optstate inspect checkpoints/step_1000        (a DCP directory: files, chunks, rebuilt tree)\n"
+      "  optstate inspect ckpt/optim_rank*.pt            (one sharded save: layout, then every rank)");
   return [o](CommandOutput& output) { return RunInspect(*o, output); };
 }
 

@@ -3,6 +3,7 @@
 #define OPTSTATE_TOOLS_INSPECT_COMMAND_H_
 
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "optstate/checkpoint.h"
@@ -11,7 +12,8 @@
 namespace optstate::tools {
 
 struct InspectOptions {
-  std::string path;
+  std::string path;                // the file shown (paths[0] unless a rank set is shown)
+  std::vector<std::string> paths;  // as given: one file or DCP directory, or every rank's file
   bool json = false;
   bool records = false;  // list every zip record
   ReadOptions read;      // limits and --verify-crc
@@ -34,6 +36,9 @@ void AddContentsJson(const InspectOptions& options, const Checkpoint& checkpoint
 
 // A DCP checkpoint directory (inspect_dcp.cc).
 int RunInspectDcp(const InspectOptions& options, CommandOutput& output);
+
+// The per-rank files of one sharded save (inspect_rank_set.cc).
+int RunInspectRankSet(const InspectOptions& options, CommandOutput& output);
 
 }  // namespace optstate::tools
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "dcp/box_copy.h"
+#include "io/staging_directory.h"
 #include "optstate/rank_set.h"
 #include "optstate/shard_layout.h"
 #include "pickle/graph_walk.h"
@@ -76,17 +77,26 @@ struct WholeTensor {
   TensorRef whole;
 };
 
-}  // namespace
-
-StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, const std::string& output,
-                                         const UnshardOptions& o) {
-  UnshardReport report;
-  if (given.size() < 2) return InvalidArgumentError("unshard needs the files of at least two ranks");
-  OPTSTATE_ASSIGN_OR_RETURN(report.files, OrderByRank(given));
+// Every rank's file open, every DTensor's shards tiled, every plain tensor
+// compared across ranks: all that unsharding checks, before anything is written.
+struct UnshardPlan {
+  std::vector<std::string> files;  // in rank order
   std::vector<std::unique_ptr<CheckpointFile>> in;
-  std::vector<TensorsByPath> found(report.files.size());
-  for (size_t r = 0; r < report.files.size(); ++r) {
-    OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointFile> f, OpenCheckpoint(report.files[r], o.read));
+  std::vector<TensorsByPath> found;
+  std::vector<WholeTensor> wholes;  // in rank 0's path order
+  std::vector<std::string> rank_local;
+};
+
+StatusOr<UnshardPlan> PlanUnshard(const std::vector<std::string>& given, const ReadOptions& read,
+                                  bool allow_no_dtensors = false) {
+  UnshardPlan plan;
+  if (given.size() < 2) return InvalidArgumentError("unshard needs the files of at least two ranks");
+  OPTSTATE_ASSIGN_OR_RETURN(plan.files, OrderByRank(given));
+  std::vector<std::unique_ptr<CheckpointFile>>& in = plan.in;
+  std::vector<TensorsByPath>& found = plan.found;
+  found.resize(plan.files.size());
+  for (size_t r = 0; r < plan.files.size(); ++r) {
+    OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointFile> f, OpenCheckpoint(plan.files[r], read));
     std::set<NodeId> seen;
     FindTensors(f->checkpoint(), f->checkpoint().graph.root, "", seen, found[r]);
     in.push_back(std::move(f));
@@ -94,8 +104,8 @@ StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, 
   const size_t ranks = in.size();
   std::vector<std::map<std::string, NodeId>> dtensors;
   for (const TensorsByPath& t : found) dtensors.push_back(t.dtensors);
-  if (dtensors[0].empty()) {
-    return InvalidArgumentError(report.files[0] + ": holds no DTensor: nothing to unshard (for `.to_local()` "
+  if (dtensors[0].empty() && !allow_no_dtensors) {
+    return InvalidArgumentError(plan.files[0] + ": holds no DTensor: nothing to unshard (for `.to_local()` "
                                 "copies the placements are gone)");
   }
   std::vector<WholeTensor> wholes;
@@ -109,17 +119,17 @@ StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, 
     for (size_t r = 0; r < ranks; ++r) {
       auto it = dtensors[r].find(path);
       if (it == dtensors[r].end()) {
-        return InvalidArgumentError(Where(r, report.files[r], path) + ": no DTensor here, rank 0 has one");
+        return InvalidArgumentError(Where(r, plan.files[r], path) + ": no DTensor here, rank 0 has one");
       }
       const Checkpoint& cp = in[r]->checkpoint();
       const TensorRef& t = cp.tensors[cp.graph.at(it->second).tensor];
       if (t.global_sizes != t0.global_sizes || t.dtype != t0.dtype || t.placements != t0.placements ||
           t.mesh_shape != t0.mesh_shape) {
-        return InvalidArgumentError(Where(r, report.files[r], path) + ": " + ShapeText(t.global_sizes) + " " +
+        return InvalidArgumentError(Where(r, plan.files[r], path) + ": " + ShapeText(t.global_sizes) + " " +
                                     PlacementsText(t) + ", rank 0 has " + ShapeText(t0.global_sizes) + " " +
                                     PlacementsText(t0) + (t.dtype != t0.dtype ? " (and another dtype)" : ""));
       }
-      views.push_back({t.sizes, t.mesh_coordinate, report.files[r] + " (rank " + std::to_string(r) + ")"});
+      views.push_back({t.sizes, t.mesh_coordinate, plan.files[r] + " (rank " + std::to_string(r) + ")"});
       w.shards.push_back(&t);
     }
     std::vector<int64_t> mesh = t0.mesh_shape;
@@ -134,23 +144,53 @@ StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, 
     w.tiling = std::move(*tiling);
     wholes.push_back(std::move(w));
   }
-  if (largest_mesh != ranks) {
-    return InvalidArgumentError(report.files[0] + ": its largest device mesh has " + std::to_string(largest_mesh) +
+  if (!wholes.empty() && largest_mesh != ranks) {
+    return InvalidArgumentError(plan.files[0] + ": its largest device mesh has " + std::to_string(largest_mesh) +
                                 " positions but " + std::to_string(ranks) +
                                 " files were given: give every rank's file of one save, once");
   }
   for (size_t r = 1; r < ranks; ++r) {
     if (dtensors[r].size() != dtensors[0].size()) {
-      return InvalidArgumentError(report.files[r] + " (rank " + std::to_string(r) + "): " +
+      return InvalidArgumentError(plan.files[r] + " (rank " + std::to_string(r) + "): " +
                                   std::to_string(dtensors[r].size()) + " DTensors, rank 0 has " +
                                   std::to_string(dtensors[0].size()));
     }
   }
 
   for (auto& [path, node] : found[0].plain) {
+    if (wholes.empty()) break;  // not shards: nothing is compared (it would read every byte)
     OPTSTATE_ASSIGN_OR_RETURN(bool same, SameOnEveryRank(in, found, path));
-    if (!same) report.rank_local.push_back(path);
+    if (!same) plan.rank_local.push_back(path);
   }
+  plan.wholes = std::move(wholes);
+  return plan;
+}
+
+}  // namespace
+
+StatusOr<RankSetLayout> CheckRankSetLayout(const std::vector<std::string>& files, const ReadOptions& read) {
+  OPTSTATE_ASSIGN_OR_RETURN(UnshardPlan plan, PlanUnshard(files, read, /*allow_no_dtensors=*/true));
+  RankSetLayout layout;
+  layout.files = plan.files;
+  layout.rank_local = plan.rank_local;
+  layout.plain_tensors = plan.found[0].plain.size();
+  for (const WholeTensor& w : plan.wholes) {
+    const TensorRef& t0 = *w.shards[0];
+    layout.dtensors.push_back({w.path, t0.global_sizes, t0.placements, t0.mesh_shape, t0.dtype, w.tiling.replicas});
+  }
+  return layout;
+}
+
+StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, const std::string& output,
+                                         const UnshardOptions& o) {
+  OPTSTATE_ASSIGN_OR_RETURN(UnshardPlan plan, PlanUnshard(given, o.read));
+  UnshardReport report;
+  report.files = plan.files;
+  report.rank_local = plan.rank_local;
+  std::vector<std::unique_ptr<CheckpointFile>>& in = plan.in;
+  std::vector<WholeTensor>& wholes = plan.wholes;
+  std::map<std::string, NodeId> dtensors0;
+  for (const WholeTensor& w : wholes) dtensors0.emplace(w.path, plan.found[0].dtensors.at(w.path));
 
   // Rank 0's graph with each DTensor node turned, in place, into a plain tensor
   // with a storage of its own after rank 0's.
@@ -159,7 +199,7 @@ StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, 
   GraphBuilder b(out);
   std::vector<size_t> whole_of_storage;  // storage index - kept_storages -> wholes index
   size_t i = 0;
-  for (auto& [path, node0] : dtensors[0]) {
+  for (auto& [path, node0] : dtensors0) {
     const TensorRef t0 = out.tensors[out.graph.at(node0).tensor];  // a copy: Tensor() grows the array
     NodeId fresh = b.Tensor(t0.dtype, t0.global_sizes);
     out.graph.at(node0) = out.graph.at(fresh);
@@ -225,6 +265,23 @@ StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, 
   OPTSTATE_ASSIGN_OR_RETURN(report.write,
                             WriteNewCheckpointFromPieces(out, out.graph.root, output, source, o.write, release));
   return report;
+}
+
+UnshardedRankSet::~UnshardedRankSet() = default;
+
+StatusOr<std::unique_ptr<UnshardedRankSet>> UnshardedRankSet::Create(const std::vector<std::string>& files,
+                                                                     const std::string& near,
+                                                                     const UnshardOptions& options) {
+  std::unique_ptr<UnshardedRankSet> set(new UnshardedRankSet);
+  std::string base = near;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  OPTSTATE_ASSIGN_OR_RETURN(set->scratch_, StagingDirectory::Create(base + ".unsharded", false));
+  UnshardOptions o = options;
+  o.write.durability = Durability::kUnsynced;  // scratch, removed when done
+  std::string path = set->scratch_->path() + "/unsharded.pt";
+  OPTSTATE_ASSIGN_OR_RETURN(set->report_, UnshardRankFiles(files, path, o));
+  OPTSTATE_ASSIGN_OR_RETURN(set->file_, OpenCheckpoint(path, options.read));
+  return set;
 }
 
 }  // namespace optstate

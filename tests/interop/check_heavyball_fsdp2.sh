@@ -53,7 +53,8 @@ cp "$scratch/adamw_foreach.unsharded/model.pt" "$scratch/fixed.model.pt"
   "$bin" export -q --world-size 2 "$scratch/fixed.model.pt" -o "$scratch/dcp_model" > /dev/null ||
   { echo "FAIL export"; exit 1; }
 # FSDP2 + TP (4 ranks, 2 x 2 mesh): unshard as saved; remap --to fqn keeps each shard;
-# that remap unsharded and exported for a 2 x 2 FSDP2 + TP load (check_heavyball_tp.py).
+# that remap unsharded (the reference) and, as a rank set, exported for a 2 x 2 FSDP2 + TP
+# load, as the model's rank set is (check_heavyball_tp.py).
 tp=testdata/heavyball/fsdp2_tp_0.24.4
 mkdir -p "$scratch/tp.unsharded" "$scratch/tp.fqn"
 for what in optim model; do
@@ -65,9 +66,12 @@ done
   { echo "FAIL remap tp"; exit 1; }
 "$bin" unshard -q "$scratch"/tp.fqn/rank{0,1,2,3}.optim.pt -o "$scratch/tp.fixed.optim.pt" > /dev/null &&
   cp "$scratch/tp.unsharded/model.pt" "$scratch/tp.fixed.model.pt" &&
-  "$bin" export -q --world-size 4 "$scratch/tp.fixed.optim.pt" -o "$scratch/tp.dcp_optim" > /dev/null &&
-  "$bin" export -q --world-size 4 "$scratch/tp.fixed.model.pt" -o "$scratch/tp.dcp_model" > /dev/null ||
+  "$bin" export -q --world-size 4 "$scratch"/tp.fqn/rank{0,1,2,3}.optim.pt -o "$scratch/tp.dcp_optim" > /dev/null &&
+  "$bin" export -q --world-size 4 "$tp"/rank{0,1,2,3}.model.pt -o "$scratch/tp.dcp_model" > /dev/null ||
   { echo "FAIL unshard/export tp"; exit 1; }
+# export of a rank set unshards into a scratch directory beside the output: none may stay.
+left=$(find "$scratch" -maxdepth 1 -name '.*.unsharded.tmp-*')
+[ -z "$left" ] || { echo "FAIL export left its scratch: $left"; exit 1; }
 bash tests/interop/with_torch26.sh tests/interop/check_heavyball_fsdp2.py "$src" "$scratch" || exit 1
 bash tests/interop/with_torch26.sh tests/interop/check_heavyball_tp.py "$tp" "$scratch" || exit 1
 bash tests/interop/with_torch26.sh tests/interop/check_heavyball_unshard.py "$src" "$scratch"

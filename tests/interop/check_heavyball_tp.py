@@ -4,8 +4,8 @@ Usage (torch 2.6): check_heavyball_tp.py SRC SCRATCH
   SRC      testdata/heavyball/fsdp2_tp_0.24.4 (rank<N>.{optim,model}.pt, truth.rank<N>.json)
   SCRATCH  what check_heavyball_fsdp2.sh wrote: tp.unsharded/{optim,model}.pt (unshard of
            the rank files as saved), tp.fqn/rank<N>.optim.pt (remap --to fqn of the rank
-           set), tp.fixed.{optim,model}.pt (that remap unsharded) exported to
-           tp.dcp_optim/ and tp.dcp_model/ with export --world-size 4.
+           set), tp.fixed.{optim,model}.pt (that remap and the model unsharded), and
+           tp.dcp_optim/, tp.dcp_model/: export --world-size 4 of the two rank sets.
 1. Every unsharded tensor equals the whole tensor the generator gathered with full_tensor()
    while training (sha256 in the truth), for parameters and every state field.
 2. The remapped rank files load with weights_only=True once _StridedShard is allowlisted

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,46 @@ struct UnshardReport {
 // largest mesh has not one position per file; nothing is written then.
 StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& files, const std::string& output,
                                          const UnshardOptions& options);
+
+// What a rank set is, checked as UnshardRankFiles checks it, without writing:
+// for `inspect` of several rank files. Files without DTensors (`.to_local()`
+// copies, or files that are not shards at all) give no dtensors, not an error.
+struct RankSetLayout {
+  struct DTensorLayout {
+    std::string path;
+    std::vector<int64_t> global_sizes;
+    std::vector<std::string> placements;
+    std::vector<int64_t> mesh_shape;
+    DType dtype = DType::kFloat32;
+    size_t replicas = 0;  // ranks holding a block another rank holds too
+  };
+  std::vector<std::string> files;  // in rank order
+  std::vector<DTensorLayout> dtensors;
+  size_t plain_tensors = 0;
+  std::vector<std::string> rank_local;  // as UnshardReport::rank_local
+};
+StatusOr<RankSetLayout> CheckRankSetLayout(const std::vector<std::string>& files, const ReadOptions& read);
+
+class StagingDirectory;
+
+// A rank set unsharded into a scratch directory beside `near` (same
+// filesystem as the command's output), opened, and removed with this object:
+// for commands that read one file (export). Costs a copy of the checkpoint's
+// bytes on disk while it lives.
+class UnshardedRankSet {
+ public:
+  static StatusOr<std::unique_ptr<UnshardedRankSet>> Create(const std::vector<std::string>& files,
+                                                            const std::string& near, const UnshardOptions& options);
+  ~UnshardedRankSet();
+  const CheckpointFile& file() const { return *file_; }
+  const UnshardReport& report() const { return report_; }
+
+ private:
+  UnshardedRankSet() = default;
+  std::unique_ptr<StagingDirectory> scratch_;
+  std::unique_ptr<CheckpointFile> file_;
+  UnshardReport report_;
+};
 
 }  // namespace optstate
 
