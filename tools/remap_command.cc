@@ -105,16 +105,45 @@ int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
     }
     remapped.push_back(std::move(*one));
   }
+  // Every rank is written under a hidden name first and renamed only when all
+  // are: a failure on rank r (a full disk) leaves neither a half-remapped set
+  // nor a replaced earlier output.
+  std::vector<std::string> pending;
+  auto discard = [&]() {
+    for (const std::string& p : pending) std::filesystem::remove(p, ec);
+  };
+  std::vector<WriteReport> reports;
+  for (size_t r = 0; r < set->ranks.size(); ++r) {
+    const MatchedState& m = set->ranks[r];
+    std::filesystem::path final_path(outputs[r]);
+    pending.push_back((final_path.parent_path() / ("." + final_path.filename().string() + ".rankset-pending")).string());
+    auto written = WriteCheckpoint(*m.file, remapped[r].checkpoint, remapped[r].checkpoint.graph.root, pending[r],
+                                   ToWriteOptions(o));
+    if (!written.ok()) {
+      discard();
+      return ReportError(output, kName,
+                         std::move(written).status().WithContext(outputs[r] + " (rank " + std::to_string(r) +
+                                                                 "; no rank's output was written)"),
+                         o.json);
+    }
+    reports.push_back(std::move(*written));
+  }
+  for (size_t r = 0; r < pending.size(); ++r) {
+    Status s = RenameFile(pending[r], outputs[r], ToWriteOptions(o).durability);
+    if (!s.ok()) {
+      discard();
+      return ReportError(output, kName,
+                         std::move(s).WithContext("rank " + std::to_string(r) + (r == 0 ? "" : "; ranks before it are in place")),
+                         o.json);
+    }
+  }
   nlohmann::ordered_json doc = {{"global_shapes", set->global_shapes}, {"ranks", nlohmann::ordered_json::array()}};
   for (size_t r = 0; r < set->ranks.size(); ++r) {
     const MatchedState& m = set->ranks[r];
-    auto written = WriteCheckpoint(*m.file, remapped[r].checkpoint, remapped[r].checkpoint.graph.root, outputs[r],
-                                   ToWriteOptions(o));
-    if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(outputs[r]), o.json);
-    doc["ranks"].push_back(ReportJson(o, set->files[r], outputs[r], m, remapped[r], *written));
+    doc["ranks"].push_back(ReportJson(o, set->files[r], outputs[r], m, remapped[r], reports[r]));
     if (!o.json) {
       output.out << "rank " << r << ": ";
-      WriteText(o, outputs[r], m, remapped[r], *written, output.out);
+      WriteText(o, outputs[r], m, remapped[r], reports[r], output.out);
     }
   }
   if (!o.report.empty()) {

@@ -345,4 +345,16 @@ StatusOr<std::unique_ptr<OutputStream>> MakeZstdOutput(std::unique_ptr<OutputStr
   return std::unique_ptr<OutputStream>(new ZstdOutput(std::move(sink), cctx));
 }
 
+Status RenameFile(const std::string& from, const std::string& to, Durability durability) {
+  if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoStatus(to, ("rename from " + from + " failed").c_str(), errno);
+  if (durability == Durability::kSynced) {
+    int dir = ::open(DirName(to).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+      ::fsync(dir);
+      ::close(dir);
+    }
+  }
+  return Status();
+}
+
 }  // namespace optstate

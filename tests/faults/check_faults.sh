@@ -21,7 +21,11 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 # Inputs larger than the 2 MiB filesystem, made by optstate itself.
 "$bin" regenerate -q --synthetic 8MiB --steps 1 --with-model -o "$work/in.pt" > /dev/null
 "$bin" export -q "$work/in.pt" -o "$work/in_dcp" --world-size 2 > /dev/null
-before=$(cd "$work" && find in.pt in_dcp -type f -exec sha256sum {} + | sort)
+# A rank set whose first output fits and whose second does not (1.2 MiB each).
+mkdir -p "$work/ranks"
+"$bin" regenerate -q --synthetic 400KiB --steps 1 --with-model -o "$work/ranks/rank0.pt" > /dev/null
+cp "$work/ranks/rank0.pt" "$work/ranks/rank1.pt"
+before=$(cd "$work" && find in.pt in_dcp ranks -type f -exec sha256sum {} + | sort)
 
 # 1. No space left: exit 2, a message naming the cause, nothing left behind.
 disk_full() {  # label, then the command's arguments (outputs go to $full)
@@ -39,6 +43,7 @@ disk_full() {  # label, then the command's arguments (outputs go to $full)
 disk_full "regenerate" regenerate -q --synthetic 8MiB --steps 1 -o "$full/out.pt"
 disk_full "remap" remap "$work/in.pt" -o "$full/out.pt"
 disk_full "remap --zstd" remap --zstd "$work/in.pt" -o "$full/out.pt.zst"
+disk_full "remap rank set (second rank's output fails)" remap "$work/ranks/rank0.pt" "$work/ranks/rank1.pt" -o "$full"
 disk_full "repack" repack "$work/in.pt" -o "$full/out.pt"
 disk_full "consolidate" consolidate -q "$work/in_dcp" -o "$full/out.pt"
 disk_full "reshard" reshard -q "$work/in_dcp" -o "$full/out" --world-size 3
@@ -95,7 +100,7 @@ grep -qF "note: $out/$left was left by an interrupted run writing $out/dcp; remo
 [ -d "$out/$left" ] || fail "export after SIGKILL: removed the leftover it should only report"
 [ "$failures" != 0 ] || echo "ok   killed: export (SIGKILL) left $left, named by the next export"
 
-after=$(cd "$work" && find in.pt in_dcp -type f -exec sha256sum {} + | sort)
+after=$(cd "$work" && find in.pt in_dcp ranks -type f -exec sha256sum {} + | sort)
 [ "$before" = "$after" ] || fail "an input changed"
 [ "$failures" = 0 ] || { echo "$failures failures"; exit 1; }
 echo "all fault cases passed; inputs unchanged"

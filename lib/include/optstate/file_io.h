@@ -133,6 +133,12 @@ class AtomicFileWriter : public OutputStream {
   bool committed_ = false;
 };
 
+// Renames a complete file (one an AtomicFileWriter committed) over `to` in
+// the same directory and, when kSynced, fsyncs the directory so the rename
+// lasts: for outputs that must appear together (one per rank), each written
+// under a hidden name first.
+Status RenameFile(const std::string& from, const std::string& to, Durability durability);
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_FILE_IO_H_
