@@ -117,8 +117,9 @@ int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
     const MatchedState& m = set->ranks[r];
     std::filesystem::path final_path(outputs[r]);
     pending.push_back((final_path.parent_path() / ("." + final_path.filename().string() + ".rankset-pending")).string());
-    auto written = WriteCheckpoint(*m.file, remapped[r].checkpoint, remapped[r].checkpoint.graph.root, pending[r],
-                                   ToWriteOptions(o));
+    WriteOptions wo = ToWriteOptions(o);
+    wo.named_after = outputs[r];
+    auto written = WriteCheckpoint(*m.file, remapped[r].checkpoint, remapped[r].checkpoint.graph.root, pending[r], wo);
     if (!written.ok()) {
       discard();
       return ReportError(output, kName,

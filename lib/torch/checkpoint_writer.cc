@@ -82,7 +82,8 @@ StatusOr<WriteReport> WriteRecords(ZipWriter& zip, const Checkpoint& cp, NodeId 
 StatusOr<WriteReport> WriteWith(const Checkpoint& cp, NodeId root, const std::string& path,
                                 const WriteOptions& options, const StorageDataFn& data_of) {
   OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<ZipWriter> zip,
-                            ZipWriter::Create(path, ArchiveName(path), options.zstd, options.durability));
+                            ZipWriter::Create(path, ArchiveName(options.named_after.empty() ? path : options.named_after),
+                                              options.zstd, options.durability));
   OPTSTATE_ASSIGN_OR_RETURN(WriteReport report, WriteRecords(*zip, cp, root, data_of));
   std::error_code ec;
   report.bytes = std::filesystem::file_size(path, ec);

@@ -17,6 +17,9 @@ namespace optstate {
 struct WriteOptions {
   bool zstd = false;  // compress the whole file with zstd (a .zst that optstate reads directly)
   Durability durability = Durability::kSynced;
+  // torch.save names the zip's top directory after the file; an output
+  // written under another name first (renamed later) is named after this path.
+  std::string named_after;
 };
 
 struct WriteReport {
