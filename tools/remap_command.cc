@@ -22,7 +22,7 @@ nlohmann::ordered_json ReportJson(const RemapCommandOptions& o, const std::strin
   const OptimizerState& st = m.state;
   J doc = {{"input", input}, {"output", output}, {"params_source", ParamSourceJson(m)}, {"state_path", st.path},
            {"input_scheme", KeyKindName(st.scheme)}, {"to", o.to}, {"on_collision", o.on_collision},
-           {"moved", r.moved}, {"dropped", r.dropped}, {"bytes", w.bytes},
+           {"moved", r.moved}, {"shared", r.shared}, {"reset", r.reset}, {"dropped", r.dropped}, {"bytes", w.bytes},
            {"weights_only_loadable", w.unsafe_globals.empty()}, {"unsafe_globals", w.unsafe_globals},
            {"loadable_after_dtensor_import", w.loadable_after_dtensor_import}};
   doc["entries"] = J::array();
@@ -54,8 +54,10 @@ void WriteText(const RemapCommandOptions& o, const std::string& out_path, const 
       << (state->path.empty() ? "(root)" : state->path) << " rekeyed from " << KeyKindName(state->scheme) << " to "
       << o.to << "\n";
   WriteParamSourceText(m, out);
-  out << "  " << remapped.moved << " of " << state->keys.size() << " entries carried over, " << remapped.dropped
-      << " dropped\n";
+  out << "  " << remapped.moved << " of " << state->keys.size() << " entries carried over, ";
+  if (remapped.shared) out << remapped.shared << " shared (a copy each), ";
+  if (remapped.reset) out << remapped.reset << " reset (their values are not carried over), ";
+  out << remapped.dropped << " dropped\n";
   for (const RemapEntry& e : remapped.entries) {
     if (e.fate == "moved") continue;
     out << "  " << e.fate << " " << e.input_key;

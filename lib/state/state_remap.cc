@@ -60,7 +60,7 @@ class Remapper {
       RemapEntry& e = r_.entries[i];
       if (e.fate == "shared" || e.fate == "reset") {
         e.reason = m_.keys[i].reason;
-        ++r_.moved;
+        ++(e.fate == "shared" ? r_.shared : r_.reset);
       }
       if (!e.fate.empty()) continue;
       e.fate = "dropped";

@@ -38,7 +38,9 @@ struct RemapEntry {
 struct RemapResult {
   Checkpoint checkpoint;         // the edited copy; tensors still point into the input's bytes
   std::vector<RemapEntry> entries;  // one per input state entry, input order
-  size_t moved = 0;
+  size_t moved = 0;    // carried over to their one parameter
+  size_t shared = 0;   // merged, copied to each parameter that shared them
+  size_t reset = 0;    // merged, replaced by zero state: their values are gone
   size_t dropped = 0;
 };
 
