@@ -31,7 +31,10 @@ def main():
              ("fsdp2_*dcp.expected.json", "dcp-fixture-expected.schema.json"),
              ("*.expected.json", "fixture-expected.schema.json"),
              ("truth.rank*.json", "heavyball-run-truth.schema.json"),
-             ("fsdp2_tp_*/truth.rank*.json", "heavyball-tp-run-truth.schema.json")]
+             ("fsdp2_tp_*/truth.rank*.json", "heavyball-tp-run-truth.schema.json"),
+             ("migrate/*/*/truth.json", "heavyball-migrate-truth.schema.json"),
+             ("migrate/*/*/manifest.json", "param-manifest.schema.json"),
+             ("migrate/resume.json", "heavyball-resume.schema.json")]
     seen = set()
     for pattern, schema_name in rules:
         paths = glob.glob(os.path.join(REPO, "testdata", "good", "*", pattern))

@@ -11,6 +11,7 @@
 #include "diff_command.h"
 #include "export_command.h"
 #include "inspect_command.h"
+#include "migrate_command.h"
 #include "regenerate_command.h"
 #include "remap_command.h"
 #include "repack_command.h"
@@ -27,7 +28,7 @@ constexpr const char* kDescription =
     "Never executes pickle code; never modifies an input file.";
 
 constexpr const char* kFooter =
-    "\nExit codes: 0 ok, 1 findings (validate, verify, collisions, remap refusals, diff), 2 error (bad input, usage, I/O).\n"
+    "\nExit codes: 0 ok, 1 findings (validate, verify, collisions, remap and migrate refusals, diff), 2 error (bad input, usage, I/O).\n"
     "Run 'optstate <command> --help' for a command's options and examples.";
 
 }  // namespace
@@ -48,6 +49,7 @@ int RunCli(int argc, const char* const* argv, CommandOutput& output) {
   add(AddInspectCommand(app));
   add(AddCollisionsCommand(app));
   add(AddRemapCommand(app));
+  add(AddMigrateCommand(app));
   add(AddRepackCommand(app));
   add(AddRegenerateCommand(app));
   add(AddVerifyCommand(app));

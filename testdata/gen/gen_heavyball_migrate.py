@@ -1,0 +1,121 @@
+"""Real HeavyBall AdamW runs for `optstate migrate`: a legacy run saved and continued, and
+HeavyBall 3.x's own checkpoint of the same model (the layout migrate must write).
+
+Source: github.com/HomebrewML/HeavyBall, extracted outside the repository by
+heavyball-fixtures.sh (0.24.4 = commit 0ad271b; 3.2.0 = tag v3.2.0), put on sys.path.
+
+Usage (inside the torch 2.6 chroot):
+  python3 testdata/gen/gen_heavyball_migrate.py HEAVYBALL_SRC VERSION OUTDIR
+VERSION 0.24.4 writes OUTDIR/adamw_foreach/ and OUTDIR/adamw_perparam/ (ForeachAdamW with
+foreach=True / False); VERSION 3.2.0 writes OUTDIR/adamw/ (heavyball.AdamW). Each holds:
+  optim.pt            torch.save(opt.state_dict()) after SAVED steps
+  model.pt            torch.save(model.state_dict()) at the same point
+  manifest.json       the parameters in param_groups order with their data_ptr, what
+                      (ptr, shape) keys were made from (schemas/param-manifest.schema.json)
+  model.continued.pt  the model after CONTINUED more steps of the same uninterrupted run:
+                      what a resumed run should come close to
+  truth.json          what the run saw: version, steps, lr, each parameter's sha256 at the
+                      save and after the continuation, the group step counter HeavyBall kept
+Compilation is off (heavyball.utils.compile_mode = None). Batches come from batches() below,
+which the resume check (resume_heavyball3.py) shares.
+"""
+import hashlib
+import json
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+SAVED = 3
+CONTINUED = 3
+LR = 1e-2
+
+
+class Net(nn.Module):
+    """13 parameters, several of one shape (as real models have)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(96, 64)
+        self.fc1 = nn.Linear(64, 64)
+        self.fc2 = nn.Linear(64, 64)
+        self.fc3 = nn.Linear(64, 64)
+        self.norm = nn.LayerNorm(64)
+        self.up = nn.Linear(64, 128)
+        self.down = nn.Linear(128, 64)
+
+    def forward(self, idx):
+        h = self.emb(idx)
+        h = torch.relu(self.fc1(h))
+        h = torch.relu(self.fc2(h))
+        h = self.norm(self.fc3(h))
+        return self.down(torch.relu(self.up(h)))
+
+
+def batches(n):
+    g = torch.Generator().manual_seed(7)
+    return [(torch.randint(0, 96, (4, 5), generator=g), torch.randn(4, 5, 64, generator=g)) for _ in range(n)]
+
+
+def train(model, opt, data):
+    for x, y in data:
+        ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def sha(t):
+    t = t.detach().contiguous()
+    return hashlib.sha256(t.view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+def make(version, case):
+    import heavyball
+    if version.startswith("0."):
+        return lambda params: heavyball.ForeachAdamW(params, lr=LR, foreach=case == "adamw_foreach")
+    return lambda params: heavyball.AdamW(params, lr=LR)
+
+
+def run(version, case, out):
+    torch.manual_seed(0)
+    model = Net()
+    opt = make(version, case)(model.parameters())
+    data = batches(SAVED + CONTINUED)
+    train(model, opt, data[:SAVED])
+    os.makedirs(out, exist_ok=True)
+    torch.save(opt.state_dict(), os.path.join(out, "optim.pt"))
+    torch.save(model.state_dict(), os.path.join(out, "model.pt"))
+    names = {id(p): n for n, p in model.named_parameters()}
+    params = opt.param_groups[0]["params"]
+    manifest = {"format": "optstate-param-manifest", "version": 1,
+                "params": [{"name": names[id(p)], "shape": list(p.shape), "dtype": "float32",
+                            "data_ptr": p.data_ptr(), "group": 0} for p in params]}
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    at_save = {n: sha(p) for n, p in model.named_parameters()}
+    train(model, opt, data[SAVED:])
+    torch.save(model.state_dict(), os.path.join(out, "model.continued.pt"))
+    group = opt.state_dict()["param_groups"][0]
+    truth = {"heavyball": version, "case": case, "torch": torch.__version__.split("+")[0], "saved_steps": SAVED,
+             "continued_steps": CONTINUED, "lr": LR,
+             "group_counter_after_save": {"k": group.get("k")} if "k" in group else {"step": None},
+             "params": [{"name": n, "sha256_at_save": at_save[n], "sha256_continued": sha(p)}
+                        for n, p in model.named_parameters()]}
+    with open(os.path.join(out, "truth.json"), "w") as f:
+        json.dump(truth, f, indent=1, sort_keys=True)
+
+
+def main():
+    src, version, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    sys.path.insert(0, src)
+    import heavyball.utils
+    heavyball.utils.compile_mode = None
+    cases = ("adamw_foreach", "adamw_perparam") if version.startswith("0.") else ("adamw",)
+    for case in cases:
+        run(version, case, os.path.join(out, case))
+        print(version, case, sorted(os.listdir(os.path.join(out, case))))
+
+
+if __name__ == "__main__":
+    main()

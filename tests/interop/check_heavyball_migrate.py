@@ -1,0 +1,68 @@
+"""optstate migrate --to heavyball3 output checked by torch 2.6.
+
+Usage (torch 2.6): check_heavyball_migrate.py FIXTURES SCRATCH
+  FIXTURES  testdata/heavyball/migrate: 0.24.4/<case>/{optim.pt,manifest.json} (legacy input),
+            3.2.0/adamw/optim.pt (what real HeavyBall 3.2.0 saved for the same model)
+  SCRATCH   <case>.pt, what optstate migrate wrote
+1. Each output loads with weights_only=True.
+2. Its layout is 3.2.0's: the same state keys, each {0: {...}} with the same names per
+   parameter (`step` only where 3.2.0 has it), is_initialized {0}, param_groups with the same
+   fields, the `heavyball` entry with 3.2.0's fields but `precond_schedule` (a pickle).
+3. Its values are the legacy ones: every moment bit for bit from the entry the manifest's
+   data_ptr names, the step counter 3, the legacy lr / betas / eps.
+"""
+import json
+import os
+import sys
+
+import torch
+
+
+def fail(msg):
+    print("FAIL", msg)
+    sys.exit(1)
+
+
+def main():
+    fixtures, scratch = sys.argv[1], sys.argv[2]
+    golden = torch.load(os.path.join(fixtures, "3.2.0", "adamw", "optim.pt"), weights_only=True)
+    checked = 0
+    for case in ("adamw_foreach", "adamw_perparam"):
+        out = torch.load(os.path.join(scratch, f"{case}.pt"), weights_only=True)
+        legacy = torch.load(os.path.join(fixtures, "0.24.4", case, "optim.pt"), weights_only=False)
+        manifest = json.load(open(os.path.join(fixtures, "0.24.4", case, "manifest.json")))["params"]
+        if set(out) != set(golden):
+            fail(f"{case}: top-level keys {sorted(out)}, 3.2.0 has {sorted(golden)}")
+        if sorted(out["state"]) != sorted(golden["state"]):
+            fail(f"{case}: state keys {sorted(out['state'])}")
+        for i, entry in golden["state"].items():
+            mine = out["state"][i]
+            if set(mine) != set(entry) or set(mine[0]) != set(entry[0]):
+                fail(f"{case}: state[{i}] is {mine.keys()} / {sorted(mine[0])}, 3.2.0 has {sorted(entry[0])}")
+            if mine[0]["is_initialized"] != entry[0]["is_initialized"]:
+                fail(f"{case}: state[{i}] is_initialized {mine[0]['is_initialized']}")
+            old = legacy["state"][(manifest[i]["data_ptr"], tuple(manifest[i]["shape"]))]
+            if not torch.equal(mine[0]["update_by_adam_exp_avg_0"], old["exp_avg"]) or \
+                    not torch.equal(mine[0]["update_by_adam_exp_avg_sq_0"], old["exp_avg_sq"]):
+                fail(f"{case}: state[{i}] moments are not the legacy entry of {manifest[i]['name']}")
+            checked += 1
+        if int(out["state"][0][0]["step"]) != 3:
+            fail(f"{case}: step {out['state'][0][0]['step']}")
+        ours, theirs = out["param_groups"][0], golden["param_groups"][0]
+        if set(ours) != set(theirs):
+            fail(f"{case}: param_groups fields differ: only ours {sorted(set(ours) - set(theirs))}, "
+                 f"only 3.2.0 {sorted(set(theirs) - set(ours))}")
+        lg = legacy["param_groups"][0]
+        for k in ("lr", "betas", "eps", "weight_decay", "warmup_steps", "caution", "mars", "storage_dtype"):
+            if ours[k] != lg[k]:
+                fail(f"{case}: group {k} = {ours[k]!r}, the legacy file has {lg[k]!r}")
+        if ours["multi_tensor"] != lg["foreach"] or ours["params"] != list(range(len(manifest))):
+            fail(f"{case}: multi_tensor {ours['multi_tensor']} / params {ours['params']}")
+        if set(out["heavyball"]) != set(golden["heavyball"]) - {"precond_schedule"}:
+            fail(f"{case}: heavyball entry {sorted(out['heavyball'])}")
+    print(f"ok: {checked} parameters' state migrated as HeavyBall 3.2.0 lays it out, values the legacy ones, "
+          "loadable with weights_only=True")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+#!/bin/bash
+# optstate migrate --to heavyball3 on real HeavyBall 0.24.4 AdamW files
+# (testdata/heavyball/migrate/0.24.4), checked by torch 2.6 against the layout real
+# HeavyBall 3.2.0 saved for the same model (migrate/3.2.0) and the legacy values
+# (check_heavyball_migrate.py). Resuming in HeavyBall 3.x itself needs HeavyBall and runs
+# in the session (testdata/gen/resume_heavyball3.py; figures in migrate/resume.json).
+# Usage: tests/interop/check_heavyball_migrate.sh OPTSTATE_BINARY. Skips like with_torch26.sh.
+set -uo pipefail
+bin=$(readlink -f "$1")
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+scratch=testdata/.heavyball-migrate-check
+trap 'rm -rf "$scratch"' EXIT
+rm -rf "$scratch"
+mkdir -p "$scratch"
+src=testdata/heavyball/migrate/0.24.4
+"$bin" migrate "$src/adamw_foreach/optim.pt" --manifest "$src/adamw_foreach/manifest.json" \
+  -o "$scratch/adamw_foreach.pt" > /dev/null || { echo "FAIL migrate adamw_foreach"; exit 1; }
+# foreach=False saved k = 0: refused without --steps (exit 1, nothing written), then given.
+"$bin" migrate "$src/adamw_perparam/optim.pt" --manifest "$src/adamw_perparam/manifest.json" \
+  -o "$scratch/adamw_perparam.pt" > /dev/null 2>&1
+[ $? = 1 ] && [ ! -e "$scratch/adamw_perparam.pt" ] || { echo "FAIL migrate without --steps: expected exit 1"; exit 1; }
+"$bin" migrate "$src/adamw_perparam/optim.pt" --manifest "$src/adamw_perparam/manifest.json" --steps 3 \
+  -o "$scratch/adamw_perparam.pt" > /dev/null || { echo "FAIL migrate adamw_perparam --steps 3"; exit 1; }
+# State already in 3.x's layout is not migrated again (exit 2).
+"$bin" migrate testdata/heavyball/migrate/3.2.0/adamw/optim.pt --model testdata/heavyball/migrate/3.2.0/adamw/model.pt \
+  -o "$scratch/again.pt" > /dev/null 2>&1
+[ $? = 2 ] && [ ! -e "$scratch/again.pt" ] || { echo "FAIL migrate of a 3.x file: expected exit 2"; exit 1; }
+echo "ok: migrate wrote both legacy cases, refused k = 0 without --steps and a 3.x file"
+bash tests/interop/with_torch26.sh tests/interop/check_heavyball_migrate.py testdata/heavyball/migrate "$scratch"

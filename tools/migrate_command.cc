@@ -1,0 +1,186 @@
+#include "migrate_command.h"
+
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "optstate/checkpoint_writer.h"
+#include "optstate/inspect_report.h"
+#include "optstate/state_migrate.h"
+#include "optstate/unshard.h"
+#include "shared_flags.h"
+
+namespace optstate::tools {
+namespace {
+
+constexpr const char* kName = "migrate";
+
+CollisionPolicy Policy(const std::string& p) {
+  return p == "drop" ? CollisionPolicy::kDrop
+         : p == "share" ? CollisionPolicy::kShare
+         : p == "reset" ? CollisionPolicy::kReset
+                        : CollisionPolicy::kFail;
+}
+
+nlohmann::ordered_json ReportJson(const MigrateCommandOptions& o, const MatchedState& m, const MigrateResult& r,
+                                  const WriteReport& w) {
+  using J = nlohmann::ordered_json;
+  const RemapResult& e = r.remap;
+  J doc = {{"inputs", o.inputs}, {"output", o.output}, {"to", o.to}, {"params_source", ParamSourceJson(m)},
+           {"state_path", m.state.path}, {"input_scheme", KeyKindName(m.state.scheme)}, {"algorithm", r.algorithm},
+           {"steps", r.steps}, {"steps_from", r.steps_from}, {"on_collision", o.on_collision},
+           {"moved", e.moved}, {"shared", e.shared}, {"reset", e.reset}, {"dropped", e.dropped},
+           {"renamed", r.renamed}, {"notes", r.notes}, {"bytes", w.bytes},
+           {"weights_only_loadable", w.unsafe_globals.empty()}, {"unsafe_globals", w.unsafe_globals}};
+  doc["entries"] = J::array();
+  for (const RemapEntry& x : e.entries) {
+    J j = {{"input_key", x.input_key}, {"fate", x.fate}, {"params", x.params}};
+    if (x.fate == "moved") j["output_key"] = x.output_key;
+    if (!x.output_keys.empty()) j["output_keys"] = x.output_keys;
+    if (x.view >= 0) j["view"] = x.view;
+    if (!x.reason.empty()) j["reason"] = x.reason;
+    doc["entries"].push_back(std::move(j));
+  }
+  return doc;
+}
+
+void WriteText(const MigrateCommandOptions& o, const MatchedState& m, const MigrateResult& r, const WriteReport& w,
+               std::ostream& out) {
+  const RemapResult& e = r.remap;
+  out << o.output << ": " << HumanBytes(w.bytes) << "; " << r.algorithm << " as HeavyBall 3.2 saves it\n";
+  WriteParamSourceText(m, out);
+  out << "  " << e.moved << " of " << m.state.keys.size() << " entries carried over, ";
+  if (e.shared) out << e.shared << " shared (a copy each), ";
+  if (e.reset) out << e.reset << " reset (their values are not carried over), ";
+  out << e.dropped << " dropped\n";
+  for (const RemapEntry& x : e.entries) {
+    if (x.fate == "moved") continue;
+    out << "  " << x.fate << " " << x.input_key << ": " << x.reason << "\n";
+  }
+  out << "  step counter " << r.steps << ", from " << r.steps_from << "\n";
+  for (const std::string& n : r.renamed) out << "  renamed " << n << "\n";
+  for (const std::string& n : r.notes) out << "  note: " << n << "\n";
+  out << "  torch.load(weights_only=True) " << WeightsOnlyVerdict(w) << "\n";
+}
+
+}  // namespace
+
+int RunMigrate(const MigrateCommandOptions& o, CommandOutput& output) {
+  if (o.to != "heavyball3") {
+    return ReportError(output, kName,
+                       UnsupportedError("--to " + o.to + " is not written yet: only --to heavyball3 (HeavyBall 3.2's "
+                                        "AdamW layout); nothing was written"),
+                       o.json);
+  }
+  Status refused = RefuseInputAsOutput(o.inputs, o.output);
+  if (!refused.ok()) return ReportError(output, kName, refused, o.json);
+  // A rank set (and its models) is unsharded first, beside the output: one file out.
+  UnshardOptions uo;
+  uo.read = o.read;
+  std::unique_ptr<UnshardedRankSet> optim_set, model_set;
+  std::string input = o.inputs.at(0);
+  ParamSource params = o.params;
+  if (o.inputs.size() > 1) {
+    auto set = UnshardedRankSet::Create(o.inputs, o.output, uo);
+    if (!set.ok()) return ReportError(output, kName, set.status(), o.json);
+    optim_set = std::move(*set);
+    input = optim_set->file().path();
+  }
+  if (o.models.size() > 1) {
+    auto set = UnshardedRankSet::Create(o.models, o.output + ".model", uo);
+    if (!set.ok()) return ReportError(output, kName, set.status(), o.json);
+    model_set = std::move(*set);
+    params.model = model_set->file().path();
+  } else if (o.models.size() == 1) {
+    params.model = o.models[0];
+  }
+  auto m = OpenAndMatch(input, o.state_key, params, o.read, o.match);
+  if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
+  // Name what the user gave, not the scratch files.
+  auto label = [](const std::vector<std::string>& files) {
+    return "rank set of " + std::to_string(files.size()) + " files (" + files.front() + " ... " + files.back() +
+           "), unsharded";
+  };
+  auto rename = [](std::string& text, const std::string& from, const std::string& to) {
+    for (size_t at = text.find(from); !from.empty() && at != std::string::npos; at = text.find(from, at + to.size())) {
+      text.replace(at, from.size(), to);
+    }
+  };
+  if (optim_set) rename(m->params_from, optim_set->file().path(), label(o.inputs));
+  if (model_set) rename(m->params_from, model_set->file().path(), label(o.models));
+  MigrateOptions mo;
+  mo.on_collision = Policy(o.on_collision);
+  mo.steps = o.steps;
+  auto migrated = MigrateState(m->file->checkpoint(), m->state, m->params, m->match, mo);
+  if (!migrated.ok()) {
+    Status s = std::move(migrated).status().WithContext(o.inputs.at(0));
+    ReportError(output, kName, s, o.json);
+    return s.code() == StatusCode::kInvalidArgument ? kExitFindings : kExitError;
+  }
+  const RemapResult& e = migrated->remap;
+  if (!m->state.keys.empty() && e.moved + e.shared + e.reset == 0) {
+    ReportError(output, kName,
+                InvalidArgumentError(o.inputs.at(0) + ": none of its " + std::to_string(m->state.keys.size()) +
+                                     " state entries could be carried over (see `optstate collisions`); nothing "
+                                     "was written"),
+                o.json);
+    return kExitFindings;
+  }
+  WriteOptions wo;
+  wo.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
+  wo.named_after = o.output;
+  auto written = WriteCheckpoint(*m->file, migrated->checkpoint, migrated->checkpoint.graph.root, o.output, wo);
+  if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
+  nlohmann::ordered_json doc = ReportJson(o, *m, *migrated, *written);
+  if (!o.report.empty()) {
+    Status s = WriteFileAtomically(o.report, doc.dump(2) + "\n");
+    if (!s.ok()) return ReportError(output, kName, s, o.json);
+  }
+  if (o.json) {
+    WriteJson(output, doc);
+  } else {
+    WriteText(o, *m, *migrated, *written, output.out);
+  }
+  return kExitOk;
+}
+
+CommandRunner AddMigrateCommand(CLI::App& parent) {
+  auto o = std::make_shared<MigrateCommandOptions>();
+  CLI::App* cmd = parent.add_subcommand(
+      kName, "Rewrite legacy HeavyBall optimizer state as HeavyBall 3.x saves it, so 3.x trains from it\n"
+             "(remap fixes only the keys); AdamW family so far");
+  cmd->add_option("input", o->inputs,
+                  "Optimizer checkpoint; several: the per-rank files of one sharded save (unsharded first,\n"
+                  "into a scratch directory beside the output; one file comes out)")
+      ->required();
+  cmd->add_option("-o,--output", o->output, "Output file; written to a temporary file beside it, then renamed")
+      ->required();
+  AddParamSourceFlags(*cmd, o->params, o->models);
+  cmd->add_option("--to", o->to, "heavyball3: HeavyBall 3.2's layout (torch.optim: not yet)")
+      ->check(CLI::IsMember({"heavyball3", "torch"}))
+      ->capture_default_str();
+  cmd->add_option("--on-collision", o->on_collision,
+                  "State merged across parameters: fail; drop it; share (a copy each); reset (fresh zero state)")
+      ->check(CLI::IsMember({"fail", "reset", "share", "drop"}))
+      ->capture_default_str();
+  cmd->add_option("--steps", o->steps,
+                  "Optimizer steps taken, where the file does not say (HeavyBall 0.x with foreach=False saves\n"
+                  "its group counter as 0)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is (default: find it)");
+  AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
+  cmd->add_option("--report", o->report, "Write the report (every input entry's fate, renames, notes) as JSON");
+  cmd->add_flag("--json", o->json, "Write the report to stdout as JSON (schemas/migrate.schema.json)");
+  cmd->footer(
+      "\nExit codes: 0 written; 1 refused because state cannot be attributed or nothing would carry\n"
+      "over; 2 could not do the job (an algorithm not migrated yet, unreadable input). Nothing is\n"
+      "written unless it exits 0.\n"
+      "\nExamples:\n"
+      "  optstate migrate old_optim.pt --manifest params.json -o optim_hb3.pt\n"
+      "  optstate migrate old_optim.pt --model model.pt --steps 12000 -o optim_hb3.pt --json\n"
+      "  optstate migrate rank0.pt rank1.pt --model m0.pt --model m1.pt --on-collision reset -o optim_hb3.pt\n"
+      "Then: opt = heavyball.AdamW(model.parameters(), ...); opt.load_state_dict(torch.load(\"optim_hb3.pt\"))");
+  return [o](CommandOutput& output) { return RunMigrate(*o, output); };
+}
+
+}  // namespace optstate::tools
