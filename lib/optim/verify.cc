@@ -3,10 +3,12 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "optim/synthetic_values.h"
 #include "optstate/adamw.h"
+#include "optstate/optimizer_state.h"
 
 namespace optstate {
 namespace {
@@ -51,6 +53,28 @@ AdamWHyper GroupHyper(const ObjectGraph& g, NodeId group) {
   return h;
 }
 
+// One step of HeavyBall 3.x's AdamW (update_by_adam, utils.fused_adam_), scalar:
+// both moments are lerped toward the gradient with beta_debias(beta, t) =
+// 1 - (1 - beta) / (1 - beta^t), so they are bias-corrected in the state
+// itself (torch's AdamW corrects on the fly), then p = p (1 - wd lr) - lr m /
+// max(sqrt(v), eps). `step` is the counter before this step.
+void HeavyBallAdamWStep(std::vector<float>& p, const std::vector<float>& g, std::vector<float>& m,
+                        std::vector<float>& v, const AdamWHyper& h, double step) {
+  double t = step + 1;
+  double b1 = 1 - (1 - h.beta1) / (1 - std::pow(h.beta1, t));
+  double b2 = 1 - (1 - h.beta2) / (1 - std::pow(h.beta2, t));
+  for (size_t i = 0; i < p.size(); ++i) {
+    m[i] = static_cast<float>(m[i] + (1 - b1) * (g[i] - m[i]));
+    v[i] = static_cast<float>(v[i] + (1 - b2) * (static_cast<double>(g[i]) * g[i] - v[i]));
+    double denom = std::max(std::sqrt(static_cast<double>(v[i])), h.eps);
+    p[i] = static_cast<float>(p[i] * (1 - h.weight_decay * h.lr) - h.lr * m[i] / denom);
+  }
+}
+
+// HeavyBall 3.x's AdamW names for one view's moments (transform index 0).
+constexpr const char* kHb3ExpAvg = "update_by_adam_exp_avg_0";
+constexpr const char* kHb3ExpAvgSq = "update_by_adam_exp_avg_sq_0";
+
 class Verifier {
  public:
   Verifier(const MatchedState& m, const VerifyOptions& o) : m_(m), o_(o), g_(m.file->checkpoint().graph) {}
@@ -73,6 +97,7 @@ class Verifier {
       NodeId group = g_.at(DictLookup(g_, m_.state.node, "param_groups")).items[gi];
       AdamWHyper hyper = GroupHyper(g_, group);
       std::map<float, std::string> steps;  // step value -> first parameter with it
+      group_step_ = GroupStepOfHeavyBall3(p, m_.state.group_params[gi].size());
       for (size_t i = 0; i < m_.state.group_params[gi].size() && p < m_.params.size(); ++i, ++p) {
         OPTSTATE_RETURN_IF_ERROR(Param(p, hyper, model, model_dict, steps));
       }
@@ -94,6 +119,38 @@ class Verifier {
     r_.findings.push_back({param, check, message});
   }
 
+  // A step as torch.optim (float32 0-d tensor), HeavyBall 3.x (int64 0-d
+  // tensor) or a Python number keeps it; 0 when there is none.
+  float StepOf(NodeId dict) const {
+    NodeId sv = DictLookup(g_, dict, "step");
+    if (sv == kNoNode) return 0;
+    std::optional<double> v = NumberValue(m_.file->checkpoint(), m_.file->bytes(), sv);
+    return v ? static_cast<float>(*v) : 0;
+  }
+
+  // HeavyBall 3.x's AdamW entry: {0: {update_by_adam_exp_avg_0, ..._sq_0, ...}},
+  // one view. Its view dict, or kNoNode for any other layout.
+  NodeId HeavyBall3View(const StateKey& key) const {
+    if (!key.nested_views) return kNoNode;
+    const Node& v = g_.at(key.value);
+    if (v.kind != NodeKind::kDict || v.entries.size() != 1) return kNoNode;
+    NodeId view = v.entries[0].second;
+    if (DictLookup(g_, view, kHb3ExpAvg) == kNoNode) return kNoNode;
+    return view;
+  }
+
+  // 3.x reads a group's counter from the first of its parameters whose view
+  // dict has `step` (chainable.py, ChainOpt._step_inner).
+  float GroupStepOfHeavyBall3(size_t first, size_t count) const {
+    for (size_t p = first; p < first + count && p < m_.params.size(); ++p) {
+      const ParamMatch& pm = m_.match.params[p];
+      if (pm.keys.empty() || pm.collided) continue;
+      NodeId view = HeavyBall3View(m_.state.keys[pm.keys.front()]);
+      if (view != kNoNode && DictLookup(g_, view, "step") != kNoNode) return StepOf(view);
+    }
+    return 0;
+  }
+
   const TensorRef* Field(NodeId entry, const char* name) const {
     NodeId v = DictLookup(g_, entry, name);
     if (v == kNoNode || g_.at(v).kind != NodeKind::kTensor) return nullptr;
@@ -111,13 +168,15 @@ class Verifier {
       return Status();
     }
     const StateKey& key = m_.state.keys[pm.keys.front()];
-    if (pm.keys.size() > 1 || key.nested_views) {
+    NodeId view = HeavyBall3View(key);
+    const bool hb3 = view != kNoNode;
+    if (!hb3 && (pm.keys.size() > 1 || key.nested_views)) {
       Add(info.name, "unreplayable", "state split into per-view entries; the replay covers whole-tensor AdamW state");
       return Status();
     }
-    const TensorRef* m = Field(key.value, "exp_avg");
-    const TensorRef* v = Field(key.value, "exp_avg_sq");
-    const TensorRef* vmax = Field(key.value, "max_exp_avg_sq");
+    const TensorRef* m = hb3 ? Field(view, kHb3ExpAvg) : Field(key.value, "exp_avg");
+    const TensorRef* v = hb3 ? Field(view, kHb3ExpAvgSq) : Field(key.value, "exp_avg_sq");
+    const TensorRef* vmax = hb3 ? nullptr : Field(key.value, "max_exp_avg_sq");
     if (m == nullptr || v == nullptr) {
       Add(info.name, "unreplayable", "no exp_avg / exp_avg_sq tensors: not AdamW state");
       return Status();
@@ -139,16 +198,9 @@ class Verifier {
         return Status();
       }
     }
-    float step = 0;
-    NodeId sv = DictLookup(g_, key.value, "step");
-    if (sv != kNoNode && g_.at(sv).kind == NodeKind::kTensor) {
-      auto s = ReadFloats(*m_.file, m_.file->checkpoint().tensors[g_.at(sv).tensor]);
-      if (s.ok() && s->size() == 1) step = (*s)[0];
-    } else if (sv != kNoNode) {
-      step = static_cast<float>(g_.at(sv).kind == NodeKind::kFloat ? g_.at(sv).float_value
-                                                                     : static_cast<double>(g_.at(sv).int_value));
-    }
-    steps.emplace(step, info.name);
+    // HeavyBall 3.x keeps one counter per group (group_step_); torch.optim one per parameter.
+    float step = hb3 ? group_step_ : StepOf(key.value);
+    if (!hb3) steps.emplace(step, info.name);
     auto mv = ReadFloats(*m_.file, *m);
     auto vv = ReadFloats(*m_.file, *v);
     if (!mv.ok() || !vv.ok()) {
@@ -197,8 +249,14 @@ class Verifier {
                   hyper.amsgrad ? vmaxv.data() : nullptr, &loaded_step, static_cast<int64_t>(n)};
     AdamWTensor b{fresh.data(), grad.data(), DType::kFloat32, fm.data(), fv.data(),
                   hyper.amsgrad ? fvmax.data() : nullptr, &fresh_step, static_cast<int64_t>(n)};
-    Status s = AdamWStep(std::span<const AdamWTensor>(&a, 1), hyper);
-    if (s.ok()) s = AdamWStep(std::span<const AdamWTensor>(&b, 1), hyper);
+    Status s;
+    if (hb3) {
+      HeavyBallAdamWStep(loaded, grad, *mv, *vv, hyper, step);
+      HeavyBallAdamWStep(fresh, grad, fm, fv, hyper, 0);
+    } else {
+      s = AdamWStep(std::span<const AdamWTensor>(&a, 1), hyper);
+      if (s.ok()) s = AdamWStep(std::span<const AdamWTensor>(&b, 1), hyper);
+    }
     if (!s.ok()) {
       Add(info.name, "unreplayable", std::string(s.message()));
       return Status();
@@ -219,6 +277,7 @@ class Verifier {
   const VerifyOptions& o_;
   const ObjectGraph& g_;
   VerifyReport r_;
+  float group_step_ = 0;  // HeavyBall 3.x: this group's counter
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "optstate/optimizer_state.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "pickle/graph_walk.h"
@@ -195,6 +196,24 @@ std::optional<double> NumberValue(const Checkpoint& cp, ByteSpan bytes, NodeId i
   if (n.kind != NodeKind::kTensor) return std::nullopt;
   const TensorRef& t = cp.tensors[n.tensor];
   if (t.is_dtensor || t.numel() != 1 || bytes.empty()) return std::nullopt;
+  if (t.dtype == DType::kInt64 || t.dtype == DType::kInt32 || t.dtype == DType::kFloat64) {
+    // HeavyBall 3.x keeps its counter as an int64 0-d tensor; some float64.
+    StatusOr<std::vector<std::byte>> raw = ReadTensorBytes(bytes, cp, t);
+    if (!raw.ok() || raw->size() != GetDTypeInfo(t.dtype).element_size) return std::nullopt;
+    if (t.dtype == DType::kInt64) {
+      int64_t x;
+      std::memcpy(&x, raw->data(), sizeof x);
+      return static_cast<double>(x);
+    }
+    if (t.dtype == DType::kInt32) {
+      int32_t x;
+      std::memcpy(&x, raw->data(), sizeof x);
+      return static_cast<double>(x);
+    }
+    double x;
+    std::memcpy(&x, raw->data(), sizeof x);
+    return x;
+  }
   StatusOr<std::vector<float>> v = ReadTensorAsFloat(bytes, cp, t);
   if (!v.ok() || v->size() != 1) return std::nullopt;
   return (*v)[0];

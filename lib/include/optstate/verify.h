@@ -3,7 +3,10 @@
 // with a fixed probe gradient, once with the loaded state and once with fresh
 // state. A parameter whose two updates come out identical is "cold": its state
 // is missing, zero, or was never mapped to it (what HeavyBall's pointer keys
-// did silently).
+// did silently). HeavyBall 3.x's AdamW entries ({0: {update_by_adam_exp_avg_0,
+// ..._sq_0}}, one counter per group in the first parameter's view) are replayed
+// with HeavyBall's step, whose moments carry their bias correction; torch.optim
+// entries with torch's.
 #ifndef OPTSTATE_VERIFY_H_
 #define OPTSTATE_VERIFY_H_
 
