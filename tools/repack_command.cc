@@ -1,11 +1,13 @@
 #include "repack_command.h"
 
+#include <filesystem>
 #include <memory>
 
 #include <CLI/CLI.hpp>
 
 #include "optstate/checkpoint_writer.h"
 #include "optstate/inspect_report.h"
+#include "optstate/rank_set.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {
@@ -13,33 +15,102 @@ namespace {
 
 constexpr const char* kName = "repack";
 
+nlohmann::ordered_json ReportJson(const std::string& input, const std::string& output, const WriteReport& w) {
+  return {{"input", input},
+          {"output", output},
+          {"bytes", w.bytes},
+          {"storages", w.storages},
+          {"storage_bytes", w.storage_bytes},
+          {"weights_only_loadable", w.unsafe_globals.empty()},
+          {"unsafe_globals", w.unsafe_globals},
+          {"loadable_after_dtensor_import", w.loadable_after_dtensor_import}};
+}
+
+void WriteText(const std::string& output, const WriteReport& w, std::ostream& out) {
+  out << output << ": " << HumanBytes(w.bytes) << ", " << w.storages << " storages (" << HumanBytes(w.storage_bytes)
+      << ")\n";
+  out << "  torch.load(weights_only=True) " << WeightsOnlyVerdict(w) << "\n";
+}
+
+// Several inputs (one sharded save's ranks): each repacked on its own into
+// OUTPUT/<its name>, all under hidden names first and renamed only when every
+// rank is written, so a failure leaves none of them.
+int RunRankSet(const RepackOptions& o, CommandOutput& output) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(o.output, ec)) {
+    return ReportError(output, kName,
+                       InvalidArgumentError(o.output + ": with several inputs, -o names an existing directory "
+                                                       "that receives one output per rank"),
+                       o.json);
+  }
+  auto files = OrderByRank(o.inputs);
+  if (!files.ok()) return ReportError(output, kName, files.status(), o.json);
+  std::vector<std::string> outputs, pending;
+  std::vector<WriteReport> reports;
+  auto discard = [&]() {
+    for (const std::string& p : pending) std::filesystem::remove(p, ec);
+  };
+  WriteOptions wo;
+  wo.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
+  for (size_t r = 0; r < files->size(); ++r) {
+    const std::string& in = (*files)[r];
+    std::filesystem::path final_path = std::filesystem::path(o.output) / std::filesystem::path(in).filename();
+    outputs.push_back(final_path.string());
+    Status refused = RefuseInputAsOutput({in}, outputs.back());
+    auto file = refused.ok() ? OpenCheckpoint(in, o.read) : StatusOr<std::unique_ptr<CheckpointFile>>(refused);
+    if (!file.ok()) {
+      discard();
+      return ReportError(output, kName, file.status(), o.json);
+    }
+    pending.push_back((final_path.parent_path() / ("." + final_path.filename().string() + ".rankset-pending")).string());
+    wo.named_after = outputs.back();
+    auto w = WriteCheckpoint(**file, (*file)->checkpoint().graph.root, pending.back(), wo);
+    if (!w.ok()) {
+      discard();
+      return ReportError(output, kName,
+                         std::move(w).status().WithContext(outputs.back() + " (rank " + std::to_string(r) +
+                                                           "; no rank's output was written)"),
+                         o.json);
+    }
+    reports.push_back(std::move(*w));
+  }
+  for (size_t r = 0; r < pending.size(); ++r) {
+    Status s = RenameFile(pending[r], outputs[r], wo.durability);
+    if (!s.ok()) {
+      discard();
+      return ReportError(output, kName, std::move(s).WithContext("rank " + std::to_string(r)), o.json);
+    }
+  }
+  nlohmann::ordered_json doc = {{"ranks", nlohmann::ordered_json::array()}};
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    doc["ranks"].push_back(ReportJson((*files)[r], outputs[r], reports[r]));
+    if (!o.json) {
+      output.out << "rank " << r << ": ";
+      WriteText(outputs[r], reports[r], output.out);
+    }
+  }
+  if (o.json) WriteJson(output, doc);
+  return kExitOk;
+}
 
 }  // namespace
 
 int RunRepack(const RepackOptions& o, CommandOutput& output) {
-  Status refused = RefuseInputAsOutput({o.input}, o.output);
+  if (o.inputs.size() > 1) return RunRankSet(o, output);
+  const std::string& input = o.inputs.empty() ? o.input : o.inputs[0];
+  Status refused = RefuseInputAsOutput({input}, o.output);
   if (!refused.ok()) return ReportError(output, kName, refused, o.json);
-  auto file = OpenCheckpoint(o.input, o.read);
+  auto file = OpenCheckpoint(input, o.read);
   if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
   WriteOptions wo;
   wo.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
   auto report = WriteCheckpoint(**file, (*file)->checkpoint().graph.root, o.output, wo);
   if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.output), o.json);
   if (o.json) {
-    nlohmann::ordered_json doc = {{"input", o.input},
-                                  {"output", o.output},
-                                  {"bytes", report->bytes},
-                                  {"storages", report->storages},
-                                  {"storage_bytes", report->storage_bytes},
-                                  {"weights_only_loadable", report->unsafe_globals.empty()},
-                                  {"unsafe_globals", report->unsafe_globals},
-                                  {"loadable_after_dtensor_import", report->loadable_after_dtensor_import}};
-    WriteJson(output, doc);
+    WriteJson(output, ReportJson(input, o.output, *report));
     return kExitOk;
   }
-  output.out << o.output << ": " << HumanBytes(report->bytes) << ", " << report->storages << " storages ("
-             << HumanBytes(report->storage_bytes) << ")\n";
-  output.out << "  torch.load(weights_only=True) " << WeightsOnlyVerdict(*report) << "\n";
+  WriteText(o.output, *report, output.out);
   return kExitOk;
 }
 
@@ -48,15 +119,20 @@ CommandRunner AddRepackCommand(CLI::App& parent) {
   CLI::App* cmd = parent.add_subcommand(
       kName, "Rewrite a checkpoint as a canonical torch.save zip through optstate's own writer\n"
              "(legacy format and .zst in, zip out; shared storages stay shared)");
-  cmd->add_option("input", o->input, "torch.save file, legacy format, or .zst")->required();
-  cmd->add_option("-o,--output", o->output, "Output file; written to a temporary file beside it, then renamed")
+  cmd->add_option("input", o->inputs,
+                  "torch.save file, legacy format, or .zst; several: the per-rank files of one sharded save")
+      ->required();
+  cmd->add_option("-o,--output", o->output,
+                  "Output file; written to a temporary file beside it, then renamed. With several inputs, an\n"
+                  "existing directory that gets one file per rank, named as its input (all or none)")
       ->required();
   AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
   cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/repack.schema.json)");
   cmd->footer(
       "\nExamples:\n"
       "  optstate repack old_legacy_format.pt -o checkpoint.pt\n"
-      "  optstate repack checkpoint.pt.zst -o checkpoint.pt --json");
+      "  optstate repack checkpoint.pt.zst -o checkpoint.pt --json\n"
+      "  optstate repack ckpt/rank0.pt.zst ckpt/rank1.pt.zst -o plain/");
   return [o](CommandOutput& output) { return RunRepack(*o, output); };
 }
 

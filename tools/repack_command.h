@@ -6,6 +6,7 @@
 #define OPTSTATE_TOOLS_REPACK_COMMAND_H_
 
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "optstate/checkpoint.h"
@@ -13,7 +14,8 @@
 namespace optstate::tools {
 
 struct RepackOptions {
-  std::string input;
+  std::string input;                // used when inputs is empty (callers that set one)
+  std::vector<std::string> inputs;  // several: the per-rank files of one sharded save
   std::string output;
   bool json = false;
   bool no_sync = false;

@@ -44,6 +44,7 @@ disk_full "regenerate" regenerate -q --synthetic 8MiB --steps 1 -o "$full/out.pt
 disk_full "remap" remap "$work/in.pt" -o "$full/out.pt"
 disk_full "remap --zstd" remap --zstd "$work/in.pt" -o "$full/out.pt.zst"
 disk_full "remap rank set (second rank's output fails)" remap "$work/ranks/rank0.pt" "$work/ranks/rank1.pt" -o "$full"
+disk_full "repack rank set (second rank's output fails)" repack "$work/ranks/rank0.pt" "$work/ranks/rank1.pt" -o "$full"
 disk_full "repack" repack "$work/in.pt" -o "$full/out.pt"
 disk_full "consolidate" consolidate -q "$work/in_dcp" -o "$full/out.pt"
 disk_full "reshard" reshard -q "$work/in_dcp" -o "$full/out" --world-size 3
