@@ -71,6 +71,21 @@ void WriteText(const RemapCommandOptions& o, const std::string& out_path, const 
       << "\n";
 }
 
+// A file whose every state entry would be dropped is not "remapped": writing
+// it and exiting 0 would hand training an optimizer with no state.
+Status NothingCarriedOver(const std::string& where, const OptimizerState& st, const RemapResult& r) {
+  if (st.keys.empty() || r.moved + r.shared + r.reset > 0) return Status();
+  std::string why;
+  for (const RemapEntry& e : r.entries) {
+    if (!e.reason.empty()) {
+      why = " (" + e.input_key + ": " + e.reason + ")";
+      break;
+    }
+  }
+  return InvalidArgumentError(where + ": all " + std::to_string(st.keys.size()) + " state entries would be dropped" +
+                              why + "; nothing was written");
+}
+
 WriteOptions ToWriteOptions(const RemapCommandOptions& o) {
   WriteOptions wo;
   wo.zstd = o.zstd;
@@ -104,6 +119,11 @@ int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
       s = std::move(one).status().WithContext(set->files[r] + " (rank " + std::to_string(r) + ")");
       ReportError(output, kName, s, o.json);
       return s.code() == StatusCode::kInvalidArgument ? kExitFindings : kExitError;
+    }
+    s = NothingCarriedOver(set->files[r] + " (rank " + std::to_string(r) + ")", m.state, *one);
+    if (!s.ok()) {
+      ReportError(output, kName, s, o.json);
+      return kExitFindings;
     }
     remapped.push_back(std::move(*one));
   }
@@ -171,6 +191,11 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
     Status s = std::move(remapped).status().WithContext(o.input);
     ReportError(output, kName, s, o.json);
     return s.code() == StatusCode::kInvalidArgument ? kExitFindings : kExitError;
+  }
+  Status nothing = NothingCarriedOver(o.input, m->state, *remapped);
+  if (!nothing.ok()) {
+    ReportError(output, kName, nothing, o.json);
+    return kExitFindings;
   }
   auto written =
       WriteCheckpoint(*m->file, remapped->checkpoint, remapped->checkpoint.graph.root, o.output, ToWriteOptions(o));

@@ -198,7 +198,13 @@ class Verifier {
         return Status();
       }
     }
-    // HeavyBall 3.x keeps one counter per group (group_step_); torch.optim one per parameter.
+    // HeavyBall 3.x keeps one counter per group (group_step_); torch.optim one per
+    // parameter, and its Adam/AdamW fail on an entry without one.
+    if (!hb3 && DictLookup(g_, key.value, "step") == kNoNode) {
+      Add(info.name, "no-step",
+          "no per-parameter step: torch.optim's Adam / AdamW raise KeyError('step') on their first step from this "
+          "entry (HeavyBall 0.x keeps its counter in the group: `optstate migrate` writes it for HeavyBall 3.x)");
+    }
     float step = hb3 ? group_step_ : StepOf(key.value);
     if (!hb3) steps.emplace(step, info.name);
     auto mv = ReadFloats(*m_.file, *m);

@@ -26,5 +26,14 @@ src=testdata/heavyball/migrate/0.24.4
 "$bin" migrate testdata/heavyball/migrate/3.2.0/adamw/optim.pt --model testdata/heavyball/migrate/3.2.0/adamw/model.pt \
   -o "$scratch/again.pt" > /dev/null 2>&1
 [ $? = 2 ] && [ ! -e "$scratch/again.pt" ] || { echo "FAIL migrate of a 3.x file: expected exit 2"; exit 1; }
-echo "ok: migrate wrote both legacy cases, refused k = 0 without --steps and a 3.x file"
+# verify checks state against the optimizer that will load it: the remapped 0.x file (keys
+# fixed, no per-parameter step) is what torch.optim.AdamW fails on; the migrated one replays.
+"$bin" remap "$src/adamw_foreach/optim.pt" --manifest "$src/adamw_foreach/manifest.json" -o "$scratch/remapped.pt" \
+  > /dev/null || { echo "FAIL remap"; exit 1; }
+"$bin" verify --json "$scratch/remapped.pt" --manifest "$src/adamw_foreach/manifest.json" > "$scratch/verify.json"
+[ $? = 1 ] && [ "$(grep -c '"check": "no-step"' "$scratch/verify.json")" = 13 ] ||
+  { echo "FAIL verify of the remapped 0.x file: expected exit 1 and 13 no-step findings"; exit 1; }
+"$bin" verify "$scratch/adamw_foreach.pt" --model "$src/adamw_foreach/model.pt" > /dev/null ||
+  { echo "FAIL verify of the migrated file: expected clean"; exit 1; }
+echo "ok: migrate wrote both legacy cases, refused k = 0 without --steps and a 3.x file; verify tells them apart"
 bash tests/interop/with_torch26.sh tests/interop/check_heavyball_migrate.py testdata/heavyball/migrate "$scratch"

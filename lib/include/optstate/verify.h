@@ -20,7 +20,8 @@ namespace optstate {
 struct VerifyFinding {
   std::string param;    // "" for findings about the whole state
   std::string check;    // stable id: "no-state", "non-canonical-keys", "shape", "dtype", "step-mismatch",
-                        // "negative-exp-avg-sq", "non-finite", "cold", "non-finite-update", "unreplayable"
+                        // "negative-exp-avg-sq", "non-finite", "cold", "non-finite-update", "unreplayable",
+                        // "no-step"
   std::string message;
 };
 
