@@ -236,8 +236,6 @@ CommandRunner AddCollisionsCommand(CLI::App& parent) {
       ->required();
   AddParamSourceFlags(*cmd, o->params, o->models);
   cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is, e.g. optimizer (default: find it)");
-  cmd->add_flag("--allow-heuristic", o->match.allow_heuristic,
-                "Pair same-shape parameters with keys by pointer order when data_ptr is unknown");
   cmd->add_flag("--json", o->json, "Write JSON (schemas/collisions.schema.json)");
   cmd->footer(
       "\nExit codes: 0 every state entry belongs to exactly one parameter; 1 collisions, orphans or\n"

@@ -234,8 +234,6 @@ CommandRunner AddRemapCommand(CLI::App& parent) {
                   "State merged across parameters: fail; drop it; share (a copy each); reset (fresh zero state)")
       ->check(CLI::IsMember({"fail", "reset", "share", "drop"}))
       ->capture_default_str();
-  cmd->add_flag("--allow-heuristic", o->match.allow_heuristic,
-                "Pair same-shape parameters with keys by pointer order when data_ptr is unknown");
   AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
   cmd->add_flag("--zstd", o->zstd, "Compress the output with zstd (name it .zst; optstate reads it directly)");
   cmd->add_option("--report", o->report, "Write the conservation report (every input entry's fate) as JSON");

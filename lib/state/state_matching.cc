@@ -249,18 +249,16 @@ class Matcher {
         }
       } else if (owners.size() == 1 && ks.size() == 1) {
         Assign(ks[0], owners[0], Confidence::kShapeUnique);
-      } else if (owners.size() == ks.size() && opt_.allow_heuristic) {
-        // Parameters are usually allocated in creation order, so pointer order
-        // follows parameter order; usually is not always.
-        for (size_t j = 0; j < ks.size(); ++j) Assign(ks[j], owners[j], Confidence::kHeuristic);
       } else {
+        // Pairing same-shape keys by pointer order (allocation order) was tried
+        // and mapped 4 to 9 of 9 parameters wrongly on real HeavyBall 0.x files:
+        // only data_ptr decides.
         for (size_t k : ks) {
           r_.keys[k].fate = KeyFate::kAmbiguous;
           r_.keys[k].params = owners;
           r_.keys[k].reason = std::to_string(owners.size()) + (owners.size() == 1 ? " parameter" : " parameters") +
                               " of shape " + ShapeText(shape) + " and " + std::to_string(ks.size()) + " keys: " +
-                              (owners.size() == ks.size() ? "pointer order would pair them (--allow-heuristic)"
-                                                          : "they cannot be paired without data_ptr");
+                              "same-shape parameters cannot be told apart without their data_ptr (a manifest)";
           r_.ambiguous.push_back(k);
         }
       }
@@ -314,7 +312,6 @@ std::string_view ConfidenceName(Confidence c) {
   switch (c) {
     case Confidence::kExact: return "exact";
     case Confidence::kShapeUnique: return "shape-unique";
-    case Confidence::kHeuristic: return "heuristic";
   }
   return "exact";
 }

@@ -26,7 +26,7 @@
 
 namespace optstate {
 
-enum class Confidence { kExact, kShapeUnique, kHeuristic };
+enum class Confidence { kExact, kShapeUnique };
 std::string_view ConfidenceName(Confidence c);  // "exact", "shape-unique", "heuristic"
 
 enum class KeyFate { kAssigned, kCollided, kOrphan, kAmbiguous };
@@ -59,14 +59,15 @@ struct MatchReport {
   std::vector<ParamMatch> params;  // parallel to the manifest
   std::vector<CollisionGroup> collisions;
   std::vector<size_t> orphans;     // key positions
-  std::vector<size_t> ambiguous;   // key positions held back for want of --allow-heuristic
+  std::vector<size_t> ambiguous;   // key positions that only data_ptr could place
   std::vector<size_t> without_state;  // parameters with no state entry
   uint64_t unattributable_bytes = 0;  // state bytes of collided and orphan keys
 };
 
-struct MatchOptions {
-  bool allow_heuristic = false;
-};
+// Nothing to choose today: matching is exact or by a shape only one parameter
+// has. (Pairing same-shape keys by pointer order was an option until it was
+// measured wrong on real files.)
+struct MatchOptions {};
 
 // kInvalidArgument when the manifest's parameter count differs from
 // param_groups', or when bare pointers come without data_ptr in the manifest.
