@@ -205,7 +205,9 @@ StatusOr<RankSetMatch> OpenAndMatchRankSet(const RankSetSource& source, const st
   }
   for (size_t r = 0; r < set.ranks.size(); ++r) {
     MatchedState& m = set.ranks[r];
-    StatusOr<MatchReport> report = MatchState(m.file->checkpoint(), m.state, m.params, match);
+    MatchOptions options = match;
+    OPTSTATE_RETURN_IF_ERROR(PrepareContentMatch(m, options).WithContext(RankText(r, set.files[r])));
+    StatusOr<MatchReport> report = MatchState(m.file->checkpoint(), m.state, m.params, options);
     if (!report.ok()) return std::move(report).status().WithContext(RankText(r, set.files[r]));
     m.match = std::move(*report);
     for (size_t k = 0; r > 0 && k < m.match.keys.size(); ++k) {

@@ -96,12 +96,32 @@ class Matcher {
     if (names_by_storage_.empty()) IndexNamedTensors();
     const TensorRef& t = cp_.tensors[static_cast<size_t>(st_.keys[key].tensor)];
     auto it = names_by_storage_.find({t.storage, t.storage_offset});
-    if (it == names_by_storage_.end()) {
-      Orphan(key, "its Parameter shares storage with no named tensor in this file; save the model in "
-                  "the same file or give the parameters' data_ptr");
+    if (it != names_by_storage_.end()) return MatchByName(key, it->second);
+    if (opt_.key_content && !params_.empty() && params_.front().content_hash) return MatchByContent(key, t);
+    Orphan(key, "its Parameter shares storage with no named tensor in this file; save the model in "
+                "the same file, or give the model saved at the same step with --model");
+  }
+
+  // The key's copy of its Parameter against the model's tensors: the one
+  // parameter of its shape with the same bytes owns it.
+  void MatchByContent(size_t key, const TensorRef& t) {
+    std::optional<uint64_t> h = opt_.key_content(st_.keys[key].tensor);
+    std::vector<size_t> same;
+    for (size_t p = 0; p < params_.size(); ++p) {
+      if (h && params_[p].shape == t.sizes && params_[p].content_hash == h) same.push_back(p);
+    }
+    if (same.size() == 1) return Assign(key, same[0], Confidence::kExact);
+    if (same.empty()) {
+      Orphan(key, std::string("its Parameter's bytes equal no ") + ShapeText(t.sizes) +
+                      " parameter of the model: a model saved at another step, or of another run?");
       return;
     }
-    MatchByName(key, it->second);
+    r_.keys[key].fate = KeyFate::kAmbiguous;
+    r_.keys[key].params = same;
+    r_.keys[key].reason = std::to_string(same.size()) + " parameters of shape " + ShapeText(t.sizes) +
+                          " hold exactly these bytes (" + params_[same[0]].name + ", " + params_[same[1]].name +
+                          (same.size() > 2 ? ", ..." : "") + "): which one owns this state cannot be told";
+    r_.ambiguous.push_back(key);
   }
 
   void IndexNamedTensors() {
@@ -364,6 +384,37 @@ Status LoadParams(const std::string& checkpoint, const ParamSource& source, cons
   return Status();
 }
 
+uint64_t ContentHash(ByteSpan bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (std::byte b : bytes) h = (h ^ static_cast<uint64_t>(b)) * 0x100000001b3ull;
+  return h;
+}
+
+Status PrepareContentMatch(MatchedState& m, MatchOptions& options) {
+  const CheckpointFile* model = m.model();
+  if (model == nullptr || model == m.file.get() || m.model_dict == kNoNode) return Status();
+  bool param_views = std::any_of(m.state.keys.begin(), m.state.keys.end(),
+                                 [](const StateKey& k) { return k.kind == KeyKind::kParamView; });
+  if (!param_views) return Status();
+  const Checkpoint& mc = model->checkpoint();
+  for (ParamInfo& p : m.params) {
+    NodeId v = DictLookup(mc.graph, m.model_dict, p.name);
+    if (v == kNoNode || mc.graph.at(v).kind != NodeKind::kTensor) continue;
+    StatusOr<std::vector<std::byte>> bytes = ReadTensorBytes(model->bytes(), mc, mc.tensors[mc.graph.at(v).tensor]);
+    if (!bytes.ok()) return std::move(bytes).status().WithContext(model->path() + ": " + p.name);
+    p.content_hash = ContentHash(ByteSpan(bytes->data(), bytes->size()));
+  }
+  const CheckpointFile* file = m.file.get();
+  options.key_content = [file](int64_t tensor) -> std::optional<uint64_t> {
+    const Checkpoint& cp = file->checkpoint();
+    if (tensor < 0 || static_cast<size_t>(tensor) >= cp.tensors.size()) return std::nullopt;
+    StatusOr<std::vector<std::byte>> bytes = ReadTensorBytes(file->bytes(), cp, cp.tensors[static_cast<size_t>(tensor)]);
+    if (!bytes.ok()) return std::nullopt;
+    return ContentHash(ByteSpan(bytes->data(), bytes->size()));
+  };
+  return Status();
+}
+
 StatusOr<MatchedState> OpenAndMatch(const std::string& checkpoint, const std::string& state_key,
                                     const ParamSource& source, const ReadOptions& read, const MatchOptions& match) {
   OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointFile> file, OpenCheckpoint(checkpoint, read));
@@ -379,7 +430,9 @@ StatusOr<MatchedState> MatchCheckpoint(std::unique_ptr<CheckpointFile> file, con
   if (!state.ok()) return std::move(state).status().WithContext(checkpoint);
   m.state = std::move(*state);
   OPTSTATE_RETURN_IF_ERROR(LoadParams(checkpoint, source, read, m));
-  StatusOr<MatchReport> report = MatchState(m.file->checkpoint(), m.state, m.params, match);
+  MatchOptions options = match;
+  OPTSTATE_RETURN_IF_ERROR(PrepareContentMatch(m, options));
+  StatusOr<MatchReport> report = MatchState(m.file->checkpoint(), m.state, m.params, options);
   if (!report.ok()) return std::move(report).status().WithContext(checkpoint);
   m.match = std::move(*report);
   return m;

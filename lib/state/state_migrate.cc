@@ -1,20 +1,26 @@
 #include "optstate/state_migrate.h"
 
 #include <set>
+#include <span>
 
 #include "torch/graph_builder.h"
 
 namespace optstate {
 namespace {
 
-// HeavyBall 0.x AdamW-family state fields and what HeavyBall 3.2's AdamW chain
-// (one transform, update_by_adam, index 0) calls them.
+// What HeavyBall 3.2's AdamW chain (one transform, update_by_adam, index 0)
+// calls each era's AdamW-family state fields.
 struct FieldName {
   const char* legacy;
   const char* heavyball3;
 };
-constexpr FieldName kAdamFields[] = {{"exp_avg", "update_by_adam_exp_avg_0"},
-                                     {"exp_avg_sq", "update_by_adam_exp_avg_sq_0"}};
+// 0.x ForeachAdamW: plain names, the counter in the group (`k`).
+constexpr FieldName kAdamFields0[] = {{"exp_avg", "update_by_adam_exp_avg_0"},
+                                      {"exp_avg_sq", "update_by_adam_exp_avg_sq_0"}};
+// 1.x (chainable, before transform indices): names by transform, the counter
+// as `step` in the entries (the first only with foreach=True; all without).
+constexpr FieldName kAdamFields1[] = {{"update_by_adam_exp_avg", "update_by_adam_exp_avg_0"},
+                                      {"update_by_adam_exp_avg_sq", "update_by_adam_exp_avg_sq_0"}};
 
 // Group fields that mark an algorithm other than AdamW (SOAP, PSGD, schedule-free).
 constexpr const char* kOtherAlgorithmFields[] = {"shampoo_beta", "max_precond_dim", "precondition_frequency",
@@ -23,6 +29,10 @@ constexpr const char* kOtherAlgorithmFields[] = {"shampoo_beta", "max_precond_di
 // 0.x AdamW group fields with no 3.x counterpart: schedule-free bookkeeping
 // the AdamW step never read, and the counter, which moves into the state.
 constexpr const char* kLegacyOnlyFields[] = {"k", "train_mode", "weight_sum", "lr_max", "foreach", "params"};
+
+// 1.x group entries 3.x neither saves nor reads: the defaults' sentinel
+// objects and the optimizer class itself (pickled: weights_only refuses them).
+constexpr const char* kPickledSentinels[] = {"gradient_clipping", "update_clipping", "palm", "__class__"};
 
 std::string Str(const ObjectGraph& g, NodeId id) {
   return id != kNoNode && g.at(id).kind == NodeKind::kStr ? g.at(id).text : std::string();
@@ -47,7 +57,7 @@ class Migrator {
     OPTSTATE_RETURN_IF_ERROR(RelayoutState(b));
     RewriteGroups(b);
     AddHeavyballEntry(b);
-    for (const FieldName& f : kAdamFields) r_.renamed.push_back(std::string(f.legacy) + " -> " + f.heavyball3);
+    for (const FieldName& f : fields_) r_.renamed.push_back(std::string(f.legacy) + " -> " + f.heavyball3);
     return std::move(r_);
   }
 
@@ -69,6 +79,7 @@ class Migrator {
         return UnsupportedError("param_groups have no 'betas': not an AdamW-family optimizer");
       }
     }
+    bool era0 = false, era1 = false;
     for (const StateKey& k : st_.keys) {
       if (k.nested_views) {
         return UnsupportedError("state entry " + k.text + " is nested per view, as HeavyBall 2.x and 3.x save it: "
@@ -78,23 +89,33 @@ class Migrator {
       if (v.kind != NodeKind::kDict) return UnsupportedError("state entry " + k.text + " is not a dict");
       for (auto [name, value] : v.entries) {
         std::string field = Str(in(), name);
-        bool known = false;
-        for (const FieldName& f : kAdamFields) known |= field == f.legacy;
-        if (!known) {
+        bool in0 = false, in1 = field == "step";
+        for (const FieldName& f : kAdamFields0) in0 |= field == f.legacy;
+        for (const FieldName& f : kAdamFields1) in1 |= field == f.legacy;
+        era0 |= in0;
+        era1 |= in1 && field != "step";
+        if (!in0 && !in1) {
           return UnsupportedError("state entry " + k.text + " holds '" + (field.empty() ? "(a non-str key)" : field) +
-                                  "', which HeavyBall 0.x's AdamW does not keep" +
-                                  (field == "step" ? " (a per-parameter step: torch.optim's layout)" : "") +
-                                  "; nothing was converted");
+                                  "', which HeavyBall's AdamW (0.x or 1.x) does not keep; nothing was converted");
+        }
+        if (field == "step" && st_.scheme != KeyKind::kParamView) {
+          return UnsupportedError("state entry " + k.text + " has a per-parameter 'step' beside exp_avg: "
+                                  "torch.optim's layout, not HeavyBall 0.x's; nothing was converted");
         }
       }
     }
-    r_.algorithm = "AdamW (HeavyBall 0.x ForeachAdamW: exp_avg, exp_avg_sq, group counter k)";
+    if (era0 && era1) return UnsupportedError("state mixes HeavyBall 0.x and 1.x AdamW names");
+    fields_ = era1 ? std::span<const FieldName>(kAdamFields1) : std::span<const FieldName>(kAdamFields0);
+    counter_in_entries_ = era1;
+    r_.algorithm = era1 ? "AdamW (HeavyBall 1.x ForeachAdamW: update_by_adam_exp_avg(_sq), step in the entries)"
+                        : "AdamW (HeavyBall 0.x ForeachAdamW: exp_avg, exp_avg_sq, group counter k)";
     return Status();
   }
 
   // 0.x AdamW counts steps in the group's `k`; with foreach=False the saved
   // groups keep k = 0 while per-parameter copies (not saved) held the count.
   Status Steps() {
+    if (counter_in_entries_) return StepsFromEntries();
     NodeId groups = DictLookup(in(), st_.node, "param_groups");
     std::optional<int64_t> k;
     for (NodeId group : in().at(groups).items) {
@@ -128,6 +149,41 @@ class Migrator {
         "of every later step depends on it");
   }
 
+  // 1.x: every entry that has `step` must agree (foreach=False keeps one per
+  // parameter, foreach=True only on the first).
+  Status StepsFromEntries() {
+    std::optional<int64_t> found;
+    std::string first;
+    for (const StateKey& k : st_.keys) {
+      NodeId sv = DictLookup(in(), k.value, "step");
+      if (sv == kNoNode) continue;
+      std::optional<double> v = NumberValue(cp_, ByteSpan(), sv);
+      if (!v) return InvalidArgumentError("state entry " + k.text + ": its step is not a number");
+      auto n = static_cast<int64_t>(*v);
+      if (found && *found != n) {
+        return InvalidArgumentError("state entries disagree on the step: " + std::to_string(*found) + " (" + first +
+                                    ") and " + std::to_string(n) + " (" + k.text + ")");
+      }
+      if (!found) first = k.text;
+      found = n;
+    }
+    if (o_.steps) {
+      r_.steps = *o_.steps;
+      r_.steps_from = "--steps " + std::to_string(*o_.steps);
+      if (found && *found != *o_.steps) {
+        r_.notes.push_back("the entries' step is " + std::to_string(*found) + "; --steps " + std::to_string(*o_.steps) +
+                           " was used");
+      }
+      return Status();
+    }
+    if (!found && !st_.keys.empty()) {
+      return InvalidArgumentError("no state entry has a step: give --steps N, the number of optimizer steps taken");
+    }
+    r_.steps = found.value_or(0);
+    r_.steps_from = "the state entries' step = " + std::to_string(r_.steps) + " (first on " + first + ")";
+    return Status();
+  }
+
   // {index: {name: v}} -> {index: {0: {heavyball3 name: v, is_initialized: {0}}}};
   // split views ({index: {view: {...}}}, made by the remap) keep their views.
   Status RelayoutState(GraphBuilder& b) {
@@ -148,7 +204,7 @@ class Migrator {
         NodeId d = b.Dict();
         std::vector<std::pair<NodeId, NodeId>> old = g.at(fields).entries;
         for (auto [name, v] : old) {
-          for (const FieldName& f : kAdamFields) {
+          for (const FieldName& f : fields_) {
             if (Str(g, name) == f.legacy) b.Set(d, f.heavyball3, v);
           }
         }
@@ -195,7 +251,7 @@ class Migrator {
     ObjectGraph& g = r_.checkpoint.graph;
     NodeId groups = DictLookup(g, st_.node, "param_groups");
     std::vector<NodeId> items = g.at(groups).items;
-    std::set<std::string> left_out;
+    std::set<std::string> left_out, sentinels;
     size_t next = 0;
     for (size_t gi = 0; gi < items.size(); ++gi) {
       NodeId old = items[gi];
@@ -222,7 +278,7 @@ class Migrator {
       b.Set(d, "cautious_weight_decay", b.Bool(false));
       b.Set(d, "ecc", b.New(NodeKind::kNone));
       b.Set(d, "param_ecc", b.New(NodeKind::kNone));
-      b.Set(d, "beta2_scale", b.Float(0.8));
+      b.Set(d, "beta2_scale", Copied(old, "beta2_scale", b.Float(0.8)));
       b.Set(d, "multi_tensor", foreach != kNoNode ? foreach : b.Bool(true));
       b.Set(d, "param_count", b.Int(static_cast<int64_t>(numel)));
       b.Set(d, "base_lr", lr);
@@ -235,14 +291,26 @@ class Migrator {
         std::string name = Str(g, k);
         bool kept = DictLookup(g, d, name) != kNoNode;
         for (const char* f : kLegacyOnlyFields) kept |= name == f;
-        if (!kept) left_out.insert(name);
+        bool sentinel = false;
+        for (const char* f : kPickledSentinels) sentinel |= name == f;
+        if (sentinel) sentinels.insert(name);
+        if (!kept && !sentinel) left_out.insert(name);
       }
       g.at(groups).items[gi] = d;
     }
-    r_.notes.push_back("param_groups: lr, betas, eps, weight_decay, warmup_steps, storage_dtype, mars, caution, "
-                       "mars_gamma carried over, foreach as multi_tensor; the counter k became the state's step; "
-                       "train_mode, weight_sum and lr_max (schedule-free bookkeeping AdamW never read) left out; "
-                       "the other fields are HeavyBall 3.2's defaults");
+    r_.notes.push_back(std::string("param_groups: lr, betas, eps, weight_decay, warmup_steps, storage_dtype, mars, "
+                                   "caution, mars_gamma") +
+                       (counter_in_entries_ ? ", beta2_scale" : "") + " carried over, foreach as multi_tensor; " +
+                       (counter_in_entries_ ? "the entries' step became the first parameter's (where 3.x reads it)"
+                                            : "the counter k became the state's step; train_mode, weight_sum and "
+                                              "lr_max (schedule-free bookkeeping AdamW never read) left out") +
+                       "; the other fields are HeavyBall 3.2's defaults");
+    if (!sentinels.empty()) {
+      std::string list;
+      for (const std::string& f : sentinels) list += (list.empty() ? "" : ", ") + f;
+      r_.notes.push_back("param_groups: " + list + " (pickled default sentinels and the optimizer class, which "
+                         "torch.load(weights_only=True) refuses and 3.x does not save) left out");
+    }
     for (const std::string& f : left_out) {
       r_.notes.push_back("param_groups field '" + f + "' has no HeavyBall 3.2 AdamW counterpart and was left out");
     }
@@ -273,6 +341,8 @@ class Migrator {
   const MatchReport& m_;
   const MigrateOptions& o_;
   MigrateResult r_;
+  std::span<const FieldName> fields_;
+  bool counter_in_entries_ = false;
 };
 
 }  // namespace

@@ -6,8 +6,10 @@ heavyball-fixtures.sh (0.24.4 = commit 0ad271b; 3.2.0 = tag v3.2.0), put on sys.
 
 Usage (inside the torch 2.6 chroot):
   python3 testdata/gen/gen_heavyball_migrate.py HEAVYBALL_SRC VERSION OUTDIR
-VERSION 0.24.4 writes OUTDIR/adamw_foreach/ and OUTDIR/adamw_perparam/ (ForeachAdamW with
-foreach=True / False); VERSION 3.2.0 writes OUTDIR/adamw/ (heavyball.AdamW). Each holds:
+VERSION 0.24.4 or 1.4.0 writes OUTDIR/adamw_foreach/ and OUTDIR/adamw_perparam/ (ForeachAdamW
+with foreach=True / False; 1.4.0 keys state by (Parameter, view), so optim.pt holds a copy of
+each parameter, and there is no model in it); VERSION 3.2.0 writes OUTDIR/adamw/
+(heavyball.AdamW). Each holds:
   optim.pt            torch.save(opt.state_dict()) after SAVED steps
   model.pt            torch.save(model.state_dict()) at the same point
   manifest.json       the parameters in param_groups order with their data_ptr, what
@@ -72,7 +74,7 @@ def sha(t):
 
 def make(version, case):
     import heavyball
-    if version.startswith("0."):
+    if not version.startswith("3."):
         return lambda params: heavyball.ForeachAdamW(params, lr=LR, foreach=case == "adamw_foreach")
     return lambda params: heavyball.AdamW(params, lr=LR)
 
@@ -111,7 +113,7 @@ def main():
     sys.path.insert(0, src)
     import heavyball.utils
     heavyball.utils.compile_mode = None
-    cases = ("adamw_foreach", "adamw_perparam") if version.startswith("0.") else ("adamw",)
+    cases = ("adamw",) if version.startswith("3.") else ("adamw_foreach", "adamw_perparam")
     for case in cases:
         run(version, case, os.path.join(out, case))
         print(version, case, sorted(os.listdir(os.path.join(out, case))))

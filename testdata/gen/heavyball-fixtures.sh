@@ -13,6 +13,7 @@
 #   3.2.0 = tag v3.2.0
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/3.2.0/ (3.x's own layout, the golden)
 #   1.4.0 = tag v1.4.0 (the last fake_groups release with a tag)
+#     gen_heavyball_migrate.py -> testdata/heavyball/migrate/1.4.0/ ((Parameter, i) keys, optimizer alone)
 #     gen_heavyball_freeze.py -> testdata/heavyball/freeze_1.4.0/
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -40,6 +41,7 @@ src=$(extract v3.2.0 3.2.0)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 3.2.0 "$stage/migrate/3.2.0"
 src=$(extract v1.4.0 1.4.0)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_freeze.py "$src" "$stage/freeze_1.4.0"
+"$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 1.4.0 "$stage/migrate/1.4.0"
 rm -rf "$repo/testdata/heavyball"
 mv "$repo/$stage" "$repo/testdata/heavyball"
 du -sh "$repo/testdata/heavyball"
@@ -47,10 +49,12 @@ du -sh "$repo/testdata/heavyball"
 # case with the optstate binary given as $OPTSTATE (if set), resume in 3.2.0, record figures.
 if [ -n "${OPTSTATE:-}" ]; then
   out=testdata/.heavyball-migrated
-  rm -rf "$repo/$out" && mkdir -p "$repo/$out/0.24.4"
+  rm -rf "$repo/$out" && mkdir -p "$repo/$out/0.24.4" "$repo/$out/1.4.0"
   for case in adamw_foreach adamw_perparam; do
     d=$repo/testdata/heavyball/migrate/0.24.4/$case
     "$OPTSTATE" migrate "$d/optim.pt" --manifest "$d/manifest.json" --steps 3 -o "$repo/$out/0.24.4/$case.pt" > /dev/null
+    d=$repo/testdata/heavyball/migrate/1.4.0/$case
+    "$OPTSTATE" migrate "$d/optim.pt" --model "$d/model.pt" -o "$repo/$out/1.4.0/$case.pt" > /dev/null
   done
   "$here/torch26-python.sh" testdata/gen/resume_heavyball3.py /var/tmp/heavyball-3.2.0 testdata/heavyball/migrate \
     "$out" testdata/heavyball/migrate/resume.json

@@ -37,16 +37,43 @@ def distance(model, ref):
     return math.sqrt(sum(float((p.detach() - ref[n]).pow(2).sum()) for n, p in model.named_parameters()))
 
 
-def reference_conversion(case_dir, steps):
-    """By hand from the legacy file: (ptr, shape) keys to indices through the manifest."""
-    legacy = torch.load(os.path.join(case_dir, "optim.pt"), weights_only=False)
+def load_legacy(case_dir):
+    """HeavyBall 1.x groups pickle their optimizer class, which 3.x no longer has: a stand-in
+    class is enough to read the file (only its state is used)."""
+    import heavyball
+    missing = not hasattr(heavyball, "ForeachAdamW")
+    if missing:
+        heavyball.ForeachAdamW = type("ForeachAdamW", (), {})
+    try:
+        return torch.load(os.path.join(case_dir, "optim.pt"), weights_only=False)
+    finally:
+        if missing:
+            del heavyball.ForeachAdamW
+
+
+def legacy_moments(case_dir, legacy, i):
+    """Parameter i's (exp_avg, exp_avg_sq) in a legacy file: 0.x keys (data_ptr, shape) through
+    the manifest; 1.x keys (Parameter copy, view) by the copy's bytes against the saved model."""
     manifest = json.load(open(os.path.join(case_dir, "manifest.json")))["params"]
-    index = {(p["data_ptr"], tuple(p["shape"])): i for i, p in enumerate(manifest)}
+    model = torch.load(os.path.join(case_dir, "model.pt"), weights_only=True)
+    for key, entry in legacy["state"].items():
+        if isinstance(key[0], int):
+            if (key[0], tuple(key[1])) != (manifest[i]["data_ptr"], tuple(manifest[i]["shape"])):
+                continue
+            return entry["exp_avg"], entry["exp_avg_sq"]
+        if key[1] == 0 and torch.equal(key[0].detach(), model[manifest[i]["name"]]):
+            return entry["update_by_adam_exp_avg"], entry["update_by_adam_exp_avg_sq"]
+    raise SystemExit(f"{case_dir}: no legacy entry for parameter {i}")
+
+
+def reference_conversion(case_dir, steps):
+    """By hand from the legacy file, parameter by parameter (legacy_moments)."""
+    legacy = load_legacy(case_dir)
+    n = len(json.load(open(os.path.join(case_dir, "manifest.json")))["params"])
     state = {}
-    for (ptr, shape), entry in legacy["state"].items():
-        i = index[(ptr, tuple(shape))]
-        state[i] = {0: {"update_by_adam_exp_avg_0": entry["exp_avg"], "update_by_adam_exp_avg_sq_0": entry["exp_avg_sq"],
-                        "is_initialized": {0}}}
+    for i in range(n):
+        m, v = legacy_moments(case_dir, legacy, i)
+        state[i] = {0: {"update_by_adam_exp_avg_0": m, "update_by_adam_exp_avg_sq_0": v, "is_initialized": {0}}}
     state[0][0]["step"] = torch.tensor(steps, dtype=torch.int64)
     return state
 
@@ -80,8 +107,7 @@ def main():
             case_dir = os.path.join(fixtures, version, case)
             path = os.path.join(migrated_dir, version, name)
             ref = torch.load(os.path.join(case_dir, "model.continued.pt"), weights_only=True)
-            legacy = torch.load(os.path.join(case_dir, "optim.pt"), weights_only=False)
-            manifest = json.load(open(os.path.join(case_dir, "manifest.json")))["params"]
+            legacy = load_legacy(case_dir)
 
             def load_migrated(opt):
                 opt.load_state_dict(torch.load(path, weights_only=True))
@@ -90,12 +116,11 @@ def main():
             params = list(model.parameters())
             visible = 0
             for i, p in enumerate(params):
-                entry = legacy["state"][(manifest[i]["data_ptr"], tuple(manifest[i]["shape"]))]
+                em, ev = legacy_moments(case_dir, legacy, i)
                 st = opt.state.get(p, {}).get(0, {})
-                if torch.equal(st.get("update_by_adam_exp_avg_0", torch.empty(0)), entry["exp_avg"]) and \
-                        torch.equal(st.get("update_by_adam_exp_avg_sq_0", torch.empty(0)), entry["exp_avg_sq"]):
+                if torch.equal(st.get("update_by_adam_exp_avg_0", torch.empty(0)), em) and \
+                        torch.equal(st.get("update_by_adam_exp_avg_sq_0", torch.empty(0)), ev):
                     visible += 1
-            steps = 3 if "step" not in legacy["param_groups"][0] else None
             model_m, _, first_m = run(heavyball, case_dir, load_migrated, data)
             state = reference_conversion(case_dir, SAVED)
 
@@ -110,7 +135,6 @@ def main():
                    "state_visible": visible, "first_step_differs_from_fresh": differs,
                    "distance_migrated": distance(model_m, ref), "distance_reference": distance(model_r, ref),
                    "distance_fresh": distance(model_f, ref), "continued_steps": CONTINUED}
-            del steps
             figures.append(row)
             print(json.dumps(row))
     with open(out, "w") as f:

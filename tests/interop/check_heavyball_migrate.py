@@ -1,21 +1,45 @@
 """optstate migrate --to heavyball3 output checked by torch 2.6.
 
 Usage (torch 2.6): check_heavyball_migrate.py FIXTURES SCRATCH
-  FIXTURES  testdata/heavyball/migrate: 0.24.4/<case>/{optim.pt,manifest.json} (legacy input),
-            3.2.0/adamw/optim.pt (what real HeavyBall 3.2.0 saved for the same model)
-  SCRATCH   <case>.pt, what optstate migrate wrote
+  FIXTURES  testdata/heavyball/migrate: {0.24.4,1.4.0}/<case>/{optim.pt,manifest.json,model.pt}
+            (legacy input), 3.2.0/adamw/optim.pt (what real HeavyBall 3.2.0 saved for the same model)
+  SCRATCH   <version>/<case>.pt, what optstate migrate wrote
 1. Each output loads with weights_only=True.
 2. Its layout is 3.2.0's: the same state keys, each {0: {...}} with the same names per
    parameter (`step` only where 3.2.0 has it), is_initialized {0}, param_groups with the same
    fields, the `heavyball` entry with 3.2.0's fields but `precond_schedule` (a pickle).
 3. Its values are the legacy ones: every moment bit for bit from the entry the manifest's
-   data_ptr names, the step counter 3, the legacy lr / betas / eps.
+   data_ptr names (0.x) or whose Parameter copy has the saved model's bytes (1.x), the step
+   counter 3, the legacy lr / betas / eps.
 """
 import json
 import os
 import sys
+import types
 
 import torch
+
+
+def load_legacy(path):
+    """HeavyBall 1.x groups pickle heavyball.ForeachAdamW; HeavyBall is not installed here (never
+    vendored), so a stand-in module is enough to read the file's state."""
+    if "heavyball" not in sys.modules:
+        stub = types.ModuleType("heavyball")
+        stub.ForeachAdamW = type("ForeachAdamW", (), {})
+        sys.modules["heavyball"] = stub
+    return torch.load(path, weights_only=False)
+
+
+def legacy_moments(fixtures, version, case, legacy, manifest, i):
+    """Parameter i's moments: 0.x by (data_ptr, shape), 1.x by its (Parameter copy, 0) key's bytes."""
+    if version.startswith("0."):
+        e = legacy["state"][(manifest[i]["data_ptr"], tuple(manifest[i]["shape"]))]
+        return e["exp_avg"], e["exp_avg_sq"]
+    model = torch.load(os.path.join(fixtures, version, case, "model.pt"), weights_only=True)
+    for (param, view), e in legacy["state"].items():
+        if view == 0 and torch.equal(param.detach(), model[manifest[i]["name"]]):
+            return e["update_by_adam_exp_avg"], e["update_by_adam_exp_avg_sq"]
+    fail(f"{version}/{case}: no legacy entry for {manifest[i]['name']}")
 
 
 def fail(msg):
@@ -27,10 +51,11 @@ def main():
     fixtures, scratch = sys.argv[1], sys.argv[2]
     golden = torch.load(os.path.join(fixtures, "3.2.0", "adamw", "optim.pt"), weights_only=True)
     checked = 0
-    for case in ("adamw_foreach", "adamw_perparam"):
-        out = torch.load(os.path.join(scratch, f"{case}.pt"), weights_only=True)
-        legacy = torch.load(os.path.join(fixtures, "0.24.4", case, "optim.pt"), weights_only=False)
-        manifest = json.load(open(os.path.join(fixtures, "0.24.4", case, "manifest.json")))["params"]
+    for version, case in [(v, c) for v in ("0.24.4", "1.4.0") for c in ("adamw_foreach", "adamw_perparam")]:
+        out = torch.load(os.path.join(scratch, version, f"{case}.pt"), weights_only=True)
+        legacy = load_legacy(os.path.join(fixtures, version, case, "optim.pt"))
+        manifest = json.load(open(os.path.join(fixtures, version, case, "manifest.json")))["params"]
+        case = f"{version}/{case}"
         if set(out) != set(golden):
             fail(f"{case}: top-level keys {sorted(out)}, 3.2.0 has {sorted(golden)}")
         if sorted(out["state"]) != sorted(golden["state"]):
@@ -41,9 +66,9 @@ def main():
                 fail(f"{case}: state[{i}] is {mine.keys()} / {sorted(mine[0])}, 3.2.0 has {sorted(entry[0])}")
             if mine[0]["is_initialized"] != entry[0]["is_initialized"]:
                 fail(f"{case}: state[{i}] is_initialized {mine[0]['is_initialized']}")
-            old = legacy["state"][(manifest[i]["data_ptr"], tuple(manifest[i]["shape"]))]
-            if not torch.equal(mine[0]["update_by_adam_exp_avg_0"], old["exp_avg"]) or \
-                    not torch.equal(mine[0]["update_by_adam_exp_avg_sq_0"], old["exp_avg_sq"]):
+            em, ev = legacy_moments(fixtures, version, case.split("/")[1], legacy, manifest, i)
+            if not torch.equal(mine[0]["update_by_adam_exp_avg_0"], em) or \
+                    not torch.equal(mine[0]["update_by_adam_exp_avg_sq_0"], ev):
                 fail(f"{case}: state[{i}] moments are not the legacy entry of {manifest[i]['name']}")
             checked += 1
         if int(out["state"][0][0]["step"]) != 3:
@@ -54,6 +79,8 @@ def main():
                  f"only 3.2.0 {sorted(set(theirs) - set(ours))}")
         lg = legacy["param_groups"][0]
         for k in ("lr", "betas", "eps", "weight_decay", "warmup_steps", "caution", "mars", "storage_dtype"):
+            if isinstance(lg[k], object) and type(lg[k]) is object:
+                continue  # a 1.x default sentinel
             if ours[k] != lg[k]:
                 fail(f"{case}: group {k} = {ours[k]!r}, the legacy file has {lg[k]!r}")
         if ours["multi_tensor"] != lg["foreach"] or ours["params"] != list(range(len(manifest))):

@@ -12,16 +12,23 @@ cd "$repo"
 scratch=testdata/.heavyball-migrate-check
 trap 'rm -rf "$scratch"' EXIT
 rm -rf "$scratch"
-mkdir -p "$scratch"
+mkdir -p "$scratch/0.24.4" "$scratch/1.4.0"
+# 1.4.0 saved the optimizer alone: its (Parameter, 0) keys are copies, matched by their bytes
+# against the model saved at the same step.
+for case in adamw_foreach adamw_perparam; do
+  d=testdata/heavyball/migrate/1.4.0/$case
+  "$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$scratch/1.4.0/$case.pt" > /dev/null ||
+    { echo "FAIL migrate 1.4.0 $case"; exit 1; }
+done
 src=testdata/heavyball/migrate/0.24.4
 "$bin" migrate "$src/adamw_foreach/optim.pt" --manifest "$src/adamw_foreach/manifest.json" \
-  -o "$scratch/adamw_foreach.pt" > /dev/null || { echo "FAIL migrate adamw_foreach"; exit 1; }
+  -o "$scratch/0.24.4/adamw_foreach.pt" > /dev/null || { echo "FAIL migrate adamw_foreach"; exit 1; }
 # foreach=False saved k = 0: refused without --steps (exit 1, nothing written), then given.
 "$bin" migrate "$src/adamw_perparam/optim.pt" --manifest "$src/adamw_perparam/manifest.json" \
-  -o "$scratch/adamw_perparam.pt" > /dev/null 2>&1
-[ $? = 1 ] && [ ! -e "$scratch/adamw_perparam.pt" ] || { echo "FAIL migrate without --steps: expected exit 1"; exit 1; }
+  -o "$scratch/0.24.4/adamw_perparam.pt" > /dev/null 2>&1
+[ $? = 1 ] && [ ! -e "$scratch/0.24.4/adamw_perparam.pt" ] || { echo "FAIL migrate without --steps: expected exit 1"; exit 1; }
 "$bin" migrate "$src/adamw_perparam/optim.pt" --manifest "$src/adamw_perparam/manifest.json" --steps 3 \
-  -o "$scratch/adamw_perparam.pt" > /dev/null || { echo "FAIL migrate adamw_perparam --steps 3"; exit 1; }
+  -o "$scratch/0.24.4/adamw_perparam.pt" > /dev/null || { echo "FAIL migrate adamw_perparam --steps 3"; exit 1; }
 # State already in 3.x's layout is not migrated again (exit 2).
 "$bin" migrate testdata/heavyball/migrate/3.2.0/adamw/optim.pt --model testdata/heavyball/migrate/3.2.0/adamw/model.pt \
   -o "$scratch/again.pt" > /dev/null 2>&1
@@ -33,7 +40,7 @@ src=testdata/heavyball/migrate/0.24.4
 "$bin" verify --json "$scratch/remapped.pt" --manifest "$src/adamw_foreach/manifest.json" > "$scratch/verify.json"
 [ $? = 1 ] && [ "$(grep -c '"check": "no-step"' "$scratch/verify.json")" = 13 ] ||
   { echo "FAIL verify of the remapped 0.x file: expected exit 1 and 13 no-step findings"; exit 1; }
-"$bin" verify "$scratch/adamw_foreach.pt" --model "$src/adamw_foreach/model.pt" > /dev/null ||
+"$bin" verify "$scratch/0.24.4/adamw_foreach.pt" --model "$src/adamw_foreach/model.pt" > /dev/null ||
   { echo "FAIL verify of the migrated file: expected clean"; exit 1; }
 echo "ok: migrate wrote both legacy cases, refused k = 0 without --steps and a 3.x file; verify tells them apart"
 bash tests/interop/with_torch26.sh tests/interop/check_heavyball_migrate.py testdata/heavyball/migrate "$scratch"

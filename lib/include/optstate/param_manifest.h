@@ -28,6 +28,9 @@ struct ParamInfo {
   std::optional<uint64_t> data_ptr;
   uint64_t nbytes = 0;  // from the file, else numel * element size
   std::optional<int64_t> group;  // its param_groups index, when the manifest says
+  // A hash of the parameter's bytes in its model file (ContentHash), filled
+  // when the state's keys are (Parameter, i) copies that share no storage.
+  std::optional<uint64_t> content_hash;
 };
 
 // Errors name the file and the field: "m.json: params[3].shape: expected an

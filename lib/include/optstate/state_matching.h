@@ -17,6 +17,7 @@
 #define OPTSTATE_STATE_MATCHING_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,10 +65,19 @@ struct MatchReport {
   uint64_t unattributable_bytes = 0;  // state bytes of collided and orphan keys
 };
 
-// Nothing to choose today: matching is exact or by a shape only one parameter
-// has. (Pairing same-shape keys by pointer order was an option until it was
-// measured wrong on real files.)
-struct MatchOptions {};
+// Matching is exact or by a shape only one parameter has. (Pairing same-shape
+// keys by pointer order was an option until it was measured wrong on real files.)
+struct MatchOptions {
+  // The ContentHash of a (Parameter, i) key's tensor (its index in the
+  // checkpoint's tensors), or nullopt when it cannot be read. Set by
+  // OpenAndMatch when the parameters came from a model file of their own: a
+  // HeavyBall 0.25-1.5 optimizer saved alone pickles a copy of each parameter
+  // in its keys, whose bytes equal the model's saved at the same step.
+  std::function<std::optional<uint64_t>(int64_t tensor)> key_content;
+};
+
+// FNV-1a over a tensor's bytes (64 bits): equal bytes, equal hash.
+uint64_t ContentHash(ByteSpan bytes);
 
 // kInvalidArgument when the manifest's parameter count differs from
 // param_groups', or when bare pointers come without data_ptr in the manifest.

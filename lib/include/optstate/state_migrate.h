@@ -13,9 +13,11 @@
 //                the old group had them, 3.2's defaults otherwise), and the
 //                top-level `heavyball` entry without its pickled
 //                `precond_schedule` (3.x then keeps its constructor's).
-// Only the AdamW family of HeavyBall 0.x (ForeachAdamW: exp_avg, exp_avg_sq,
-// the group counter `k`) is migrated so far; other algorithms are refused by
-// name, never half-converted.
+// Only the AdamW family is migrated so far: HeavyBall 0.x (ForeachAdamW:
+// exp_avg, exp_avg_sq, the group counter `k`) and 1.x (update_by_adam_exp_avg,
+// _sq, `step` in the entries, (Parameter, i) keys, sentinel objects and the
+// class pickled in the groups); other algorithms are refused by name, never
+// half-converted.
 #ifndef OPTSTATE_STATE_MIGRATE_H_
 #define OPTSTATE_STATE_MIGRATE_H_
 
