@@ -10,21 +10,6 @@
 namespace optstate {
 namespace {
 
-// Is `merged` what merging runs of consecutive dims of `shape` gives (and not
-// `shape` itself)? [64, 3, 3, 3] -> [64, 27] or [192, 9]; dims of 1 may vanish.
-bool IsDimMerge(const std::vector<int64_t>& shape, const std::vector<int64_t>& merged) {
-  if (merged.empty() || shape.size() <= merged.size()) return false;
-  size_t i = 0;
-  for (int64_t want : merged) {
-    if (want <= 0) return false;
-    int64_t product = 1;
-    while (i < shape.size() && product < want) product *= shape[i++];
-    if (product != want) return false;
-    while (i < shape.size() && shape[i] == 1) ++i;
-  }
-  return i == shape.size();
-}
-
 uint64_t ViewBytes(const StateKey& k, const ParamInfo& p) {
   uint64_t n = 1;
   for (int64_t d : k.shape) n *= static_cast<uint64_t>(d);
@@ -382,6 +367,19 @@ Status LoadParams(const std::string& checkpoint, const ParamSource& source, cons
   m.model_file = std::move(own);
   m.model_dict = *dict;
   return Status();
+}
+
+bool IsDimMerge(const std::vector<int64_t>& shape, const std::vector<int64_t>& merged) {
+  if (merged.empty() || shape.size() <= merged.size()) return false;
+  size_t i = 0;
+  for (int64_t want : merged) {
+    if (want <= 0) return false;
+    int64_t product = 1;
+    while (i < shape.size() && product < want) product *= shape[i++];
+    if (product != want) return false;
+    while (i < shape.size() && shape[i] == 1) ++i;
+  }
+  return i == shape.size();
 }
 
 uint64_t ContentHash(ByteSpan bytes) {

@@ -76,6 +76,11 @@ struct MatchOptions {
   std::function<std::optional<uint64_t>(int64_t tensor)> key_content;
 };
 
+// Is `merged` what merging runs of consecutive dims of `shape` gives (and not
+// `shape` itself)? [64, 3, 3, 3] -> [64, 27] or [192, 9]; dims of 1 may vanish.
+// HeavyBall's merge_dims keeps such views' state (SOAP's conv weights).
+bool IsDimMerge(const std::vector<int64_t>& shape, const std::vector<int64_t>& merged);
+
 // FNV-1a over a tensor's bytes (64 bits): equal bytes, equal hash.
 uint64_t ContentHash(ByteSpan bytes);
 
