@@ -47,7 +47,8 @@ nlohmann::ordered_json ReportJson(const MigrateCommandOptions& o, const MatchedS
 void WriteText(const MigrateCommandOptions& o, const MatchedState& m, const MigrateResult& r, const WriteReport& w,
                std::ostream& out) {
   const RemapResult& e = r.remap;
-  out << o.output << ": " << HumanBytes(w.bytes) << "; " << r.algorithm << " as HeavyBall 3.2 saves it\n";
+  out << o.output << ": " << HumanBytes(w.bytes) << "; " << r.algorithm
+      << (o.to == "torch" ? " as torch.optim.AdamW saves it\n" : " as HeavyBall 3.2 saves it\n");
   WriteParamSourceText(m, out);
   out << "  " << e.moved << " of " << m.state.keys.size() << " entries carried over, ";
   if (e.shared) out << e.shared << " shared (a copy each), ";
@@ -66,12 +67,6 @@ void WriteText(const MigrateCommandOptions& o, const MatchedState& m, const Migr
 }  // namespace
 
 int RunMigrate(const MigrateCommandOptions& o, CommandOutput& output) {
-  if (o.to != "heavyball3") {
-    return ReportError(output, kName,
-                       UnsupportedError("--to " + o.to + " is not written yet: only --to heavyball3 (HeavyBall 3.2's "
-                                        "AdamW layout); nothing was written"),
-                       o.json);
-  }
   Status refused = RefuseInputAsOutput(o.inputs, o.output);
   if (!refused.ok()) return ReportError(output, kName, refused, o.json);
   // A rank set (and its models) is unsharded first, beside the output: one file out.
@@ -129,7 +124,22 @@ int RunMigrate(const MigrateCommandOptions& o, CommandOutput& output) {
   WriteOptions wo;
   wo.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
   wo.named_after = o.output;
-  auto written = WriteCheckpoint(*m->file, migrated->checkpoint, migrated->checkpoint.graph.root, o.output, wo);
+  StatusOr<WriteReport> written = WriteReport();
+  if (o.to == "torch") {
+    // The 3.x layout is the common form; torch's is made from it (migrate_to_torch.cc).
+    TorchConversion conversion;
+    written = WriteAsTorchAdamW(*m->file, m->state, *migrated, o.output, wo, &conversion);
+    if (!written.ok()) {
+      Status s = std::move(written).status().WithContext(o.inputs.at(0));
+      ReportError(output, kName, s, o.json);
+      return s.code() == StatusCode::kInvalidArgument ? kExitFindings : kExitError;
+    }
+    migrated->notes.clear();  // the 3.x layout's notes are not this output's
+    migrated->renamed = {"exp_avg / exp_avg_sq kept their names, rescaled (notes)"};
+    migrated->notes = conversion.notes;
+  } else {
+    written = WriteCheckpoint(*m->file, migrated->checkpoint, migrated->checkpoint.graph.root, o.output, wo);
+  }
   if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
   nlohmann::ordered_json doc = ReportJson(o, *m, *migrated, *written);
   if (!o.report.empty()) {
@@ -147,8 +157,8 @@ int RunMigrate(const MigrateCommandOptions& o, CommandOutput& output) {
 CommandRunner AddMigrateCommand(CLI::App& parent) {
   auto o = std::make_shared<MigrateCommandOptions>();
   CLI::App* cmd = parent.add_subcommand(
-      kName, "Rewrite legacy HeavyBall optimizer state as HeavyBall 3.x saves it, so 3.x trains from it\n"
-             "(remap fixes only the keys); AdamW family so far");
+      kName, "Rewrite legacy HeavyBall optimizer state as HeavyBall 3.x (or torch.optim.AdamW) saves it,\n"
+             "so that optimizer trains from it (remap fixes only the keys); AdamW family so far");
   cmd->add_option("input", o->inputs,
                   "Optimizer checkpoint; several: the per-rank files of one sharded save (unsharded first,\n"
                   "into a scratch directory beside the output; one file comes out)")
@@ -156,7 +166,9 @@ CommandRunner AddMigrateCommand(CLI::App& parent) {
   cmd->add_option("-o,--output", o->output, "Output file; written to a temporary file beside it, then renamed")
       ->required();
   AddParamSourceFlags(*cmd, o->params, o->models);
-  cmd->add_option("--to", o->to, "heavyball3: HeavyBall 3.2's layout (torch.optim: not yet)")
+  cmd->add_option("--to", o->to,
+                  "heavyball3: HeavyBall 3.2's layout; torch: torch.optim.AdamW's (AdamW family only; moments\n"
+                  "rescaled from HeavyBall's bias-corrected form, step per parameter)")
       ->check(CLI::IsMember({"heavyball3", "torch"}))
       ->capture_default_str();
   cmd->add_option("--on-collision", o->on_collision,
@@ -179,7 +191,9 @@ CommandRunner AddMigrateCommand(CLI::App& parent) {
       "  optstate migrate old_optim.pt --manifest params.json -o optim_hb3.pt\n"
       "  optstate migrate old_optim.pt --model model.pt --steps 12000 -o optim_hb3.pt --json\n"
       "  optstate migrate rank0.pt rank1.pt --model m0.pt --model m1.pt --on-collision reset -o optim_hb3.pt\n"
-      "Then: opt = heavyball.AdamW(model.parameters(), ...); opt.load_state_dict(torch.load(\"optim_hb3.pt\"))");
+      "  optstate migrate old_optim.pt --manifest params.json --to torch -o optim_torch.pt\n"
+      "Then: opt = heavyball.AdamW(model.parameters(), ...); opt.load_state_dict(torch.load(\"optim_hb3.pt\"))\n"
+      "  or: opt = torch.optim.AdamW(model.parameters(), ...); opt.load_state_dict(torch.load(\"optim_torch.pt\"))");
   return [o](CommandOutput& output) { return RunMigrate(*o, output); };
 }
 

@@ -89,6 +89,39 @@ def main():
             fail(f"{case}: heavyball entry {sorted(out['heavyball'])}")
     print(f"ok: {checked} parameters' state migrated as HeavyBall 3.2.0 lays it out, values the legacy ones, "
           "loadable with weights_only=True")
+    resume_in_torch(fixtures, scratch)
+
+
+def resume_in_torch(fixtures, scratch):
+    """--to torch: torch.optim.AdamW loads the file and continues the old run closer than fresh state."""
+    import math
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                    "testdata", "gen"))
+    from gen_heavyball_migrate import CONTINUED, LR, SAVED, Net, batches
+    data = batches(SAVED + CONTINUED)[SAVED:]
+    for version in ("0.24.4", "1.4.0"):
+        case_dir = os.path.join(fixtures, version, "adamw_foreach")
+        ref = torch.load(os.path.join(case_dir, "model.continued.pt"), weights_only=True)
+        distances = {}
+        for how in ("migrated", "fresh"):
+            model = Net()
+            model.load_state_dict(torch.load(os.path.join(case_dir, "model.pt"), weights_only=True))
+            opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.99), eps=1e-8, weight_decay=0)
+            if how == "migrated":
+                sd = torch.load(os.path.join(scratch, "torch", f"{version}.pt"), weights_only=True)
+                opt.load_state_dict(sd)
+                if len(opt.state) != len(list(model.parameters())):
+                    fail(f"torch {version}: {len(opt.state)} parameters have state after loading")
+            for x, y in data:
+                ((model(x) - y) ** 2).mean().backward()
+                opt.step()
+                opt.zero_grad()
+            distances[how] = math.sqrt(sum(float((p.detach() - ref[n]).pow(2).sum()) for n, p in model.named_parameters()))
+        print(f"torch.optim.AdamW resume from {version}: distance to the old run migrated "
+              f"{distances['migrated']:.3g}, fresh {distances['fresh']:.3g}")
+        if not distances["migrated"] < distances["fresh"] / 5:
+            fail(f"torch {version}: the migrated state does not continue the run ({distances})")
+    print("ok: --to torch files resume in torch.optim.AdamW closer to the old run than fresh state")
 
 
 if __name__ == "__main__":

@@ -42,5 +42,14 @@ src=testdata/heavyball/migrate/0.24.4
   { echo "FAIL verify of the remapped 0.x file: expected exit 1 and 13 no-step findings"; exit 1; }
 "$bin" verify "$scratch/0.24.4/adamw_foreach.pt" --model "$src/adamw_foreach/model.pt" > /dev/null ||
   { echo "FAIL verify of the migrated file: expected clean"; exit 1; }
+# --to torch (torch.optim.AdamW's layout), resumed in torch 2.6 by check_heavyball_migrate.py.
+mkdir -p "$scratch/torch"
+"$bin" migrate --to torch "$src/adamw_foreach/optim.pt" --manifest "$src/adamw_foreach/manifest.json" \
+  -o "$scratch/torch/0.24.4.pt" > /dev/null || { echo "FAIL migrate --to torch 0.24.4"; exit 1; }
+d=testdata/heavyball/migrate/1.4.0/adamw_foreach
+"$bin" migrate --to torch "$d/optim.pt" --model "$d/model.pt" -o "$scratch/torch/1.4.0.pt" > /dev/null ||
+  { echo "FAIL migrate --to torch 1.4.0"; exit 1; }
+"$bin" verify "$scratch/torch/0.24.4.pt" --manifest "$src/adamw_foreach/manifest.json" > /dev/null ||
+  { echo "FAIL verify of the --to torch file: expected clean"; exit 1; }
 echo "ok: migrate wrote both legacy cases, refused k = 0 without --steps and a 3.x file; verify tells them apart"
 bash tests/interop/with_torch26.sh tests/interop/check_heavyball_migrate.py testdata/heavyball/migrate "$scratch"

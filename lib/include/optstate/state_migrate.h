@@ -26,11 +26,12 @@
 #include <string>
 #include <vector>
 
+#include "optstate/checkpoint_writer.h"
 #include "optstate/state_remap.h"
 
 namespace optstate {
 
-enum class MigrateTarget { kHeavyball3 };
+enum class MigrateTarget { kHeavyball3, kTorch };
 
 struct MigrateOptions {
   MigrateTarget to = MigrateTarget::kHeavyball3;
@@ -56,6 +57,24 @@ struct MigrateResult {
 StatusOr<MigrateResult> MigrateState(const Checkpoint& checkpoint, const OptimizerState& state,
                                      const std::vector<ParamInfo>& params, const MatchReport& match,
                                      const MigrateOptions& options);
+
+// --to torch, from a kHeavyball3 migration of an AdamW-family file: the
+// optimizer state dict alone, as torch.optim.AdamW saves it. HeavyBall's
+// moments are bias-corrected in the state (its lerp by beta_debias is exactly
+// torch's running average divided by 1 - beta^t), so exp_avg = m (1 - beta1^t)
+// and exp_avg_sq = v (1 - beta2^t), each parameter gets step t as a float32
+// 0-d tensor, and the groups get torch's AdamW fields. The one difference that
+// remains is eps: HeavyBall divides by max(sqrt(v), eps), torch by
+// sqrt(v_hat) + eps. kUnsupported for split views and non-float32 state.
+struct TorchConversion {
+  double beta1 = 0, beta2 = 0;
+  int64_t steps = 0;
+  size_t entries = 0;
+  std::vector<std::string> notes;
+};
+StatusOr<WriteReport> WriteAsTorchAdamW(const CheckpointFile& input, const OptimizerState& state,
+                                        const MigrateResult& heavyball3, const std::string& path,
+                                        const WriteOptions& options, TorchConversion* conversion);
 
 }  // namespace optstate
 
