@@ -32,15 +32,7 @@ nlohmann::ordered_json ReportJson(const MigrateCommandOptions& o, const MatchedS
            {"moved", e.moved}, {"shared", e.shared}, {"reset", e.reset}, {"dropped", e.dropped},
            {"renamed", r.renamed}, {"notes", r.notes}, {"bytes", w.bytes},
            {"weights_only_loadable", w.unsafe_globals.empty()}, {"unsafe_globals", w.unsafe_globals}};
-  doc["entries"] = J::array();
-  for (const RemapEntry& x : e.entries) {
-    J j = {{"input_key", x.input_key}, {"fate", x.fate}, {"params", x.params}};
-    if (x.fate == "moved") j["output_key"] = x.output_key;
-    if (!x.output_keys.empty()) j["output_keys"] = x.output_keys;
-    if (x.view >= 0) j["view"] = x.view;
-    if (!x.reason.empty()) j["reason"] = x.reason;
-    doc["entries"].push_back(std::move(j));
-  }
+  doc["entries"] = RemapEntriesJson(e.entries);
   return doc;
 }
 

@@ -25,15 +25,7 @@ nlohmann::ordered_json ReportJson(const RemapCommandOptions& o, const std::strin
            {"moved", r.moved}, {"shared", r.shared}, {"reset", r.reset}, {"dropped", r.dropped}, {"bytes", w.bytes},
            {"weights_only_loadable", w.unsafe_globals.empty()}, {"unsafe_globals", w.unsafe_globals},
            {"loadable_after_dtensor_import", w.loadable_after_dtensor_import}};
-  doc["entries"] = J::array();
-  for (const RemapEntry& e : r.entries) {
-    J j = {{"input_key", e.input_key}, {"fate", e.fate}, {"params", e.params}};
-    if (e.fate == "moved") j["output_key"] = e.output_key;
-    if (!e.output_keys.empty()) j["output_keys"] = e.output_keys;
-    if (e.view >= 0) j["view"] = e.view;
-    if (!e.reason.empty()) j["reason"] = e.reason;
-    doc["entries"].push_back(std::move(j));
-  }
+  doc["entries"] = RemapEntriesJson(r.entries);
   return doc;
 }
 
@@ -130,20 +122,15 @@ int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
   // Every rank is written under a hidden name first and renamed only when all
   // are: a failure on rank r (a full disk) leaves neither a half-remapped set
   // nor a replaced earlier output.
-  std::vector<std::string> pending;
-  auto discard = [&]() {
-    for (const std::string& p : pending) std::filesystem::remove(p, ec);
-  };
+  OutputGroup group;
   std::vector<WriteReport> reports;
   for (size_t r = 0; r < set->ranks.size(); ++r) {
     const MatchedState& m = set->ranks[r];
-    std::filesystem::path final_path(outputs[r]);
-    pending.push_back((final_path.parent_path() / ("." + final_path.filename().string() + ".rankset-pending")).string());
     WriteOptions wo = ToWriteOptions(o);
     wo.named_after = outputs[r];
-    auto written = WriteCheckpoint(*m.file, remapped[r].checkpoint, remapped[r].checkpoint.graph.root, pending[r], wo);
+    auto written = WriteCheckpoint(*m.file, remapped[r].checkpoint, remapped[r].checkpoint.graph.root,
+                                   group.Pending(outputs[r]), wo);
     if (!written.ok()) {
-      discard();
       return ReportError(output, kName,
                          std::move(written).status().WithContext(outputs[r] + " (rank " + std::to_string(r) +
                                                                  "; no rank's output was written)"),
@@ -151,15 +138,8 @@ int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
     }
     reports.push_back(std::move(*written));
   }
-  for (size_t r = 0; r < pending.size(); ++r) {
-    Status s = RenameFile(pending[r], outputs[r], ToWriteOptions(o).durability);
-    if (!s.ok()) {
-      discard();
-      return ReportError(output, kName,
-                         std::move(s).WithContext("rank " + std::to_string(r) + (r == 0 ? "" : "; ranks before it are in place")),
-                         o.json);
-    }
-  }
+  Status committed = group.Commit(ToWriteOptions(o).durability);
+  if (!committed.ok()) return ReportError(output, kName, committed, o.json);
   nlohmann::ordered_json doc = {{"global_shapes", set->global_shapes}, {"ranks", nlohmann::ordered_json::array()}};
   for (size_t r = 0; r < set->ranks.size(); ++r) {
     const MatchedState& m = set->ranks[r];

@@ -45,28 +45,20 @@ int RunRankSet(const RepackOptions& o, CommandOutput& output) {
   }
   auto files = OrderByRank(o.inputs);
   if (!files.ok()) return ReportError(output, kName, files.status(), o.json);
-  std::vector<std::string> outputs, pending;
+  std::vector<std::string> outputs;
   std::vector<WriteReport> reports;
-  auto discard = [&]() {
-    for (const std::string& p : pending) std::filesystem::remove(p, ec);
-  };
+  OutputGroup group;
   WriteOptions wo;
   wo.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
   for (size_t r = 0; r < files->size(); ++r) {
     const std::string& in = (*files)[r];
-    std::filesystem::path final_path = std::filesystem::path(o.output) / std::filesystem::path(in).filename();
-    outputs.push_back(final_path.string());
+    outputs.push_back((std::filesystem::path(o.output) / std::filesystem::path(in).filename()).string());
     Status refused = RefuseInputAsOutput({in}, outputs.back());
     auto file = refused.ok() ? OpenCheckpoint(in, o.read) : StatusOr<std::unique_ptr<CheckpointFile>>(refused);
-    if (!file.ok()) {
-      discard();
-      return ReportError(output, kName, file.status(), o.json);
-    }
-    pending.push_back((final_path.parent_path() / ("." + final_path.filename().string() + ".rankset-pending")).string());
+    if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
     wo.named_after = outputs.back();
-    auto w = WriteCheckpoint(**file, (*file)->checkpoint().graph.root, pending.back(), wo);
+    auto w = WriteCheckpoint(**file, (*file)->checkpoint().graph.root, group.Pending(outputs.back()), wo);
     if (!w.ok()) {
-      discard();
       return ReportError(output, kName,
                          std::move(w).status().WithContext(outputs.back() + " (rank " + std::to_string(r) +
                                                            "; no rank's output was written)"),
@@ -74,13 +66,8 @@ int RunRankSet(const RepackOptions& o, CommandOutput& output) {
     }
     reports.push_back(std::move(*w));
   }
-  for (size_t r = 0; r < pending.size(); ++r) {
-    Status s = RenameFile(pending[r], outputs[r], wo.durability);
-    if (!s.ok()) {
-      discard();
-      return ReportError(output, kName, std::move(s).WithContext("rank " + std::to_string(r)), o.json);
-    }
-  }
+  Status committed = group.Commit(wo.durability);
+  if (!committed.ok()) return ReportError(output, kName, committed, o.json);
   nlohmann::ordered_json doc = {{"ranks", nlohmann::ordered_json::array()}};
   for (size_t r = 0; r < outputs.size(); ++r) {
     doc["ranks"].push_back(ReportJson((*files)[r], outputs[r], reports[r]));

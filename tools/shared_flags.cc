@@ -56,6 +56,19 @@ nlohmann::ordered_json ParamSourceJson(const MatchedState& m) {
   return {{"from", m.params_from}, {"order", m.order}, {"tied", m.tied}, {"buffers", m.buffers}};
 }
 
+nlohmann::ordered_json RemapEntriesJson(const std::vector<RemapEntry>& entries) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const RemapEntry& e : entries) {
+    nlohmann::ordered_json j = {{"input_key", e.input_key}, {"fate", e.fate}, {"params", e.params}};
+    if (e.fate == "moved") j["output_key"] = e.output_key;
+    if (!e.output_keys.empty()) j["output_keys"] = e.output_keys;
+    if (e.view >= 0) j["view"] = e.view;
+    if (!e.reason.empty()) j["reason"] = e.reason;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 void WriteParamSourceText(const MatchedState& m, std::ostream& out) {
   out << "  parameters   " << m.params.size() << " from " << m.params_from << ", in " << m.order << "\n";
   if (!m.tied.empty()) {

@@ -15,6 +15,7 @@
 
 #include "command.h"
 #include "optstate/state_matching.h"
+#include "optstate/state_remap.h"
 
 namespace CLI {
 class App;
@@ -32,6 +33,9 @@ void AddWriteFlags(CLI::App& cmd, bool& no_sync, bool& verify_crc);
 
 // {"from", "order", "tied", "buffers"} (the "params_source" object of the schemas).
 nlohmann::ordered_json ParamSourceJson(const MatchedState& m);
+
+// Every input entry's fate (the "entries" array of remap's and migrate's reports).
+nlohmann::ordered_json RemapEntriesJson(const std::vector<RemapEntry>& entries);
 
 // "  parameters   9 from manifest m.json" plus the dropped model entries, for text reports.
 void WriteParamSourceText(const MatchedState& m, std::ostream& out);

@@ -345,16 +345,37 @@ StatusOr<std::unique_ptr<OutputStream>> MakeZstdOutput(std::unique_ptr<OutputStr
   return std::unique_ptr<OutputStream>(new ZstdOutput(std::move(sink), cctx));
 }
 
-Status RenameFile(const std::string& from, const std::string& to, Durability durability) {
-  if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoStatus(to, ("rename from " + from + " failed").c_str(), errno);
-  if (durability == Durability::kSynced) {
-    int dir = ::open(DirName(to).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir >= 0) {
-      ::fsync(dir);
-      ::close(dir);
+std::string OutputGroup::Pending(const std::string& final_path) {
+  size_t slash = final_path.rfind('/');
+  std::string dir = slash == std::string::npos ? "" : final_path.substr(0, slash + 1);
+  std::string pending = dir + "." + BaseName(final_path) + ".group-pending";
+  files_.emplace_back(pending, final_path);
+  return pending;
+}
+
+Status OutputGroup::Commit(Durability durability) {
+  for (; committed_ < files_.size(); ++committed_) {
+    const auto& [pending, final_path] = files_[committed_];
+    if (::rename(pending.c_str(), final_path.c_str()) != 0) {
+      int err = errno;
+      return ErrnoStatus(final_path, ("rename from " + pending + " failed" +
+                                      (committed_ > 0 ? " (the outputs before it are in place)" : ""))
+                                         .c_str(),
+                         err);
+    }
+    if (durability == Durability::kSynced) {
+      int dir = ::open(DirName(final_path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (dir >= 0) {
+        ::fsync(dir);
+        ::close(dir);
+      }
     }
   }
   return Status();
+}
+
+OutputGroup::~OutputGroup() {
+  for (size_t i = committed_; i < files_.size(); ++i) ::unlink(files_[i].first.c_str());
 }
 
 }  // namespace optstate

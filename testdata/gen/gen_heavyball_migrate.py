@@ -27,32 +27,13 @@ import os
 import sys
 
 import torch
-import torch.nn as nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_heavyball_fsdp2 import Net  # noqa: E402,F401  (13 parameters, several of one shape; resume_heavyball3.py imports it from here)
 
 SAVED = 3
 CONTINUED = 3
 LR = 1e-2
-
-
-class Net(nn.Module):
-    """13 parameters, several of one shape (as real models have)."""
-
-    def __init__(self):
-        super().__init__()
-        self.emb = nn.Embedding(96, 64)
-        self.fc1 = nn.Linear(64, 64)
-        self.fc2 = nn.Linear(64, 64)
-        self.fc3 = nn.Linear(64, 64)
-        self.norm = nn.LayerNorm(64)
-        self.up = nn.Linear(64, 128)
-        self.down = nn.Linear(128, 64)
-
-    def forward(self, idx):
-        h = self.emb(idx)
-        h = torch.relu(self.fc1(h))
-        h = torch.relu(self.fc2(h))
-        h = self.norm(self.fc3(h))
-        return self.down(torch.relu(self.up(h)))
 
 
 def batches(n):

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "optstate/byte_cursor.h"
 #include "optstate/status.h"
@@ -133,11 +135,27 @@ class AtomicFileWriter : public OutputStream {
   bool committed_ = false;
 };
 
-// Renames a complete file (one an AtomicFileWriter committed) over `to` in
-// the same directory and, when kSynced, fsyncs the directory so the rename
-// lasts: for outputs that must appear together (one per rank), each written
-// under a hidden name first.
-Status RenameFile(const std::string& from, const std::string& to, Durability durability);
+// Outputs that must appear together or not at all (one file per rank): each
+// is written complete under a hidden name beside its final path
+// ("<dir>/.<name>.group-pending"), and Commit() renames them all into place
+// (fsyncing their directories when kSynced). Destroying the group removes
+// every pending file not committed. A kill between two renames can leave the
+// first in place; nothing else is ever half there.
+class OutputGroup {
+ public:
+  OutputGroup() = default;
+  OutputGroup(const OutputGroup&) = delete;
+  OutputGroup& operator=(const OutputGroup&) = delete;
+  ~OutputGroup();
+
+  // The path to write `final_path`'s content to.
+  std::string Pending(const std::string& final_path);
+  Status Commit(Durability durability);
+
+ private:
+  std::vector<std::pair<std::string, std::string>> files_;  // pending, final
+  size_t committed_ = 0;
+};
 
 }  // namespace optstate
 
