@@ -62,6 +62,13 @@ StatusOr<std::unique_ptr<Coordinator>> ConnectCoordinator(const std::string& job
   return Factory()(job);
 }
 
+Status RequireOutputDirectory(const std::string& dir) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir, ec)) return Status();
+  return InvalidArgumentError(dir + ": with several inputs, -o names an existing directory that receives one "
+                              "output per rank");
+}
+
 Status RefuseInputAsOutput(const std::vector<std::string>& inputs, const std::string& output) {
   std::error_code ec;
   if (!std::filesystem::exists(output, ec)) return Status();

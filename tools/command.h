@@ -65,6 +65,9 @@ StatusOr<std::unique_ptr<Coordinator>> ConnectCoordinator(const std::string& job
 // under any name): optstate never writes over what it reads.
 Status RefuseInputAsOutput(const std::vector<std::string>& inputs, const std::string& output);
 
+// Several inputs (a rank set) go to one output each inside `dir`, which must exist.
+Status RequireOutputDirectory(const std::string& dir);
+
 }  // namespace optstate::tools
 
 #endif  // OPTSTATE_TOOLS_COMMAND_H_

@@ -92,13 +92,8 @@ int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
   RankSetSource source{o.inputs, o.models, o.params.manifest, o.params.model_key};
   auto set = OpenAndMatchRankSet(source, o.state_key, o.read, o.match);
   if (!set.ok()) return ReportError(output, kName, set.status(), o.json);
-  std::error_code ec;
-  if (!std::filesystem::is_directory(o.output, ec)) {
-    return ReportError(output, kName,
-                       InvalidArgumentError(o.output + ": with several inputs, -o names an existing directory "
-                                                       "that receives one output per rank"),
-                       o.json);
-  }
+  Status no_dir = RequireOutputDirectory(o.output);
+  if (!no_dir.ok()) return ReportError(output, kName, no_dir, o.json);
   std::vector<RemapResult> remapped;
   std::vector<std::string> outputs;
   for (size_t r = 0; r < set->ranks.size(); ++r) {

@@ -36,13 +36,8 @@ void WriteText(const std::string& output, const WriteReport& w, std::ostream& ou
 // OUTPUT/<its name>, all under hidden names first and renamed only when every
 // rank is written, so a failure leaves none of them.
 int RunRankSet(const RepackOptions& o, CommandOutput& output) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(o.output, ec)) {
-    return ReportError(output, kName,
-                       InvalidArgumentError(o.output + ": with several inputs, -o names an existing directory "
-                                                       "that receives one output per rank"),
-                       o.json);
-  }
+  Status no_dir = RequireOutputDirectory(o.output);
+  if (!no_dir.ok()) return ReportError(output, kName, no_dir, o.json);
   auto files = OrderByRank(o.inputs);
   if (!files.ok()) return ReportError(output, kName, files.status(), o.json);
   std::vector<std::string> outputs;
