@@ -97,13 +97,10 @@ def free_port():
 
 def load_worker(rank, port, scratch):
     import torch.distributed as dist
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint import DefaultLoadPlanner
-    from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_optimizer_state_dict,
-                                                         set_model_state_dict, set_optimizer_state_dict)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from dcp_load_check import load_and_compare
     from gen_dcp_fsdp2 import patch_cpu_gloo
     from gen_heavyball_fsdp2_tp import MESH, Net
 
@@ -119,20 +116,7 @@ def load_worker(rank, port, scratch):
         fully_shard(block, mesh=mesh["dp"], reshard_after_forward=False)
     fully_shard(model, mesh=mesh["dp"], reshard_after_forward=False)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    msd = get_model_state_dict(model)
-    dcp.load(msd, checkpoint_id=os.path.join(scratch, "tp.dcp_model"))
-    set_model_state_dict(model, msd)
-    osd = get_optimizer_state_dict(model, opt)
-    dcp.load(osd, checkpoint_id=os.path.join(scratch, "tp.dcp_optim"), planner=DefaultLoadPlanner(allow_partial_load=True))
-    set_optimizer_state_dict(model, opt, osd)
-    want_model = torch.load(os.path.join(scratch, "tp.fixed.model.pt"), weights_only=True)
-    want_optim = torch.load(os.path.join(scratch, "tp.fixed.optim.pt"), weights_only=True)
-    for name, p in model.named_parameters():
-        if not torch.equal(p.full_tensor(), want_model[name]):
-            raise SystemExit(f"parameter {name} differs after loading")
-        for field in ("exp_avg", "exp_avg_sq"):
-            if not torch.equal(opt.state[p][field].full_tensor(), want_optim["state"][name][field]):
-                raise SystemExit(f"{name}.{field} differs after loading")
+    load_and_compare(model, opt, scratch, "tp.", "FSDP2 + TP 2 x 2")
     dist.barrier()
     dist.destroy_process_group()
 

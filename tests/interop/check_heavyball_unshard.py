@@ -72,12 +72,9 @@ def free_port():
 
 def load_worker(rank, world, port, scratch):
     import torch.distributed as dist
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint import DefaultLoadPlanner
-    from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_optimizer_state_dict,
-                                                         set_model_state_dict, set_optimizer_state_dict)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
+    from dcp_load_check import load_and_compare
     from gen_dcp_fsdp2 import patch_cpu_gloo
     from gen_heavyball_fsdp2 import Net
 
@@ -92,21 +89,7 @@ def load_worker(rank, world, port, scratch):
         fully_shard(block, mesh=mesh, reshard_after_forward=False)
     fully_shard(model, mesh=mesh, reshard_after_forward=False)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    msd = get_model_state_dict(model)
-    dcp.load(msd, checkpoint_id=os.path.join(scratch, "dcp_model"))
-    set_model_state_dict(model, msd)
-    osd = get_optimizer_state_dict(model, opt)
-    # HeavyBall 0.24.4's AdamW keeps no per-parameter step: torch's stays as initialised.
-    dcp.load(osd, checkpoint_id=os.path.join(scratch, "dcp_optim"), planner=DefaultLoadPlanner(allow_partial_load=True))
-    set_optimizer_state_dict(model, opt, osd)
-    want_model = torch.load(os.path.join(scratch, "fixed.model.pt"), weights_only=True)
-    want_optim = torch.load(os.path.join(scratch, "fixed.optim.pt"), weights_only=True)
-    for name, p in model.named_parameters():
-        if not torch.equal(p.full_tensor(), want_model[name]):
-            raise SystemExit(f"world {world}: parameter {name} differs after loading")
-        for field in ("exp_avg", "exp_avg_sq"):
-            if not torch.equal(opt.state[p][field].full_tensor(), want_optim["state"][name][field]):
-                raise SystemExit(f"world {world}: {name}.{field} differs after loading")
+    load_and_compare(model, opt, scratch, "", f"world {world}")
     dist.barrier()
     dist.destroy_process_group()
 
