@@ -62,7 +62,7 @@ StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const Va
       }
     }
   }
-  OPTSTATE_RETURN_IF_ERROR(CheckAgainstParams(graph.checkpoint, dir, sink));
+  OPTSTATE_RETURN_IF_ERROR(CheckAgainstParams(graph.checkpoint, ByteSpan(), dir, sink));
   return r;
 }
 
@@ -97,7 +97,7 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
   }
   FindingSink sink(o, r);
   CheckCheckpointRules(cp, reader, file.get(), records, sink);
-  OPTSTATE_RETURN_IF_ERROR(CheckAgainstParams(cp, path, sink));
+  OPTSTATE_RETURN_IF_ERROR(CheckAgainstParams(cp, file->bytes(), path, sink));
   return r;
 }
 

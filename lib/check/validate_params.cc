@@ -194,7 +194,7 @@ class ParamChecks {
 
 }  // namespace
 
-Status CheckAgainstParams(const Checkpoint& cp, const std::string& path, FindingSink& sink) {
+Status CheckAgainstParams(const Checkpoint& cp, ByteSpan bytes, const std::string& path, FindingSink& sink) {
   ValidationReport& r = sink.report();
   const ValidateOptions& o = sink.options();
   StatusOr<OptimizerState> st = LocateOptimizerState(cp, "");
@@ -204,6 +204,7 @@ Status CheckAgainstParams(const Checkpoint& cp, const std::string& path, Finding
   }
   ParamChecks checks(cp, *st, sink);
   std::vector<ParamInfo> params;
+  MatchOptions match_options;
   const ParamSource source = o.params.value_or(ParamSource{});
   if (!source.manifest.empty()) {
     OPTSTATE_ASSIGN_OR_RETURN(params, ReadParamManifest(source.manifest));
@@ -239,8 +240,11 @@ Status CheckAgainstParams(const Checkpoint& cp, const std::string& path, Finding
       return Status();
     }
     params = std::move(ordered->params);
+    if (own) {  // an optimizer saved alone: (Parameter, i) copies match by bytes
+      OPTSTATE_RETURN_IF_ERROR(PrepareContentMatch(bytes, cp, *st, *own, *dict, params, match_options));
+    }
   }
-  StatusOr<MatchReport> match = MatchState(cp, *st, params, MatchOptions{});
+  StatusOr<MatchReport> match = MatchState(cp, *st, params, match_options);
   if (!match.ok()) {
     NoteParamRules(r, true, std::string(match.status().message()));
     return Status();

@@ -15,8 +15,10 @@ namespace optstate {
 // --manifest, --model, or the checkpoint's own model entry. Counts are
 // compared first (they need no order); the matching rules run only when the
 // parameter order can be decided. Every rule not run is listed as skipped with
-// the reason. Errors: a --manifest or --model that cannot be read.
-Status CheckAgainstParams(const Checkpoint& checkpoint, const std::string& path, FindingSink& sink);
+// the reason. `bytes`: what `checkpoint` was parsed from (empty for a DCP
+// directory), for (Parameter, i) keys that match by content.
+// Errors: a --manifest or --model that cannot be read.
+Status CheckAgainstParams(const Checkpoint& checkpoint, ByteSpan bytes, const std::string& path, FindingSink& sink);
 
 }  // namespace optstate
 

@@ -15,9 +15,8 @@ namespace optstate {
 Status LoadParams(const std::string& checkpoint, const ParamSource& source, const ReadOptions& read,
                   MatchedState& m);
 
-// When m's state has (Parameter, i) keys and its parameters came from a model
-// file of their own, hashes every parameter's bytes there and sets
-// options.key_content to hash a key's tensor in m.file (MatchOptions).
+// PrepareContentMatch (state_matching.h) for m, when its parameters came from
+// a model file of their own.
 Status PrepareContentMatch(MatchedState& m, MatchOptions& options);
 
 }  // namespace optstate

@@ -388,29 +388,35 @@ uint64_t ContentHash(ByteSpan bytes) {
   return h;
 }
 
-Status PrepareContentMatch(MatchedState& m, MatchOptions& options) {
-  const CheckpointFile* model = m.model();
-  if (model == nullptr || model == m.file.get() || m.model_dict == kNoNode) return Status();
-  bool param_views = std::any_of(m.state.keys.begin(), m.state.keys.end(),
+Status PrepareContentMatch(ByteSpan checkpoint_bytes, const Checkpoint& checkpoint, const OptimizerState& state,
+                           const CheckpointFile& model, NodeId model_dict, std::vector<ParamInfo>& params,
+                           MatchOptions& options) {
+  bool param_views = std::any_of(state.keys.begin(), state.keys.end(),
                                  [](const StateKey& k) { return k.kind == KeyKind::kParamView; });
-  if (!param_views) return Status();
-  const Checkpoint& mc = model->checkpoint();
-  for (ParamInfo& p : m.params) {
-    NodeId v = DictLookup(mc.graph, m.model_dict, p.name);
+  if (!param_views || model_dict == kNoNode) return Status();
+  const Checkpoint& mc = model.checkpoint();
+  for (ParamInfo& p : params) {
+    NodeId v = DictLookup(mc.graph, model_dict, p.name);
     if (v == kNoNode || mc.graph.at(v).kind != NodeKind::kTensor) continue;
-    StatusOr<std::vector<std::byte>> bytes = ReadTensorBytes(model->bytes(), mc, mc.tensors[mc.graph.at(v).tensor]);
-    if (!bytes.ok()) return std::move(bytes).status().WithContext(model->path() + ": " + p.name);
+    StatusOr<std::vector<std::byte>> bytes = ReadTensorBytes(model.bytes(), mc, mc.tensors[mc.graph.at(v).tensor]);
+    if (!bytes.ok()) return std::move(bytes).status().WithContext(model.path() + ": " + p.name);
     p.content_hash = ContentHash(ByteSpan(bytes->data(), bytes->size()));
   }
-  const CheckpointFile* file = m.file.get();
-  options.key_content = [file](int64_t tensor) -> std::optional<uint64_t> {
-    const Checkpoint& cp = file->checkpoint();
-    if (tensor < 0 || static_cast<size_t>(tensor) >= cp.tensors.size()) return std::nullopt;
-    StatusOr<std::vector<std::byte>> bytes = ReadTensorBytes(file->bytes(), cp, cp.tensors[static_cast<size_t>(tensor)]);
+  const Checkpoint* cp = &checkpoint;
+  options.key_content = [checkpoint_bytes, cp](int64_t tensor) -> std::optional<uint64_t> {
+    if (tensor < 0 || static_cast<size_t>(tensor) >= cp->tensors.size()) return std::nullopt;
+    StatusOr<std::vector<std::byte>> bytes =
+        ReadTensorBytes(checkpoint_bytes, *cp, cp->tensors[static_cast<size_t>(tensor)]);
     if (!bytes.ok()) return std::nullopt;
     return ContentHash(ByteSpan(bytes->data(), bytes->size()));
   };
   return Status();
+}
+
+Status PrepareContentMatch(MatchedState& m, MatchOptions& options) {
+  const CheckpointFile* model = m.model();
+  if (model == nullptr || model == m.file.get()) return Status();  // one file: shared storage decides
+  return PrepareContentMatch(m.file->bytes(), m.file->checkpoint(), m.state, *model, m.model_dict, m.params, options);
 }
 
 StatusOr<MatchedState> OpenAndMatch(const std::string& checkpoint, const std::string& state_key,

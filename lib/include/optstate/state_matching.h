@@ -119,6 +119,14 @@ struct MatchedState {
   }
 };
 
+// For (Parameter, i) keys whose parameters came from `model_dict` in `model`,
+// a file other than the optimizer's (`checkpoint`, parsed from
+// `checkpoint_bytes`): hashes each parameter's bytes there into
+// params[i].content_hash and sets options.key_content. Nothing for other keys.
+Status PrepareContentMatch(ByteSpan checkpoint_bytes, const Checkpoint& checkpoint, const OptimizerState& state,
+                           const CheckpointFile& model, NodeId model_dict, std::vector<ParamInfo>& params,
+                           MatchOptions& options);
+
 // Errors carry the path of the file they concern (checkpoint, manifest or model).
 StatusOr<MatchedState> OpenAndMatch(const std::string& checkpoint, const std::string& state_key,
                                     const ParamSource& source, const ReadOptions& read, const MatchOptions& match);
