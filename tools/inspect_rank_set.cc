@@ -8,6 +8,7 @@
 
 #include "inspect_command.h"
 #include "optstate/dtype.h"
+#include "optstate/shard_layout.h"
 #include "optstate/torch_objects.h"
 #include "optstate/unshard.h"
 
@@ -15,12 +16,6 @@ namespace optstate::tools {
 namespace {
 
 constexpr const char* kName = "inspect";
-
-std::string Joined(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
-  return out;
-}
 
 void WriteLayoutText(const RankSetLayout& layout, size_t max_items, std::ostream& out) {
   if (layout.dtensors.empty()) {
@@ -42,7 +37,7 @@ void WriteLayoutText(const RankSetLayout& layout, size_t max_items, std::ostream
     }
     const std::string& path = d.path;
     out << "  " << path << std::string(width - path.size() + 2, ' ') << GetDTypeInfo(d.dtype).name << " "
-        << ShapeText(d.global_sizes) << " as " << Joined(d.placements) << " on mesh " << ShapeText(d.mesh_shape);
+        << ShapeText(d.global_sizes) << " as " << PlacementsText(d.placements) << " on mesh " << ShapeText(d.mesh_shape);
     if (d.replicas > 0) out << " (" << d.replicas << " ranks hold copies)";
     out << "\n";
   }

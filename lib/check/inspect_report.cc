@@ -6,6 +6,7 @@
 #include <set>
 
 #include "optstate/optimizer_state.h"
+#include "optstate/shard_layout.h"
 #include "pickle/graph_walk.h"
 
 namespace optstate {
@@ -92,8 +93,7 @@ class Builder {
         type = t.is_dtensor ? "DTensor" : t.is_parameter ? "Parameter" : "tensor";
         std::string s = std::string(GetDTypeInfo(t.dtype).name) + " " + ShapeText(t.sizes) + " " + HumanBytes(t.nbytes());
         if (t.is_dtensor) {
-          std::string placements;
-          for (const std::string& p : t.placements) placements += (placements.empty() ? "" : ", ") + p;
+          std::string placements = PlacementsText(t.placements);
           s = std::string(GetDTypeInfo(t.dtype).name) + " " + ShapeText(t.global_sizes) + " as " + placements +
               " on mesh " + ShapeText(t.mesh_shape) + "; local shard " + ShapeText(t.sizes) + " " +
               HumanBytes(t.nbytes());

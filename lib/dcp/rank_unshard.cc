@@ -63,10 +63,8 @@ std::string Where(size_t r, const std::string& file, const std::string& path) {
   return file + " (rank " + std::to_string(r) + "): " + (path.empty() ? "(root)" : path);
 }
 
-std::string PlacementsText(const TensorRef& t) {
-  std::string out;
-  for (const std::string& p : t.placements) out += (out.empty() ? "" : ", ") + p;
-  return out + " on mesh " + ShapeText(t.mesh_shape);
+std::string LayoutText(const TensorRef& t) {
+  return PlacementsText(t.placements) + " on mesh " + ShapeText(t.mesh_shape);
 }
 
 // One DTensor made whole: every rank's shard and the block of the whole it is.
@@ -126,8 +124,8 @@ StatusOr<UnshardPlan> PlanUnshard(const std::vector<std::string>& given, const R
       if (t.global_sizes != t0.global_sizes || t.dtype != t0.dtype || t.placements != t0.placements ||
           t.mesh_shape != t0.mesh_shape) {
         return InvalidArgumentError(Where(r, plan.files[r], path) + ": " + ShapeText(t.global_sizes) + " " +
-                                    PlacementsText(t) + ", rank 0 has " + ShapeText(t0.global_sizes) + " " +
-                                    PlacementsText(t0) + (t.dtype != t0.dtype ? " (and another dtype)" : ""));
+                                    LayoutText(t) + ", rank 0 has " + ShapeText(t0.global_sizes) + " " +
+                                    LayoutText(t0) + (t.dtype != t0.dtype ? " (and another dtype)" : ""));
       }
       views.push_back({t.sizes, t.mesh_coordinate, plan.files[r] + " (rank " + std::to_string(r) + ")"});
       w.shards.push_back(&t);
@@ -139,7 +137,7 @@ StatusOr<UnshardPlan> PlanUnshard(const std::vector<std::string>& given, const R
     largest_mesh = std::max(largest_mesh, positions);
     StatusOr<ShardTiling> tiling = TileShards(t0.global_sizes, t0.placements, mesh, views);
     if (!tiling.ok()) {
-      return std::move(tiling).status().WithContext(path + " " + ShapeText(t0.global_sizes) + " " + PlacementsText(t0));
+      return std::move(tiling).status().WithContext(path + " " + ShapeText(t0.global_sizes) + " " + LayoutText(t0));
     }
     w.tiling = std::move(*tiling);
     wholes.push_back(std::move(w));

@@ -26,11 +26,9 @@ int64_t RankInName(const std::string& path) {
 
 std::string RankText(size_t r, const std::string& file) { return file + " (rank " + std::to_string(r) + ")"; }
 
-std::string PlacementsText(const std::vector<std::string>& placements) {
-  if (placements.empty()) return "whole";
-  std::string out;
-  for (const std::string& p : placements) out += (out.empty() ? "" : ", ") + p;
-  return out;
+// "whole" for a tensor that is not a DTensor.
+std::string PlacedText(const std::vector<std::string>& placements) {
+  return placements.empty() ? "whole" : PlacementsText(placements);
 }
 
 // DTensor parameters: the same global shape, placements and mesh on every
@@ -42,9 +40,9 @@ Status CheckDTensorTiling(const RankSetMatch& set, size_t p) {
     const ParamInfo& pr = set.ranks[r].params[p];
     if (pr.shape != p0.shape || pr.placements != p0.placements || pr.mesh_shape != p0.mesh_shape) {
       return InvalidArgumentError(RankText(r, set.files[r]) + ": parameter " + p0.name + " is " +
-                                  ShapeText(pr.shape) + " placed " + PlacementsText(pr.placements) + " on mesh " +
+                                  ShapeText(pr.shape) + " placed " + PlacedText(pr.placements) + " on mesh " +
                                   ShapeText(pr.mesh_shape) + ", but " + ShapeText(p0.shape) + " placed " +
-                                  PlacementsText(p0.placements) + " on mesh " + ShapeText(p0.mesh_shape) +
+                                  PlacedText(p0.placements) + " on mesh " + ShapeText(p0.mesh_shape) +
                                   " on rank 0");
     }
   }
@@ -59,7 +57,7 @@ Status CheckDTensorTiling(const RankSetMatch& set, size_t p) {
   StatusOr<ShardTiling> tiling = TileShards(p0.shape, p0.placements, mesh, views);
   if (!tiling.ok()) {
     return std::move(tiling).status().WithContext("parameter " + p0.name + " " + ShapeText(p0.shape) + " placed " +
-                                                   PlacementsText(p0.placements));
+                                                   PlacedText(p0.placements));
   }
   return Status();
 }

@@ -90,6 +90,12 @@ std::vector<int64_t> Unravel(size_t index, const std::vector<int64_t>& mesh) {
 
 }  // namespace
 
+std::string PlacementsText(const std::vector<std::string>& placements) {
+  std::string out;
+  for (const std::string& p : placements) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
 Placement ParsePlacement(const std::string& text) {
   Placement p;
   if (text == "Replicate()") {

@@ -31,6 +31,10 @@ struct Placement {
 };
 Placement ParsePlacement(const std::string& text);
 
+// "_StridedShard(dim=0, sf=2), Shard(dim=0)": a DTensor's placements for
+// reports, one per mesh dim; "" for none.
+std::string PlacementsText(const std::vector<std::string>& placements);
+
 struct ShardBox {
   std::vector<int64_t> offsets;
   std::vector<int64_t> sizes;
