@@ -4,17 +4,16 @@
 #include <cmath>
 #include <cstring>
 
+#include "optstate/optimizer_state.h"
 #include "optstate/state_migrate.h"
 #include "torch/graph_builder.h"
 
 namespace optstate {
 namespace {
 
-double NumberOr(const ObjectGraph& g, NodeId id, double fallback) {
-  if (id == kNoNode) return fallback;
-  if (g.at(id).kind == NodeKind::kFloat) return g.at(id).float_value;
-  if (g.at(id).kind == NodeKind::kInt) return static_cast<double>(g.at(id).int_value);
-  return fallback;
+// A Python int or float hyperparameter (NumberValue), or `fallback`.
+double NumberOr(const Checkpoint& cp, NodeId id, double fallback) {
+  return id == kNoNode ? fallback : NumberValue(cp, ByteSpan(), id).value_or(fallback);
 }
 
 // What the writer must produce for each storage of the new checkpoint.
@@ -54,8 +53,8 @@ StatusOr<WriteReport> WriteAsTorchAdamW(const CheckpointFile& input, const Optim
     NodeId betas = DictLookup(g, group, "betas");
     double b1 = 0.9, b2 = 0.999;
     if (betas != kNoNode && g.at(betas).items.size() == 2) {
-      b1 = NumberOr(g, g.at(betas).items[0], b1);
-      b2 = NumberOr(g, g.at(betas).items[1], b2);
+      b1 = NumberOr(in, g.at(betas).items[0], b1);
+      b2 = NumberOr(in, g.at(betas).items[1], b2);
     }
     NodeId params = DictLookup(g, group, "params");
     size_t n = params == kNoNode ? 0 : g.at(params).items.size();
@@ -66,7 +65,7 @@ StatusOr<WriteReport> WriteAsTorchAdamW(const CheckpointFile& input, const Optim
     NodeId d = b.Dict();
     for (const char* field : {"lr", "eps", "weight_decay"}) {
       NodeId v = DictLookup(g, group, field);
-      if (v != kNoNode) b.Set(d, field, b.Float(NumberOr(g, v, 0)));
+      if (v != kNoNode) b.Set(d, field, b.Float(NumberOr(in, v, 0)));
     }
     b.Set(d, "betas", b.Tuple({b.Float(b1), b.Float(b2)}));
     b.Set(d, "amsgrad", b.Bool(false));
