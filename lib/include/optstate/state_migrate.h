@@ -31,10 +31,9 @@
 
 namespace optstate {
 
-enum class MigrateTarget { kHeavyball3, kTorch };
-
+// MigrateState always builds HeavyBall 3.x's layout; --to torch is that
+// layout turned into torch's by WriteAsTorchAdamW below.
 struct MigrateOptions {
-  MigrateTarget to = MigrateTarget::kHeavyball3;
   CollisionPolicy on_collision = CollisionPolicy::kFail;
   // Steps taken, for files whose group counter does not say (HeavyBall 0.x
   // with foreach=False saves k = 0: its per-parameter group copies held it).
@@ -58,7 +57,7 @@ StatusOr<MigrateResult> MigrateState(const Checkpoint& checkpoint, const Optimiz
                                      const std::vector<ParamInfo>& params, const MatchReport& match,
                                      const MigrateOptions& options);
 
-// --to torch, from a kHeavyball3 migration of an AdamW-family file: the
+// --to torch, from MigrateState's result for an AdamW-family file: the
 // optimizer state dict alone, as torch.optim.AdamW saves it. HeavyBall's
 // moments are bias-corrected in the state (its lerp by beta_debias is exactly
 // torch's running average divided by 1 - beta^t), so exp_avg = m (1 - beta1^t)
