@@ -2,9 +2,8 @@
 // so that they train from it (remap only fixes the keys).
 //
 // The entries are first remapped to parameter indices (state_remap.h: every
-// entry accounted for, collisions by policy), then laid out for the target:
-//   kHeavyball3  what HeavyBall 3.2's own state_dict() holds, read from its
-//                code and checked against checkpoints real 3.2.0 wrote: per
+// entry accounted for, collisions by policy), then laid out as what HeavyBall
+//                3.2's own state_dict() holds, read from its code and checked against checkpoints real 3.2.0 wrote: per
 //                parameter {view: {name: value}} even for one view, state named
 //                by transform ("update_by_adam_exp_avg_0"), `is_initialized`
 //                the set of transform indices, the group's step counter as
