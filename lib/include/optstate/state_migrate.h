@@ -2,16 +2,15 @@
 // so that they train from it (remap only fixes the keys).
 //
 // The entries are first remapped to parameter indices (state_remap.h: every
-// entry accounted for, collisions by policy), then laid out as what HeavyBall
-//                3.2's own state_dict() holds, read from its code and checked against checkpoints real 3.2.0 wrote: per
-//                parameter {view: {name: value}} even for one view, state named
-//                by transform ("update_by_adam_exp_avg_0"), `is_initialized`
-//                the set of transform indices, the group's step counter as
-//                `step` in the first parameter's view 0 (where 3.x looks for
-//                it), param_groups with 3.2's fields (values carried over where
-//                the old group had them, 3.2's defaults otherwise), and the
-//                top-level `heavyball` entry without its pickled
-//                `precond_schedule` (3.x then keeps its constructor's).
+// entry accounted for, collisions by policy), then laid out as HeavyBall 3.2's
+// own state_dict() holds them, read from its code and checked against
+// checkpoints real 3.2.0 wrote: per parameter {view: {name: value}} even for
+// one view, state named by transform ("update_by_adam_exp_avg_0"),
+// `is_initialized` the set of transform indices, the group's step counter as
+// `step` in the first parameter's view 0 (where 3.x looks for it),
+// param_groups with 3.2's fields (values carried over where the old group had
+// them, 3.2's defaults otherwise), and the top-level `heavyball` entry without
+// its pickled `precond_schedule` (3.x then keeps its constructor's).
 // Only the AdamW family is migrated so far: HeavyBall 0.x (ForeachAdamW:
 // exp_avg, exp_avg_sq, the group counter `k`) and 1.x (update_by_adam_exp_avg,
 // _sq, `step` in the entries, (Parameter, i) keys, sentinel objects and the
