@@ -102,9 +102,20 @@ StorageDataFn FromSource(const StorageSource& source) {
 
 StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpoint& cp, NodeId root,
                                       const std::string& path, const WriteOptions& options) {
+  return WriteCheckpoint(input, cp, root, path, nullptr, options);
+}
+
+StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpoint& cp, NodeId root,
+                                      const std::string& path, const StorageSource& computed,
+                                      const WriteOptions& options) {
   auto release = [&input](ByteSpan chunk) { input.ReleasePages(chunk); };
-  return WriteWith(cp, root, path, options, [&](const StorageRef& s, size_t) -> StatusOr<StorageData> {
+  return WriteWith(cp, root, path, options, [&](const StorageRef& s, size_t index) -> StatusOr<StorageData> {
     StorageData d;
+    if (s.computed) {
+      if (!computed) return InternalError("storage '" + s.key + "' is computed but nothing computes it");
+      OPTSTATE_ASSIGN_OR_RETURN(d.bytes, computed(index));
+      return d;
+    }
     OPTSTATE_ASSIGN_OR_RETURN(d.bytes, StorageBytes(input.bytes(), cp, s));
     // A stored record copied whole keeps the CRC the input's directory gives it,
     // so the bytes are read once, by the kernel where it can. (A wrong CRC stays

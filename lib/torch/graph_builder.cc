@@ -77,6 +77,15 @@ NodeId GraphBuilder::Tensor(DType dtype, const std::vector<int64_t>& shape) {
   return id;
 }
 
+NodeId GraphBuilder::TensorOver(TensorRef base, std::vector<int64_t> sizes, std::vector<int64_t> strides) {
+  base.sizes = std::move(sizes);
+  base.strides = std::move(strides);
+  cp_.tensors.push_back(std::move(base));
+  NodeId id = New(NodeKind::kTensor);
+  cp_.graph.at(id).tensor = static_cast<uint32_t>(cp_.tensors.size() - 1);
+  return id;
+}
+
 StatusOr<NodeId> GraphBuilder::Import(const ObjectGraph& from, NodeId id) {
   std::unordered_map<NodeId, NodeId> copied;
   return ImportNode(from, id, copied);

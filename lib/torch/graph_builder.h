@@ -31,6 +31,9 @@ class GraphBuilder {
   // A contiguous CPU tensor with a storage of its own, appended to the
   // checkpoint's storages (its key is its index there).
   NodeId Tensor(DType dtype, const std::vector<int64_t>& shape);
+  // Another tensor over the bytes of an existing one (`base` is copied first:
+  // it may live in the checkpoint's tensors, which this appends to).
+  NodeId TensorOver(TensorRef base, std::vector<int64_t> sizes, std::vector<int64_t> strides);
   // Copies value `id` of another graph (e.g. a DCP bytes item's pickle) into
   // this one, keeping shared references shared. Tensors and storages would need
   // their bytes carried too: kUnsupported.

@@ -46,12 +46,20 @@ StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, NodeId root, 
 StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpoint& checkpoint, NodeId root,
                                       const std::string& path, const WriteOptions& options = {});
 
+using StorageSource = std::function<StatusOr<ByteSpan>(size_t storage_index)>;
+
+// The same, where storages marked `computed` (values optstate derived, such as
+// migrate's rotated moments) get their bytes from `computed`, called with
+// their index in checkpoint.storages as each record is written.
+StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpoint& checkpoint, NodeId root,
+                                      const std::string& path, const StorageSource& computed,
+                                      const WriteOptions& options = {});
+
 // A checkpoint made from scratch (regenerate, export): the graph's storages
 // have no input file behind them, and `source` hands over each one's bytes
 // when its record is written, in the order the pickle first uses them (so a
 // producer can compute them one tensor at a time). The span must stay valid
 // until the next call.
-using StorageSource = std::function<StatusOr<ByteSpan>(size_t storage_index)>;
 StatusOr<WriteReport> WriteNewCheckpoint(const Checkpoint& checkpoint, NodeId root, const std::string& path,
                                          const StorageSource& source, const WriteOptions& options = {});
 

@@ -46,6 +46,7 @@ struct StorageRef {
   uint64_t data_offset = 0;  // legacy format: first byte in the checkpoint buffer
   bool located = false;
   bool zero_fill = false;    // made by optstate (remap --on-collision reset): all zero bytes
+  bool computed = false;     // made by optstate (migrate): bytes computed when written
 };
 
 struct TensorRef {
