@@ -130,7 +130,7 @@ int RunMigrate(const MigrateCommandOptions& o, CommandOutput& output) {
     migrated->renamed = {"exp_avg / exp_avg_sq kept their names, rescaled (notes)"};
     migrated->notes = conversion.notes;
   } else {
-    written = WriteCheckpoint(*m->file, migrated->checkpoint, migrated->checkpoint.graph.root, o.output, wo);
+    written = WriteMigrated(*m->file, *migrated, o.output, wo);
   }
   if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
   nlohmann::ordered_json doc = ReportJson(o, *m, *migrated, *written);
@@ -150,7 +150,8 @@ CommandRunner AddMigrateCommand(CLI::App& parent) {
   auto o = std::make_shared<MigrateCommandOptions>();
   CLI::App* cmd = parent.add_subcommand(
       kName, "Rewrite legacy HeavyBall optimizer state as HeavyBall 3.x (or torch.optim.AdamW) saves it,\n"
-             "so that optimizer trains from it (remap fixes only the keys); AdamW family so far");
+             "so that optimizer trains from it (remap fixes only the keys): the AdamW family of 0.x and\n"
+             "1.x, and 0.x ForeachSOAP (its exp_avg rotated into the eigenbasis 3.x keeps it in)");
   cmd->add_option("input", o->inputs,
                   "Optimizer checkpoint; several: the per-rank files of one sharded save (unsharded first,\n"
                   "into a scratch directory beside the output; one file comes out)")
@@ -160,11 +161,12 @@ CommandRunner AddMigrateCommand(CLI::App& parent) {
   AddParamSourceFlags(*cmd, o->params, o->models);
   cmd->add_option("--to", o->to,
                   "heavyball3: HeavyBall 3.2's layout; torch: torch.optim.AdamW's (AdamW family only; moments\n"
-                  "rescaled from HeavyBall's bias-corrected form, step per parameter)")
+                  "rescaled from HeavyBall's bias-corrected form, step per parameter; torch has no SOAP)")
       ->check(CLI::IsMember({"heavyball3", "torch"}))
       ->capture_default_str();
   cmd->add_option("--on-collision", o->on_collision,
-                  "State merged across parameters: fail; drop it; share (a copy each); reset (fresh zero state)")
+                  "State merged across parameters: fail; drop it; share (a copy each); reset (fresh zero state;\n"
+                  "SOAP: no state, so 3.x rebuilds the preconditioner)")
       ->check(CLI::IsMember({"fail", "reset", "share", "drop"}))
       ->capture_default_str();
   cmd->add_option("--steps", o->steps,
@@ -185,6 +187,7 @@ CommandRunner AddMigrateCommand(CLI::App& parent) {
       "  optstate migrate rank0.pt rank1.pt --model m0.pt --model m1.pt --on-collision reset -o optim_hb3.pt\n"
       "  optstate migrate old_optim.pt --manifest params.json --to torch -o optim_torch.pt\n"
       "Then: opt = heavyball.AdamW(model.parameters(), ...); opt.load_state_dict(torch.load(\"optim_hb3.pt\"))\n"
+      "  (heavyball.SOAP for a SOAP file: the groups and the precondition schedule come from the file)\n"
       "  or: opt = torch.optim.AdamW(model.parameters(), ...); opt.load_state_dict(torch.load(\"optim_torch.pt\"))");
   return [o](CommandOutput& output) { return RunMigrate(*o, output); };
 }

@@ -90,6 +90,7 @@ class Verifier {
       for (const ParamInfo& p : m_.params) r_.cold.push_back(p.name);
       return r_;
     }
+    OPTSTATE_RETURN_IF_ERROR(RefuseOtherAlgorithms());
     for (const CollisionGroup& c : m_.match.collisions) Add("", "collision", c.reason);
     for (size_t k : m_.match.orphans) Add("", "orphan", m_.state.keys[k].text + ": " + m_.match.keys[k].reason);
     size_t p = 0;
@@ -117,6 +118,33 @@ class Verifier {
  private:
   void Add(const std::string& param, const std::string& check, const std::string& message) {
     r_.findings.push_back({param, check, message});
+  }
+
+  // The replay is AdamW's: a file whose state is another algorithm's (what
+  // migrate writes for HeavyBall SOAP) is refused as a whole, naming it, so
+  // that no parameter is reported as checked or as broken.
+  Status RefuseOtherAlgorithms() const {
+    for (const StateKey& key : m_.state.keys) {
+      const Node& v = g_.at(key.value);
+      if (v.kind != NodeKind::kDict) continue;
+      std::vector<NodeId> dicts{key.value};
+      if (key.nested_views) {
+        dicts.clear();
+        for (auto [view, d] : v.entries) dicts.push_back(d);
+      }
+      for (NodeId d : dicts) {
+        if (g_.at(d).kind != NodeKind::kDict) continue;
+        for (auto [name, value] : g_.at(d).entries) {
+          const Node& n = g_.at(name);
+          if (n.kind == NodeKind::kStr && (n.text.starts_with("scale_by_soap_") || n.text == "Q" || n.text == "GG")) {
+            return UnsupportedError("state entry " + key.text + " holds '" + n.text +
+                                    "': SOAP state; verify replays AdamW only (torch.optim, HeavyBall 3.x), so "
+                                    "nothing was checked");
+          }
+        }
+      }
+    }
+    return Status();
   }
 
   // A step as torch.optim (float32 0-d tensor), HeavyBall 3.x (int64 0-d

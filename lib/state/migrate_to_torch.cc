@@ -28,6 +28,10 @@ struct StoragePlan {
 StatusOr<WriteReport> WriteAsTorchAdamW(const CheckpointFile& input, const OptimizerState& st,
                                         const MigrateResult& hb, const std::string& path,
                                         const WriteOptions& options, TorchConversion* conversion) {
+  if (hb.algorithm.starts_with("SOAP")) {
+    return UnsupportedError("torch.optim has no SOAP (its eigenbasis and preconditioner have nowhere to go): "
+                            "migrate --to heavyball3 instead; nothing was written");
+  }
   TorchConversion local;
   TorchConversion& c = conversion ? *conversion : local;
   const Checkpoint& in = hb.checkpoint;

@@ -1,41 +1,61 @@
 #include "optstate/state_migrate.h"
 
+#include <map>
 #include <set>
 #include <span>
 
+#include "state/eigenbasis_projection.h"
+#include "state/migrate_layout.h"
 #include "torch/graph_builder.h"
 
 namespace optstate {
 namespace {
 
-// What HeavyBall 3.2's AdamW chain (one transform, update_by_adam, index 0)
-// calls each era's AdamW-family state fields.
+// What HeavyBall 3.2 calls each era's state fields. Its names carry the index
+// of the transform that owns them: AdamW's chain is one transform
+// (update_by_adam, 0); SOAP's keeps the moments in transform 2 and the
+// preconditioner in 3, and marks 0, 2 and 3 initialised.
 struct FieldName {
   const char* legacy;
   const char* heavyball3;
 };
-// 0.x ForeachAdamW: plain names, the counter in the group (`k`).
 constexpr FieldName kAdamFields0[] = {{"exp_avg", "update_by_adam_exp_avg_0"},
                                       {"exp_avg_sq", "update_by_adam_exp_avg_sq_0"}};
-// 1.x (chainable, before transform indices): names by transform, the counter
-// as `step` in the entries (the first only with foreach=True; all without).
 constexpr FieldName kAdamFields1[] = {{"update_by_adam_exp_avg", "update_by_adam_exp_avg_0"},
                                       {"update_by_adam_exp_avg_sq", "update_by_adam_exp_avg_sq_0"}};
+constexpr FieldName kSoapFields0[] = {{"exp_avg", "scale_by_soap_exp_avg_2"},
+                                      {"exp_avg_sq", "scale_by_soap_exp_avg_sq_2"},
+                                      {"Q", "scale_by_soap_Q_3"},
+                                      {"GG", "scale_by_soap_GG_3"}};
+constexpr int64_t kAdamInitialized[] = {0};
+constexpr int64_t kSoapInitialized[] = {0, 2, 3};
 
-// Group fields that mark an algorithm other than AdamW (SOAP, PSGD, schedule-free).
-constexpr const char* kOtherAlgorithmFields[] = {"shampoo_beta", "max_precond_dim", "precondition_frequency",
-                                                 "preconditioner_update_probability", "r", "weight_lr_power"};
-
-// 0.x AdamW group fields with no 3.x counterpart: schedule-free bookkeeping
-// the AdamW step never read, and the counter, which moves into the state.
-constexpr const char* kLegacyOnlyFields[] = {"k", "train_mode", "weight_sum", "lr_max", "foreach", "params"};
-
-// 1.x group entries 3.x neither saves nor reads: the defaults' sentinel
-// objects and the optimizer class itself (pickled: weights_only refuses them).
-constexpr const char* kPickledSentinels[] = {"gradient_clipping", "update_clipping", "palm", "__class__"};
+// Group fields of algorithms not migrated, with what to call them.
+struct OtherAlgorithm {
+  const char* field;
+  const char* name;
+};
+constexpr OtherAlgorithm kOtherAlgorithms[] = {
+    {"preconditioner_update_probability", "PSGD (Kron)"},
+    {"precond_lr", "PSGD"},
+    {"r", "schedule-free"},
+    {"weight_lr_power", "schedule-free"},
+};
+// ForeachSOAP 0.x's own fields; a group with others is a variant (PaLM,
+// precondition schedule, schedule-free) whose update differs.
+constexpr const char* kSoap0GroupFields[] = {
+    "lr", "betas", "shampoo_beta", "eps", "weight_decay", "precondition_frequency", "max_precond_dim",
+    "merge_dims", "precondition_1d", "normalize_grads", "correct_bias", "warmup_steps", "split", "mars",
+    "caution", "mars_gamma", "foreach", "params"};
 
 std::string Str(const ObjectGraph& g, NodeId id) {
   return id != kNoNode && g.at(id).kind == NodeKind::kStr ? g.at(id).text : std::string();
+}
+
+std::vector<int64_t> WithBatchDim(const std::vector<int64_t>& v, int64_t lead) {
+  std::vector<int64_t> out{lead};
+  out.insert(out.end(), v.begin(), v.end());
+  return out;
 }
 
 class Migrator {
@@ -52,42 +72,57 @@ class Migrator {
     OPTSTATE_ASSIGN_OR_RETURN(r_.remap, RemapState(cp_, st_, params_, m_, ro));
     r_.checkpoint = std::move(r_.remap.checkpoint);
     r_.remap.checkpoint = Checkpoint();
-    OPTSTATE_RETURN_IF_ERROR(Steps());
+    OPTSTATE_RETURN_IF_ERROR(family_ == LegacyFamily::kAdamW0 ? StepsFromGroupCounter() : StepsFromEntries());
     GraphBuilder b(r_.checkpoint);
     OPTSTATE_RETURN_IF_ERROR(RelayoutState(b));
-    RewriteGroups(b);
-    AddHeavyballEntry(b);
-    for (const FieldName& f : fields_) r_.renamed.push_back(std::string(f.legacy) + " -> " + f.heavyball3);
+    ObjectGraph& g = r_.checkpoint.graph;
+    RewriteGroupsAs3x(family_, st_, params_, st_.node, b, g, r_.notes);
+    AddHeavyballEntry(family_, st_.node, r_.steps, precondition_frequency_, b, g, r_.notes);
+    for (const FieldName& f : fields_) {
+      r_.renamed.push_back(std::string(f.legacy) + " -> " + f.heavyball3 +
+                           (family_ == LegacyFamily::kSoap0 && std::string(f.legacy) == "exp_avg"
+                                ? " (rotated into Q's eigenbasis, where 3.x keeps it)"
+                                : ""));
+    }
     return std::move(r_);
   }
 
  private:
   const ObjectGraph& in() const { return cp_.graph; }
 
-  // AdamW family: every entry a dict of exp_avg / exp_avg_sq, groups without
-  // another algorithm's hyperparameters.
   Status Recognise() {
     NodeId groups = DictLookup(in(), st_.node, "param_groups");
+    bool soap = false;
     for (NodeId group : in().at(groups).items) {
-      for (const char* f : kOtherAlgorithmFields) {
-        if (DictLookup(in(), group, f) != kNoNode) {
-          return UnsupportedError(std::string("param_groups have '") + f +
-                                  "': not HeavyBall's AdamW; only the AdamW family (ForeachAdamW) is migrated so far");
+      for (const OtherAlgorithm& a : kOtherAlgorithms) {
+        if (DictLookup(in(), group, a.field) != kNoNode) {
+          return UnsupportedError(std::string("param_groups have '") + a.field + "': a " + a.name +
+                                  " optimizer, which migrate does not convert yet (it converts HeavyBall's AdamW "
+                                  "family and 0.x ForeachSOAP); nothing was written");
         }
       }
       if (DictLookup(in(), group, "betas") == kNoNode) {
-        return UnsupportedError("param_groups have no 'betas': not an AdamW-family optimizer");
+        return UnsupportedError("param_groups have no 'betas': not an AdamW- or SOAP-family optimizer");
       }
+      soap |= DictLookup(in(), group, "shampoo_beta") != kNoNode;
     }
-    bool era0 = false, era1 = false;
     for (const StateKey& k : st_.keys) {
       if (k.nested_views) {
         return UnsupportedError("state entry " + k.text + " is nested per view, as HeavyBall 2.x and 3.x save it: "
                                 "a 3.x file needs no migration, and 2.x names are not migrated yet");
       }
-      const Node& v = in().at(k.value);
-      if (v.kind != NodeKind::kDict) return UnsupportedError("state entry " + k.text + " is not a dict");
-      for (auto [name, value] : v.entries) {
+      if (in().at(k.value).kind != NodeKind::kDict) {
+        return UnsupportedError("state entry " + k.text + " is not a dict");
+      }
+    }
+    return soap ? RecogniseSoap(groups) : RecogniseAdamW();
+  }
+
+  // AdamW family: every entry a dict of exp_avg / exp_avg_sq.
+  Status RecogniseAdamW() {
+    bool era0 = false, era1 = false;
+    for (const StateKey& k : st_.keys) {
+      for (auto [name, value] : in().at(k.value).entries) {
         std::string field = Str(in(), name);
         bool in0 = false, in1 = field == "step";
         for (const FieldName& f : kAdamFields0) in0 |= field == f.legacy;
@@ -105,17 +140,78 @@ class Migrator {
       }
     }
     if (era0 && era1) return UnsupportedError("state mixes HeavyBall 0.x and 1.x AdamW names");
+    family_ = era1 ? LegacyFamily::kAdamW1 : LegacyFamily::kAdamW0;
     fields_ = era1 ? std::span<const FieldName>(kAdamFields1) : std::span<const FieldName>(kAdamFields0);
-    counter_in_entries_ = era1;
+    initialized_ = kAdamInitialized;
     r_.algorithm = era1 ? "AdamW (HeavyBall 1.x ForeachAdamW: update_by_adam_exp_avg(_sq), step in the entries)"
                         : "AdamW (HeavyBall 0.x ForeachAdamW: exp_avg, exp_avg_sq, group counter k)";
     return Status();
   }
 
+  // 0.x ForeachSOAP: its own group fields only, entries {step, exp_avg,
+  // exp_avg_sq, Q, GG}, one precondition frequency for the optimizer (3.x
+  // keeps one schedule for all groups).
+  Status RecogniseSoap(NodeId groups) {
+    std::optional<double> frequency;
+    for (NodeId group : in().at(groups).items) {
+      for (auto [k, v] : in().at(group).entries) {
+        std::string name = Str(in(), k);
+        bool known = false;
+        for (const char* f : kSoap0GroupFields) known |= name == f;
+        if (!known) {
+          return UnsupportedError("param_groups have '" + name + "': a SOAP variant (PaLM, precondition schedule "
+                                  "or a later HeavyBall's SOAP) that migrate does not convert; only 0.x ForeachSOAP "
+                                  "is converted so far; nothing was written");
+        }
+      }
+      NodeId normalize = DictLookup(in(), group, "normalize_grads");
+      if (normalize != kNoNode && in().at(normalize).kind == NodeKind::kBool && in().at(normalize).bool_value) {
+        return UnsupportedError("param_groups have normalize_grads=True, which HeavyBall 3.x's SOAP has no "
+                                "counterpart of; nothing was written");
+      }
+      std::optional<double> f = NumberValue(cp_, ByteSpan(), DictLookup(in(), group, "precondition_frequency"));
+      if (!f || *f < 1) return InvalidArgumentError("param_groups: precondition_frequency is missing or below 1");
+      if (frequency && *frequency != *f) {
+        return UnsupportedError("param_groups disagree on precondition_frequency, which HeavyBall 3.x keeps once "
+                                "per optimizer; migrate the groups as separate optimizers");
+      }
+      frequency = f;
+    }
+    precondition_frequency_ = frequency.value_or(2);
+    for (const StateKey& k : st_.keys) {
+      for (auto [name, value] : in().at(k.value).entries) {
+        std::string field = Str(in(), name);
+        if (field.starts_with("scale_by_soap_")) {
+          return UnsupportedError("state entry " + k.text + " holds '" + field + "': HeavyBall 1.x's SOAP names, "
+                                  "which migrate does not convert yet; nothing was written");
+        }
+        bool known = field == "step";
+        for (const FieldName& f : kSoapFields0) known |= field == f.legacy;
+        if (!known) {
+          return UnsupportedError("state entry " + k.text + " holds '" + (field.empty() ? "(a non-str key)" : field) +
+                                  "', which HeavyBall 0.x's ForeachSOAP does not keep; nothing was converted");
+        }
+      }
+    }
+    family_ = LegacyFamily::kSoap0;
+    fields_ = kSoapFields0;
+    initialized_ = kSoapInitialized;
+    r_.algorithm = "SOAP (HeavyBall 0.x ForeachSOAP: step, exp_avg unprojected, exp_avg_sq, Q, GG per parameter)";
+    return Status();
+  }
+
+  void UseStepsOption(const std::optional<int64_t>& found, const std::string& what) {
+    r_.steps = *o_.steps;
+    r_.steps_from = "--steps " + std::to_string(*o_.steps);
+    if (found && *found != *o_.steps) {
+      r_.notes.push_back(what + " gives " + std::to_string(*found) + "; --steps " + std::to_string(*o_.steps) +
+                         " was used");
+    }
+  }
+
   // 0.x AdamW counts steps in the group's `k`; with foreach=False the saved
   // groups keep k = 0 while per-parameter copies (not saved) held the count.
-  Status Steps() {
-    if (counter_in_entries_) return StepsFromEntries();
+  Status StepsFromGroupCounter() {
     NodeId groups = DictLookup(in(), st_.node, "param_groups");
     std::optional<int64_t> k;
     for (NodeId group : in().at(groups).items) {
@@ -127,17 +223,11 @@ class Migrator {
       }
       k = in().at(kv).int_value;
     }
-    bool has_state = !st_.keys.empty();
     if (o_.steps) {
-      r_.steps = *o_.steps;
-      r_.steps_from = "--steps " + std::to_string(*o_.steps);
-      if (k && *k > 0 && *k != *o_.steps) {
-        r_.notes.push_back("the file's group counter k is " + std::to_string(*k) + "; --steps " +
-                           std::to_string(*o_.steps) + " was used");
-      }
+      UseStepsOption(k && *k > 0 ? k : std::nullopt, "the file's group counter k");
       return Status();
     }
-    if (k && (*k > 0 || !has_state)) {
+    if (k && (*k > 0 || st_.keys.empty())) {
       r_.steps = *k;
       r_.steps_from = "the param_groups' counter k = " + std::to_string(*k);
       return Status();
@@ -149,8 +239,10 @@ class Migrator {
         "of every later step depends on it");
   }
 
-  // 1.x: every entry that has `step` must agree (foreach=False keeps one per
-  // parameter, foreach=True only on the first).
+  // 1.x AdamW and 0.x SOAP keep `step` in the entries; every one that has it
+  // must agree (1.x foreach=True keeps it on the first only). 0.x SOAP counts
+  // from 0 on its first step, which only builds the preconditioner: 3.x counts
+  // that step too, so it gets one more.
   Status StepsFromEntries() {
     std::optional<int64_t> found;
     std::string first;
@@ -167,30 +259,30 @@ class Migrator {
       if (!found) first = k.text;
       found = n;
     }
+    const int64_t extra = family_ == LegacyFamily::kSoap0 ? 1 : 0;
+    std::optional<int64_t> steps = found ? std::optional<int64_t>(*found + extra) : std::nullopt;
     if (o_.steps) {
-      r_.steps = *o_.steps;
-      r_.steps_from = "--steps " + std::to_string(*o_.steps);
-      if (found && *found != *o_.steps) {
-        r_.notes.push_back("the entries' step is " + std::to_string(*found) + "; --steps " + std::to_string(*o_.steps) +
-                           " was used");
-      }
+      UseStepsOption(steps, "the entries' step");
       return Status();
     }
     if (!found && !st_.keys.empty()) {
       return InvalidArgumentError("no state entry has a step: give --steps N, the number of optimizer steps taken");
     }
-    r_.steps = found.value_or(0);
-    r_.steps_from = "the state entries' step = " + std::to_string(r_.steps) + " (first on " + first + ")";
+    r_.steps = steps.value_or(0);
+    r_.steps_from = "the state entries' step = " + std::to_string(found.value_or(0)) + " (first on " + first + ")" +
+                    (extra ? " + 1: 0.x SOAP does not count its first step, which only builds the preconditioner"
+                           : "");
     return Status();
   }
 
-  // {index: {name: v}} -> {index: {0: {heavyball3 name: v, is_initialized: {0}}}};
+  // {index: {name: v}} -> {index: {0: {3.x name: v, is_initialized: {...}}}};
   // split views ({index: {view: {...}}}, made by the remap) keep their views.
   Status RelayoutState(GraphBuilder& b) {
     ObjectGraph& g = r_.checkpoint.graph;
     NodeId state = DictLookup(g, st_.node, "state");
     std::vector<std::pair<NodeId, NodeId>> entries = g.at(state).entries;
     std::vector<std::pair<NodeId, NodeId>> out;
+    std::vector<std::string> fresh;
     for (auto [key, value] : entries) {
       NodeId per_view = b.Dict();
       std::vector<std::pair<NodeId, NodeId>> views;
@@ -200,24 +292,59 @@ class Migrator {
       } else {
         views.emplace_back(b.Int(0), value);
       }
+      // A reset SOAP entry (remap zero-fills it) would give 3.x a zero
+      // eigenbasis, which projects every update to zero: such parameters get
+      // no state instead, and 3.x builds their preconditioner on its next step.
+      if (family_ == LegacyFamily::kSoap0 && IsZeroFilled(DictLookup(g, views.front().second, "exp_avg"))) {
+        fresh.push_back(std::to_string(g.at(key).int_value));
+        continue;
+      }
       for (auto [view, fields] : views) {
         NodeId d = b.Dict();
-        std::vector<std::pair<NodeId, NodeId>> old = g.at(fields).entries;
-        for (auto [name, v] : old) {
-          for (const FieldName& f : fields_) {
-            if (Str(g, name) == f.legacy) b.Set(d, f.heavyball3, v);
+        NodeId initialized = b.New(NodeKind::kSet);
+        for (int64_t i : initialized_) {
+          NodeId n = b.Int(i);
+          g.at(initialized).items.push_back(n);
+        }
+        b.Set(d, "is_initialized", initialized);
+        if (family_ == LegacyFamily::kSoap0) {
+          std::string where = "state entry " + std::to_string(g.at(key).int_value) +
+                              (nested ? " view " + std::to_string(g.at(view).int_value) : "");
+          OPTSTATE_RETURN_IF_ERROR(SoapView(b, fields, d, where));
+        } else {
+          std::vector<std::pair<NodeId, NodeId>> old = g.at(fields).entries;
+          for (auto [name, v] : old) {
+            for (const FieldName& f : fields_) {
+              if (Str(g, name) == f.legacy) b.Set(d, f.heavyball3, v);
+            }
           }
         }
-        NodeId initialized = b.New(NodeKind::kSet);
-        NodeId zero = b.Int(0);
-        g.at(initialized).items.push_back(zero);
-        b.Set(d, "is_initialized", initialized);
         b.Set(per_view, view, d);
       }
       out.emplace_back(key, per_view);
     }
-    // 3.x reads a group's counter from the first of its parameters whose view
-    // dict has `step` (and writes it there after each step).
+    AddStepCounters(b, out);
+    g.at(state).entries = std::move(out);
+    if (!fresh.empty()) {
+      std::string list;
+      for (const std::string& k : fresh) list += (list.empty() ? "" : ", ") + k;
+      r_.notes.push_back("parameters " + list + " (reset) are written without state: a zero eigenbasis would "
+                         "stop their updates, so 3.x builds their preconditioner afresh on its next step");
+    }
+    return Status();
+  }
+
+  bool IsZeroFilled(NodeId tensor) const {
+    const Checkpoint& c = r_.checkpoint;
+    if (tensor == kNoNode || c.graph.at(tensor).kind != NodeKind::kTensor) return false;
+    int64_t storage = c.tensors[c.graph.at(tensor).tensor].storage;
+    return storage >= 0 && c.storages[static_cast<size_t>(storage)].zero_fill;
+  }
+
+  // 3.x reads a group's counter from the first of its parameters whose view
+  // dict has `step` (and writes it there after each step), as a 0-d int64.
+  void AddStepCounters(GraphBuilder& b, std::vector<std::pair<NodeId, NodeId>>& out) {
+    ObjectGraph& g = r_.checkpoint.graph;
     std::set<int64_t> present, firsts;
     for (auto [key, v] : out) present.insert(g.at(key).int_value);
     size_t next = 0;
@@ -230,109 +357,99 @@ class Migrator {
       }
       next += group.size();
     }
+    if (!firsts.empty()) {
+      r_.notes.push_back("step " + std::to_string(r_.steps) + " written as a 0-d int64 tensor in view 0 of the first "
+                         "parameter with state in each group, where 3.x reads and keeps its group's counter");
+    }
     for (auto [key, per_view] : out) {
       if (!firsts.count(g.at(key).int_value)) continue;
       NodeId view0 = g.at(per_view).entries.front().second;
-      NodeId steps = b.Int(r_.steps);
-      b.Set(view0, "step", steps);
+      NodeId steps = ComputedTensor(b, DType::kInt64, {});
+      r_.computed.back().int_value = r_.steps;
+      NodeId name = b.Str("step");
+      auto& entries = g.at(view0).entries;
+      entries.insert(entries.begin(), {name, steps});
     }
-    g.at(state).entries = std::move(out);
+  }
+
+  NodeId ComputedTensor(GraphBuilder& b, DType dtype, const std::vector<int64_t>& shape) {
+    NodeId t = b.Tensor(dtype, shape);
+    size_t storage = static_cast<size_t>(r_.checkpoint.tensors[r_.checkpoint.graph.at(t).tensor].storage);
+    r_.checkpoint.storages[storage].computed = true;
+    r_.computed.push_back(ComputedStorage{storage, 0, std::nullopt, {}});
+    return t;
+  }
+
+  StatusOr<const TensorRef*> Float32Tensor(NodeId id, const std::string& where) {
+    const ObjectGraph& g = r_.checkpoint.graph;
+    if (id == kNoNode || g.at(id).kind != NodeKind::kTensor) {
+      return InvalidArgumentError(where + " is not a tensor");
+    }
+    const TensorRef& t = r_.checkpoint.tensors[g.at(id).tensor];
+    if (t.dtype != DType::kFloat32 || t.is_dtensor || t.storage < 0) {
+      return UnsupportedError(where + " is " + std::string(GetDTypeInfo(t.dtype).name) +
+                              (t.is_dtensor ? " DTensor" : "") + ": only float32 whole tensors are migrated");
+    }
+    return &t;
+  }
+
+  // One 0.x SOAP view: exp_avg rotated (computed when written), the rest
+  // reshaped with 3.x's leading batch dimension; Q and GG per dimension,
+  // None where 3.x keeps no preconditioner (0.x's [] and its 1x1 matrices).
+  Status SoapView(GraphBuilder& b, NodeId fields, NodeId d, const std::string& where) {
+    ObjectGraph& g = r_.checkpoint.graph;
+    OPTSTATE_ASSIGN_OR_RETURN(const TensorRef* m, Float32Tensor(DictLookup(g, fields, "exp_avg"), where + " exp_avg"));
+    OPTSTATE_ASSIGN_OR_RETURN(const TensorRef* v,
+                              Float32Tensor(DictLookup(g, fields, "exp_avg_sq"), where + " exp_avg_sq"));
+    const TensorRef moment = *m, second = *v;
+    if (moment.sizes != second.sizes) return InvalidArgumentError(where + ": exp_avg and exp_avg_sq differ in shape");
+    const size_t dims = moment.sizes.empty() ? 0 : moment.sizes.size();
+    std::vector<std::optional<TensorRef>> bases(dims);
+    std::vector<NodeId> qs, ggs;
+    for (const char* list_name : {"Q", "GG"}) {
+      NodeId list = DictLookup(g, fields, list_name);
+      if (list == kNoNode || g.at(list).kind != NodeKind::kList) {
+        return InvalidArgumentError(where + ": " + list_name + " is " + (list == kNoNode ? "missing" : "not a list") +
+                                    " (an entry whose preconditioner was never built)");
+      }
+      std::vector<NodeId> items = g.at(list).items;
+      if (items.size() != std::max<size_t>(dims, 1)) {
+        return InvalidArgumentError(where + ": " + list_name + " has " + std::to_string(items.size()) +
+                                    " matrices for a state of " + std::to_string(dims) + " dimensions");
+      }
+      for (size_t i = 0; i < items.size(); ++i) {
+        NodeId item = items[i];
+        const int64_t n = i < dims ? moment.sizes[i] : 0;
+        if (g.at(item).kind == NodeKind::kList && g.at(item).items.empty()) {
+          (list_name[0] == 'Q' ? qs : ggs).push_back(b.New(NodeKind::kNone));
+          continue;
+        }
+        std::string what = where + " " + list_name + "[" + std::to_string(i) + "]";
+        OPTSTATE_ASSIGN_OR_RETURN(const TensorRef* t, Float32Tensor(item, what));
+        if (t->sizes != std::vector<int64_t>{n, n}) {
+          return InvalidArgumentError(what + " is not " + std::to_string(n) + "x" + std::to_string(n));
+        }
+        if (n == 1) {
+          (list_name[0] == 'Q' ? qs : ggs).push_back(b.New(NodeKind::kNone));
+          continue;
+        }
+        TensorRef copy = *t;
+        if (list_name[0] == 'Q') bases[i] = copy;
+        std::vector<int64_t> strides = WithBatchDim(copy.strides, n * n);
+        (list_name[0] == 'Q' ? qs : ggs).push_back(b.TensorOver(copy, WithBatchDim(copy.sizes, 1), strides));
+      }
+    }
+    NodeId rotated = ComputedTensor(b, DType::kFloat32, WithBatchDim(moment.sizes, 1));
+    r_.computed.back().source = moment;
+    r_.computed.back().bases = std::move(bases);
+    b.Set(d, "scale_by_soap_exp_avg_2", rotated);
+    int64_t numel = 1;
+    for (int64_t s : second.sizes) numel *= s;
+    b.Set(d, "scale_by_soap_exp_avg_sq_2",
+          b.TensorOver(second, WithBatchDim(second.sizes, 1), WithBatchDim(second.strides, numel)));
+    b.Set(d, "scale_by_soap_Q_3", b.List(std::move(qs)));
+    b.Set(d, "scale_by_soap_GG_3", b.List(std::move(ggs)));
     return Status();
-  }
-
-  NodeId Copied(NodeId group, const char* legacy, NodeId fallback) {
-    NodeId v = DictLookup(r_.checkpoint.graph, group, legacy);
-    return v != kNoNode ? v : fallback;
-  }
-
-  // Each group as 3.2's AdamW saves it: its own hyperparameters carried over,
-  // 3.2's defaults for the rest, params as the remap numbered them.
-  void RewriteGroups(GraphBuilder& b) {
-    ObjectGraph& g = r_.checkpoint.graph;
-    NodeId groups = DictLookup(g, st_.node, "param_groups");
-    std::vector<NodeId> items = g.at(groups).items;
-    std::set<std::string> left_out, sentinels;
-    size_t next = 0;
-    for (size_t gi = 0; gi < items.size(); ++gi) {
-      NodeId old = items[gi];
-      NodeId lr = Copied(old, "lr", b.Float(0.0025));
-      uint64_t numel = 0;
-      size_t count = gi < st_.group_params.size() ? st_.group_params[gi].size() : 0;
-      for (size_t p = next; p < next + count && p < params_.size(); ++p) {
-        uint64_t n = 1;
-        for (int64_t d : params_[p].shape) n *= static_cast<uint64_t>(d);
-        numel += n;
-      }
-      next += count;
-      NodeId foreach = DictLookup(g, old, "foreach");
-      NodeId d = b.Dict();
-      b.Set(d, "lr", lr);
-      b.Set(d, "betas", Copied(old, "betas", kNoNode));
-      b.Set(d, "eps", Copied(old, "eps", b.Float(1e-8)));
-      b.Set(d, "weight_decay", Copied(old, "weight_decay", b.Int(0)));
-      b.Set(d, "warmup_steps", Copied(old, "warmup_steps", b.Int(0)));
-      b.Set(d, "storage_dtype", Copied(old, "storage_dtype", b.Str("float32")));
-      b.Set(d, "mars", Copied(old, "mars", b.Bool(false)));
-      b.Set(d, "caution", Copied(old, "caution", b.Bool(false)));
-      b.Set(d, "mars_gamma", Copied(old, "mars_gamma", b.Float(0.0025)));
-      b.Set(d, "cautious_weight_decay", b.Bool(false));
-      b.Set(d, "ecc", b.New(NodeKind::kNone));
-      b.Set(d, "param_ecc", b.New(NodeKind::kNone));
-      b.Set(d, "beta2_scale", Copied(old, "beta2_scale", b.Float(0.8)));
-      b.Set(d, "multi_tensor", foreach != kNoNode ? foreach : b.Bool(true));
-      b.Set(d, "param_count", b.Int(static_cast<int64_t>(numel)));
-      b.Set(d, "base_lr", lr);
-      b.Set(d, "is_preconditioning", b.Bool(false));
-      b.Set(d, "prev_lr", lr);
-      b.Set(d, "step", b.New(NodeKind::kNone));
-      b.Set(d, "params", DictLookup(g, old, "params"));
-      std::vector<std::pair<NodeId, NodeId>> old_entries = g.at(old).entries;
-      for (auto [k, v] : old_entries) {
-        std::string name = Str(g, k);
-        bool kept = DictLookup(g, d, name) != kNoNode;
-        for (const char* f : kLegacyOnlyFields) kept |= name == f;
-        bool sentinel = false;
-        for (const char* f : kPickledSentinels) sentinel |= name == f;
-        if (sentinel) sentinels.insert(name);
-        if (!kept && !sentinel) left_out.insert(name);
-      }
-      g.at(groups).items[gi] = d;
-    }
-    r_.notes.push_back(std::string("param_groups: lr, betas, eps, weight_decay, warmup_steps, storage_dtype, mars, "
-                                   "caution, mars_gamma") +
-                       (counter_in_entries_ ? ", beta2_scale" : "") + " carried over, foreach as multi_tensor; " +
-                       (counter_in_entries_ ? "the entries' step became the first parameter's (where 3.x reads it)"
-                                            : "the counter k became the state's step; train_mode, weight_sum and "
-                                              "lr_max (schedule-free bookkeeping AdamW never read) left out") +
-                       "; the other fields are HeavyBall 3.2's defaults");
-    if (!sentinels.empty()) {
-      std::string list;
-      for (const std::string& f : sentinels) list += (list.empty() ? "" : ", ") + f;
-      r_.notes.push_back("param_groups: " + list + " (pickled default sentinels and the optimizer class, which "
-                         "torch.load(weights_only=True) refuses and 3.x does not save) left out");
-    }
-    for (const std::string& f : left_out) {
-      r_.notes.push_back("param_groups field '" + f + "' has no HeavyBall 3.2 AdamW counterpart and was left out");
-    }
-  }
-
-  // What HeavyBall 3.x's StatefulOptimizer stores beside state and groups, for
-  // an AdamW that never used its preconditioning machinery.
-  void AddHeavyballEntry(GraphBuilder& b) {
-    ObjectGraph& g = r_.checkpoint.graph;
-    NodeId d = b.Dict();
-    b.Set(d, "inner_group", b.Dict());
-    b.Set(d, "use_ema", b.Bool(false));
-    b.Set(d, "ema_decay", b.Float(0.001));
-    b.Set(d, "compile_step", b.Bool(false));
-    b.Set(d, "hessian_approx", b.Bool(false));
-    b.Set(d, "fallback_to_finite_differences", b.Bool(true));
-    b.Set(d, "_fallback_enabled", b.Bool(false));
-    b.Set(d, "hvp_interval", b.Int(1));
-    NodeId key = b.Str("heavyball");
-    g.at(st_.node).entries.emplace_back(key, d);
-    r_.notes.push_back("the top-level 'heavyball' entry is written without 'precond_schedule' (3.x pickles that "
-                       "callable; without it 3.x keeps its constructor's)");
   }
 
   const Checkpoint& cp_;
@@ -341,8 +458,10 @@ class Migrator {
   const MatchReport& m_;
   const MigrateOptions& o_;
   MigrateResult r_;
+  LegacyFamily family_ = LegacyFamily::kAdamW0;
   std::span<const FieldName> fields_;
-  bool counter_in_entries_ = false;
+  std::span<const int64_t> initialized_;
+  double precondition_frequency_ = 0;
 };
 
 }  // namespace
@@ -351,6 +470,34 @@ StatusOr<MigrateResult> MigrateState(const Checkpoint& checkpoint, const Optimiz
                                      const std::vector<ParamInfo>& params, const MatchReport& match,
                                      const MigrateOptions& options) {
   return Migrator(checkpoint, state, params, match, options).Run();
+}
+
+StatusOr<WriteReport> WriteMigrated(const CheckpointFile& input, const MigrateResult& r, const std::string& path,
+                                    const WriteOptions& options) {
+  std::map<size_t, const ComputedStorage*> plans;
+  for (const ComputedStorage& c : r.computed) plans[c.storage] = &c;
+  std::vector<float> values;
+  int64_t scalar = 0;
+  auto compute = [&](size_t storage) -> StatusOr<ByteSpan> {
+    auto it = plans.find(storage);
+    if (it == plans.end()) return InternalError("storage " + std::to_string(storage) + " has no computation");
+    const ComputedStorage& c = *it->second;
+    if (!c.source) {
+      scalar = c.int_value;
+      return ByteSpan(reinterpret_cast<const std::byte*>(&scalar), sizeof scalar);
+    }
+    OPTSTATE_ASSIGN_OR_RETURN(std::vector<float> x, ReadTensorAsFloat(input.bytes(), r.checkpoint, *c.source));
+    std::vector<Basis> bases(c.bases.size());
+    for (size_t d = 0; d < c.bases.size(); ++d) {
+      if (!c.bases[d]) continue;
+      OPTSTATE_ASSIGN_OR_RETURN(bases[d], ReadTensorAsFloat(input.bytes(), r.checkpoint, *c.bases[d]));
+      const auto n = static_cast<size_t>(c.source->sizes[d]);
+      if (bases[d].size() != n * n) return InternalError("a basis does not match its dimension");
+    }
+    values = ProjectIntoEigenbasis(x, c.source->sizes, bases);
+    return ByteSpan(reinterpret_cast<const std::byte*>(values.data()), values.size() * sizeof(float));
+  };
+  return WriteCheckpoint(input, r.checkpoint, r.checkpoint.graph.root, path, compute, options);
 }
 
 }  // namespace optstate

@@ -5,11 +5,16 @@ Source: github.com/HomebrewML/HeavyBall, extracted outside the repository by
 heavyball-fixtures.sh (0.24.4 = commit 0ad271b; 3.2.0 = tag v3.2.0), put on sys.path.
 
 Usage (inside the torch 2.6 chroot):
-  python3 testdata/gen/gen_heavyball_migrate.py HEAVYBALL_SRC VERSION OUTDIR
+  python3 testdata/gen/gen_heavyball_migrate.py HEAVYBALL_SRC VERSION OUTDIR [CASE...]
 VERSION 0.24.4 or 1.4.0 writes OUTDIR/adamw_foreach/ and OUTDIR/adamw_perparam/ (ForeachAdamW
 with foreach=True / False; 1.4.0 keys state by (Parameter, view), so optim.pt holds a copy of
-each parameter, and there is no model in it); VERSION 3.2.0 writes OUTDIR/adamw/
-(heavyball.AdamW). Each holds:
+each parameter, and there is no model in it); 0.24.4 also OUTDIR/soap/ (ForeachSOAP with
+foreach=False: with foreach=True 0.24.4's SOAP step reads the last parameter's state for every
+parameter and fails on the first two shapes that differ); VERSION 3.2.0 writes OUTDIR/adamw/
+(heavyball.AdamW) and OUTDIR/soap/ (heavyball.SOAP). soap_conv is SOAP on ConvNet (both
+versions), whose conv weight SOAP keeps as a merged [64, 27] view; 0.24.4's psgd_kron
+(ForeachPSGDKron) is what migrate refuses. CASE... limits the run.
+Each holds:
   optim.pt            torch.save(opt.state_dict()) after SAVED steps
   model.pt            torch.save(model.state_dict()) at the same point
   manifest.json       the parameters in param_groups order with their data_ptr, what
@@ -29,15 +34,23 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_heavyball_fsdp2 import Net  # noqa: E402,F401  (13 parameters, several of one shape; resume_heavyball3.py imports it from here)
+# Net: 13 parameters, several of one shape; ConvNet: a conv weight [64, 3, 3, 3] that SOAP merges
+# to a [64, 27] view (case soap_conv). resume_heavyball3.py imports them from here.
+from gen_heavyball_fsdp2 import ConvNet, Net  # noqa: E402,F401
 
 SAVED = 3
 CONTINUED = 3
 LR = 1e-2
 
 
-def batches(n):
+def model_for(case):
+    return ConvNet(10) if case.endswith("_conv") else Net()
+
+
+def batches(n, case="adamw"):
     g = torch.Generator().manual_seed(7)
+    if case.endswith("_conv"):
+        return [(torch.randn(4, 3, 8, 8, generator=g), torch.randn(4, 10, generator=g)) for _ in range(n)]
     return [(torch.randint(0, 96, (4, 5), generator=g), torch.randn(4, 5, 64, generator=g)) for _ in range(n)]
 
 
@@ -55,6 +68,12 @@ def sha(t):
 
 def make(version, case):
     import heavyball
+    if case == "psgd_kron":  # migrate refuses it by name; the fixture proves the refusal on a real file
+        return lambda params: heavyball.ForeachPSGDKron(params, lr=LR)
+    if case.startswith("soap"):
+        if version.startswith("3."):
+            return lambda params: heavyball.SOAP(params, lr=LR)
+        return lambda params: heavyball.ForeachSOAP(params, lr=LR, foreach=False)
     if not version.startswith("3."):
         return lambda params: heavyball.ForeachAdamW(params, lr=LR, foreach=case == "adamw_foreach")
     return lambda params: heavyball.AdamW(params, lr=LR)
@@ -62,9 +81,9 @@ def make(version, case):
 
 def run(version, case, out):
     torch.manual_seed(0)
-    model = Net()
+    model = model_for(case)
     opt = make(version, case)(model.parameters())
-    data = batches(SAVED + CONTINUED)
+    data = batches(SAVED + CONTINUED, case)
     train(model, opt, data[:SAVED])
     os.makedirs(out, exist_ok=True)
     torch.save(opt.state_dict(), os.path.join(out, "optim.pt"))
@@ -94,8 +113,10 @@ def main():
     sys.path.insert(0, src)
     import heavyball.utils
     heavyball.utils.compile_mode = None
-    cases = ("adamw",) if version.startswith("3.") else ("adamw_foreach", "adamw_perparam")
-    for case in cases:
+    cases = {"3.2.0": ("adamw", "soap", "soap_conv"),
+             "0.24.4": ("adamw_foreach", "adamw_perparam", "soap", "soap_conv", "psgd_kron")}.get(
+        version, ("adamw_foreach", "adamw_perparam"))
+    for case in sys.argv[4:] or cases:
         run(version, case, os.path.join(out, case))
         print(version, case, sorted(os.listdir(os.path.join(out, case))))
 

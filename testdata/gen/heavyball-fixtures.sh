@@ -9,9 +9,9 @@
 #   0.24.4 = commit 0ad271b (no tag; 19ee313 after it is 0.25.0)
 #     gen_heavyball_fsdp2.py -> testdata/heavyball/fsdp2_0.24.4/
 #     gen_heavyball_fsdp2_tp.py -> testdata/heavyball/fsdp2_tp_0.24.4/ (FSDP2 + TP, 4 ranks)
-#     gen_heavyball_migrate.py -> testdata/heavyball/migrate/0.24.4/ (legacy AdamW, saved + continued)
+#     gen_heavyball_migrate.py -> testdata/heavyball/migrate/0.24.4/ (legacy AdamW and SOAP, saved + continued)
 #   3.2.0 = tag v3.2.0
-#     gen_heavyball_migrate.py -> testdata/heavyball/migrate/3.2.0/ (3.x's own layout, the golden)
+#     gen_heavyball_migrate.py -> testdata/heavyball/migrate/3.2.0/ (3.x's own layouts, the goldens)
 #   1.4.0 = tag v1.4.0 (the last fake_groups release with a tag)
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/1.4.0/ ((Parameter, i) keys, optimizer alone)
 #     gen_heavyball_freeze.py -> testdata/heavyball/freeze_1.4.0/
@@ -45,18 +45,7 @@ src=$(extract v1.4.0 1.4.0)
 rm -rf "$repo/testdata/heavyball"
 mv "$repo/$stage" "$repo/testdata/heavyball"
 du -sh "$repo/testdata/heavyball"
-# The resume check needs HeavyBall 3.x, so it runs here and not in CI: migrate every legacy
-# case with the optstate binary given as $OPTSTATE (if set), resume in 3.2.0, record figures.
+# The resume check needs HeavyBall 3.x, so it runs here and not in CI (heavyball-resume.sh).
 if [ -n "${OPTSTATE:-}" ]; then
-  out=testdata/.heavyball-migrated
-  rm -rf "$repo/$out" && mkdir -p "$repo/$out/0.24.4" "$repo/$out/1.4.0"
-  for case in adamw_foreach adamw_perparam; do
-    d=$repo/testdata/heavyball/migrate/0.24.4/$case
-    "$OPTSTATE" migrate "$d/optim.pt" --manifest "$d/manifest.json" --steps 3 -o "$repo/$out/0.24.4/$case.pt" > /dev/null
-    d=$repo/testdata/heavyball/migrate/1.4.0/$case
-    "$OPTSTATE" migrate "$d/optim.pt" --model "$d/model.pt" -o "$repo/$out/1.4.0/$case.pt" > /dev/null
-  done
-  "$here/torch26-python.sh" testdata/gen/resume_heavyball3.py /var/tmp/heavyball-3.2.0 testdata/heavyball/migrate \
-    "$out" testdata/heavyball/migrate/resume.json
-  rm -rf "$repo/$out"
+  "$here/heavyball-resume.sh" "$OPTSTATE"
 fi

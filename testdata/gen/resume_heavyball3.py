@@ -5,14 +5,17 @@ Usage (torch 2.6 chroot): resume_heavyball3.py HEAVYBALL3_SRC FIXTURES MIGRATED 
   FIXTURES  testdata/heavyball/migrate (gen_heavyball_migrate.py's output)
   MIGRATED  a directory holding <version>/<case>.pt, what optstate migrate wrote from
             FIXTURES/<version>/<case>/optim.pt
-For every legacy case: a fresh Net gets the saved model; heavyball.AdamW (3.x) loads the
-migrated file; then
-  visible   every parameter's 3.x state (update_by_adam_exp_avg_0/_sq_0) is exactly the
-            legacy entry that belonged to it (by the data_ptr in the fixture's manifest)
+For every legacy case: a fresh Net gets the saved model; the 3.x optimizer of the same
+algorithm (heavyball.AdamW, heavyball.SOAP for case "soap") loads the migrated file; then
+  visible   every parameter's 3.x state is the legacy entry that belonged to it (by the
+            data_ptr in the fixture's manifest): AdamW's moments bit for bit; SOAP's
+            exp_avg_sq, Q and GG bit for bit with 3.x's leading batch dimension, exp_avg equal
+            to the legacy one projected into Q's eigenbasis (float64 einsum here)
   step 1    the first step's parameters differ from those of a fresh optimizer
   distance  after the CONTINUED steps of the same batches, ||params - old run's|| (L2 over all
             parameters) for: the migrated file, a reference conversion made here by hand from
-            the legacy file, and fresh state
+            the legacy file, and fresh state; for SOAP also the hand conversion without the
+            rotation of exp_avg (what a rename alone gives)
 """
 import json
 import math
@@ -24,11 +27,11 @@ import torch
 
 warnings.filterwarnings("ignore")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_heavyball_migrate import CONTINUED, LR, SAVED, Net, batches  # noqa: E402
+from gen_heavyball_migrate import CONTINUED, LR, SAVED, batches, model_for  # noqa: E402
 
 
 def fresh_model(case_dir):
-    m = Net()
+    m = model_for(os.path.basename(case_dir))
     m.load_state_dict(torch.load(os.path.join(case_dir, "model.pt"), weights_only=True))
     return m
 
@@ -51,36 +54,90 @@ def load_legacy(case_dir):
             del heavyball.ForeachAdamW
 
 
-def legacy_moments(case_dir, legacy, i):
-    """Parameter i's (exp_avg, exp_avg_sq) in a legacy file: 0.x keys (data_ptr, shape) through
-    the manifest; 1.x keys (Parameter copy, view) by the copy's bytes against the saved model."""
+def legacy_entry(case_dir, legacy, i):
+    """Parameter i's entry in a legacy file: 0.x keys (data_ptr, shape) through the manifest (the
+    shape may be SOAP's merged view of the parameter); 1.x keys (Parameter copy, view) by the
+    copy's bytes against the saved model."""
     manifest = json.load(open(os.path.join(case_dir, "manifest.json")))["params"]
     model = torch.load(os.path.join(case_dir, "model.pt"), weights_only=True)
     for key, entry in legacy["state"].items():
         if isinstance(key[0], int):
-            if (key[0], tuple(key[1])) != (manifest[i]["data_ptr"], tuple(manifest[i]["shape"])):
-                continue
-            return entry["exp_avg"], entry["exp_avg_sq"]
-        if key[1] == 0 and torch.equal(key[0].detach(), model[manifest[i]["name"]]):
-            return entry["update_by_adam_exp_avg"], entry["update_by_adam_exp_avg_sq"]
+            if key[0] == manifest[i]["data_ptr"] and math.prod(key[1]) == math.prod(manifest[i]["shape"]):
+                return entry
+        elif key[1] == 0 and torch.equal(key[0].detach(), model[manifest[i]["name"]]):
+            return entry
     raise SystemExit(f"{case_dir}: no legacy entry for parameter {i}")
 
 
-def reference_conversion(case_dir, steps):
-    """By hand from the legacy file, parameter by parameter (legacy_moments)."""
+def legacy_moments(entry):
+    if "exp_avg" in entry:
+        return entry["exp_avg"], entry["exp_avg_sq"]
+    return entry["update_by_adam_exp_avg"], entry["update_by_adam_exp_avg_sq"]
+
+
+def projected(x, Q):
+    """HeavyBall's project(x, Q, back=False), in float64: x contracted with Q on every dim that has one."""
+    y = x.double()
+    for d, q in enumerate(Q):
+        if isinstance(q, torch.Tensor) and q.numel() > 1:
+            y = torch.tensordot(y, q.double(), dims=([d], [0])).movedim(-1, d)
+    return y.float()
+
+
+def soap_view(entry, rotate=True):
+    m = projected(entry["exp_avg"], entry["Q"]) if rotate else entry["exp_avg"]
+    basis = [q[None] if isinstance(q, torch.Tensor) and q.numel() > 1 else None for q in entry["Q"]]
+    gg = [g[None] if isinstance(g, torch.Tensor) and g.numel() > 1 else None for g in entry["GG"]]
+    return {"is_initialized": {0, 2, 3}, "scale_by_soap_exp_avg_2": m[None],
+            "scale_by_soap_exp_avg_sq_2": entry["exp_avg_sq"][None], "scale_by_soap_Q_3": basis,
+            "scale_by_soap_GG_3": gg}
+
+
+def soap_visible(st, entry):
+    want = soap_view(entry)
+    if not torch.allclose(st.get("scale_by_soap_exp_avg_2", torch.empty(0)), want["scale_by_soap_exp_avg_2"],
+                          rtol=1e-5, atol=1e-9):
+        return False
+    for k in ("scale_by_soap_exp_avg_sq_2", "scale_by_soap_Q_3", "scale_by_soap_GG_3"):
+        a, b = st.get(k), want[k]
+        if isinstance(b, list):
+            if not isinstance(a, list) or len(a) != len(b) or any(
+                    (x is None) != (y is None) or (y is not None and not torch.equal(x, y)) for x, y in zip(a, b)):
+                return False
+        elif a is None or not torch.equal(a, b):
+            return False
+    return True
+
+
+def adamw_visible(st, entry):
+    em, ev = legacy_moments(entry)
+    return torch.equal(st.get("update_by_adam_exp_avg_0", torch.empty(0)), em) and \
+        torch.equal(st.get("update_by_adam_exp_avg_sq_0", torch.empty(0)), ev)
+
+
+def reference_conversion(case_dir, steps, rotate=True):
+    """By hand from the legacy file, parameter by parameter (legacy_entry)."""
     legacy = load_legacy(case_dir)
     n = len(json.load(open(os.path.join(case_dir, "manifest.json")))["params"])
     state = {}
     for i in range(n):
-        m, v = legacy_moments(case_dir, legacy, i)
-        state[i] = {0: {"update_by_adam_exp_avg_0": m, "update_by_adam_exp_avg_sq_0": v, "is_initialized": {0}}}
+        entry = legacy_entry(case_dir, legacy, i)
+        if "Q" in entry:
+            state[i] = {0: soap_view(entry, rotate)}
+        else:
+            m, v = legacy_moments(entry)
+            state[i] = {0: {"update_by_adam_exp_avg_0": m, "update_by_adam_exp_avg_sq_0": v, "is_initialized": {0}}}
     state[0][0]["step"] = torch.tensor(steps, dtype=torch.int64)
     return state
 
 
+def make_optimizer(heavyball, case, params):
+    return heavyball.SOAP(params, lr=LR) if case.startswith("soap") else heavyball.AdamW(params, lr=LR)
+
+
 def run(heavyball, case_dir, load, data):
     model = fresh_model(case_dir)
-    opt = heavyball.AdamW(model.parameters(), lr=LR)
+    opt = make_optimizer(heavyball, os.path.basename(case_dir), model.parameters())
     if load is not None:
         load(opt)
     firsts = None
@@ -99,11 +156,11 @@ def main():
     import heavyball
     import heavyball.utils
     heavyball.utils.compile_mode = None
-    data = batches(SAVED + CONTINUED)[SAVED:]
     figures = []
     for version in sorted(os.listdir(migrated_dir)):
         for name in sorted(os.listdir(os.path.join(migrated_dir, version))):
             case = name[:-3]
+            data = batches(SAVED + CONTINUED, case)[SAVED:]
             case_dir = os.path.join(fixtures, version, case)
             path = os.path.join(migrated_dir, version, name)
             ref = torch.load(os.path.join(case_dir, "model.continued.pt"), weights_only=True)
@@ -116,25 +173,31 @@ def main():
             params = list(model.parameters())
             visible = 0
             for i, p in enumerate(params):
-                em, ev = legacy_moments(case_dir, legacy, i)
+                entry = legacy_entry(case_dir, legacy, i)
                 st = opt.state.get(p, {}).get(0, {})
-                if torch.equal(st.get("update_by_adam_exp_avg_0", torch.empty(0)), em) and \
-                        torch.equal(st.get("update_by_adam_exp_avg_sq_0", torch.empty(0)), ev):
-                    visible += 1
+                visible += (soap_visible if case.startswith("soap") else adamw_visible)(st, entry)
             model_m, _, first_m = run(heavyball, case_dir, load_migrated, data)
-            state = reference_conversion(case_dir, SAVED)
 
-            def load_reference(opt):
-                sd = opt.state_dict()
-                sd["state"] = state
-                opt.load_state_dict(sd)
-            model_r, _, _ = run(heavyball, case_dir, load_reference, data)
+            def load_reference(state):
+                def load(opt):
+                    # The hand conversion takes the migrated file's groups and heavyball entry
+                    # (hyperparameters, SOAP's schedule position): only the state is made here.
+                    sd = torch.load(path, weights_only=True)
+                    sd["state"] = state
+                    opt.load_state_dict(sd)
+                return load
+            model_r, _, _ = run(heavyball, case_dir, load_reference(reference_conversion(case_dir, SAVED)), data)
             model_f, _, first_f = run(heavyball, case_dir, None, data)
             differs = any(not torch.equal(first_m[n], first_f[n]) for n in first_m)
             row = {"heavyball_from": version, "case": case, "heavyball_to": "3.2.0", "params": len(params),
                    "state_visible": visible, "first_step_differs_from_fresh": differs,
                    "distance_migrated": distance(model_m, ref), "distance_reference": distance(model_r, ref),
                    "distance_fresh": distance(model_f, ref), "continued_steps": CONTINUED}
+            if case.startswith("soap"):
+                model_u, _, _ = run(heavyball, case_dir,
+                                    load_reference(reference_conversion(case_dir, SAVED, rotate=False)), data)
+                d = distance(model_u, ref)
+                row["distance_unrotated_exp_avg"] = d if math.isfinite(d) else None  # null: diverged
             figures.append(row)
             print(json.dumps(row))
     with open(out, "w") as f:

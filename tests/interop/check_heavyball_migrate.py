@@ -2,16 +2,23 @@
 
 Usage (torch 2.6): check_heavyball_migrate.py FIXTURES SCRATCH
   FIXTURES  testdata/heavyball/migrate: {0.24.4,1.4.0}/<case>/{optim.pt,manifest.json,model.pt}
-            (legacy input), 3.2.0/adamw/optim.pt (what real HeavyBall 3.2.0 saved for the same model)
+            (legacy input), 3.2.0/{adamw,soap,soap_conv}/optim.pt (what real HeavyBall 3.2.0
+            saved for the same model with the same algorithm)
   SCRATCH   <version>/<case>.pt, what optstate migrate wrote
 1. Each output loads with weights_only=True.
 2. Its layout is 3.2.0's: the same state keys, each {0: {...}} with the same names per
-   parameter (`step` only where 3.2.0 has it), is_initialized {0}, param_groups with the same
-   fields, the `heavyball` entry with 3.2.0's fields but `precond_schedule` (a pickle).
-3. Its values are the legacy ones: every moment bit for bit from the entry the manifest's
-   data_ptr names (0.x) or whose Parameter copy has the saved model's bytes (1.x), the step
-   counter 3, the legacy lr / betas / eps.
+   parameter (`step` only where 3.2.0 has it, of the same type), the same is_initialized,
+   SOAP's tensors with 3.2.0's shapes (leading batch dim, None where 3.2.0 has None),
+   param_groups with the same fields, the `heavyball` entry with 3.2.0's fields (AdamW's
+   without `precond_schedule`, a pickle 3.x falls back from).
+3. Its values are the legacy ones: every AdamW moment bit for bit from the entry the
+   manifest's data_ptr names (0.x) or whose Parameter copy has the saved model's bytes (1.x);
+   SOAP's exp_avg_sq, Q and GG bit for bit, its exp_avg the legacy one projected into Q's
+   eigenbasis (float64 here); the step counter 3; the legacy lr / betas / eps; SOAP's
+   precondition_frequency as 3.x's pickled schedule.
 """
+import math
+import pickle
 import json
 import os
 import sys
@@ -30,10 +37,18 @@ def load_legacy(path):
     return torch.load(path, weights_only=False)
 
 
+def legacy_entry_0x(legacy, manifest, i):
+    """0.x: the entry keyed by the parameter's data_ptr and its shape or SOAP's merged view of it."""
+    for (ptr, shape), e in legacy["state"].items():
+        if ptr == manifest[i]["data_ptr"] and math.prod(shape) == math.prod(manifest[i]["shape"]):
+            return e
+    fail(f"no legacy entry for {manifest[i]['name']}")
+
+
 def legacy_moments(fixtures, version, case, legacy, manifest, i):
     """Parameter i's moments: 0.x by (data_ptr, shape), 1.x by its (Parameter copy, 0) key's bytes."""
     if version.startswith("0."):
-        e = legacy["state"][(manifest[i]["data_ptr"], tuple(manifest[i]["shape"]))]
+        e = legacy_entry_0x(legacy, manifest, i)
         return e["exp_avg"], e["exp_avg_sq"]
     model = torch.load(os.path.join(fixtures, version, case, "model.pt"), weights_only=True)
     for (param, view), e in legacy["state"].items():
@@ -47,11 +62,44 @@ def fail(msg):
     sys.exit(1)
 
 
+def projected(x, Q):
+    """HeavyBall's project(x, Q, back=False) in float64: x contracted with Q on every dim that has one."""
+    y = x.double()
+    for d, q in enumerate(Q):
+        if isinstance(q, torch.Tensor) and q.numel() > 1:
+            y = torch.tensordot(y, q.double(), dims=([d], [0])).movedim(-1, d)
+    return y
+
+
+def check_soap_entry(case, i, mine, legacy_entry, golden_view):
+    for k, v in golden_view.items():
+        if isinstance(v, torch.Tensor) and k != "step" and mine[k].shape != v.shape:
+            fail(f"{case}: state[{i}] {k} has shape {list(mine[k].shape)}, 3.2.0 {list(v.shape)}")
+        if isinstance(v, list) and [None if x is None else list(x.shape) for x in mine[k]] != \
+                [None if x is None else list(x.shape) for x in v]:
+            fail(f"{case}: state[{i}] {k} is not laid out as 3.2.0's")
+    if not torch.equal(mine["scale_by_soap_exp_avg_sq_2"][0], legacy_entry["exp_avg_sq"]):
+        fail(f"{case}: state[{i}] exp_avg_sq is not the legacy one")
+    for name, legacy_name in (("scale_by_soap_Q_3", "Q"), ("scale_by_soap_GG_3", "GG")):
+        for ours, theirs in zip(mine[name], legacy_entry[legacy_name]):
+            if (ours is None) != (not isinstance(theirs, torch.Tensor) or theirs.numel() <= 1) or \
+                    (ours is not None and not torch.equal(ours[0], theirs)):
+                fail(f"{case}: state[{i}] {name} is not the legacy {legacy_name}")
+    want = projected(legacy_entry["exp_avg"], legacy_entry["Q"])
+    got = mine["scale_by_soap_exp_avg_2"][0].double()
+    err = float((got - want).abs().max())
+    if err > 1e-6 * float(want.abs().max()) + 1e-12:
+        fail(f"{case}: state[{i}] exp_avg is not the legacy one in Q's eigenbasis (max error {err:.3g})")
+
+
 def main():
     fixtures, scratch = sys.argv[1], sys.argv[2]
-    golden = torch.load(os.path.join(fixtures, "3.2.0", "adamw", "optim.pt"), weights_only=True)
     checked = 0
-    for version, case in [(v, c) for v in ("0.24.4", "1.4.0") for c in ("adamw_foreach", "adamw_perparam")]:
+    cases = [(v, c) for v in ("0.24.4", "1.4.0") for c in ("adamw_foreach", "adamw_perparam")]
+    cases += [("0.24.4", "soap"), ("0.24.4", "soap_conv")]
+    for version, case in cases:
+        soap = case.startswith("soap")
+        golden = torch.load(os.path.join(fixtures, "3.2.0", case if soap else "adamw", "optim.pt"), weights_only=True)
         out = torch.load(os.path.join(scratch, version, f"{case}.pt"), weights_only=True)
         legacy = load_legacy(os.path.join(fixtures, version, case, "optim.pt"))
         manifest = json.load(open(os.path.join(fixtures, version, case, "manifest.json")))["params"]
@@ -66,6 +114,13 @@ def main():
                 fail(f"{case}: state[{i}] is {mine.keys()} / {sorted(mine[0])}, 3.2.0 has {sorted(entry[0])}")
             if mine[0]["is_initialized"] != entry[0]["is_initialized"]:
                 fail(f"{case}: state[{i}] is_initialized {mine[0]['is_initialized']}")
+            if "step" in entry[0] and (type(mine[0]["step"]) is not type(entry[0]["step"]) or
+                                       mine[0]["step"].dtype != entry[0]["step"].dtype):
+                fail(f"{case}: state[{i}] step is {mine[0]['step']!r}, 3.2.0 saves {entry[0]['step']!r}")
+            if soap:
+                check_soap_entry(case, i, mine[0], legacy_entry_0x(legacy, manifest, i), entry[0])
+                checked += 1
+                continue
             em, ev = legacy_moments(fixtures, version, case.split("/")[1], legacy, manifest, i)
             if not torch.equal(mine[0]["update_by_adam_exp_avg_0"], em) or \
                     not torch.equal(mine[0]["update_by_adam_exp_avg_sq_0"], ev):
@@ -78,17 +133,27 @@ def main():
             fail(f"{case}: param_groups fields differ: only ours {sorted(set(ours) - set(theirs))}, "
                  f"only 3.2.0 {sorted(set(theirs) - set(ours))}")
         lg = legacy["param_groups"][0]
-        for k in ("lr", "betas", "eps", "weight_decay", "warmup_steps", "caution", "mars", "storage_dtype"):
+        fields = ("lr", "betas", "eps", "weight_decay", "warmup_steps", "caution", "mars")
+        fields += ("shampoo_beta", "max_precond_dim", "merge_dims", "precondition_1d", "split") if soap \
+            else ("storage_dtype",)
+        for k in fields:
             if isinstance(lg[k], object) and type(lg[k]) is object:
                 continue  # a 1.x default sentinel
             if ours[k] != lg[k]:
                 fail(f"{case}: group {k} = {ours[k]!r}, the legacy file has {lg[k]!r}")
         if ours["multi_tensor"] != lg["foreach"] or ours["params"] != list(range(len(manifest))):
             fail(f"{case}: multi_tensor {ours['multi_tensor']} / params {ours['params']}")
-        if set(out["heavyball"]) != set(golden["heavyball"]) - {"precond_schedule"}:
+        if set(out["heavyball"]) != set(golden["heavyball"]) - (set() if soap else {"precond_schedule"}):
             fail(f"{case}: heavyball entry {sorted(out['heavyball'])}")
-    print(f"ok: {checked} parameters' state migrated as HeavyBall 3.2.0 lays it out, values the legacy ones, "
-          "loadable with weights_only=True")
+        if soap:
+            # 0.x recomputed Q when its step (one behind 3.x's) was a multiple of the frequency.
+            f = lg["precondition_frequency"]
+            if pickle.loads(out["heavyball"]["precond_schedule"]) != 1 / f or \
+                    out["heavyball"]["inner_group"] != {"cumulative_prob_prob_step": 3, "cumulative_prob": (3 - 1) / f}:
+                fail(f"{case}: heavyball schedule {out['heavyball']['precond_schedule']!r} "
+                     f"{out['heavyball']['inner_group']}")
+    print(f"ok: {checked} parameters' state (AdamW 0.24.4 and 1.4.0, SOAP 0.24.4) migrated as HeavyBall 3.2.0 "
+          "lays it out, values the legacy ones (SOAP's exp_avg rotated), loadable with weights_only=True")
     resume_in_torch(fixtures, scratch)
 
 

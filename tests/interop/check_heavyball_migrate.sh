@@ -1,5 +1,5 @@
 #!/bin/bash
-# optstate migrate --to heavyball3 on real HeavyBall 0.24.4 AdamW files
+# optstate migrate --to heavyball3 on real HeavyBall 0.24.4 AdamW and SOAP files and 1.4.0 AdamW files
 # (testdata/heavyball/migrate/0.24.4), checked by torch 2.6 against the layout real
 # HeavyBall 3.2.0 saved for the same model (migrate/3.2.0) and the legacy values
 # (check_heavyball_migrate.py). Resuming in HeavyBall 3.x itself needs HeavyBall and runs
@@ -23,6 +23,19 @@ done
 src=testdata/heavyball/migrate/0.24.4
 "$bin" migrate "$src/adamw_foreach/optim.pt" --manifest "$src/adamw_foreach/manifest.json" \
   -o "$scratch/0.24.4/adamw_foreach.pt" > /dev/null || { echo "FAIL migrate adamw_foreach"; exit 1; }
+# SOAP (foreach=False: per-parameter step) on Net and on ConvNet, whose conv weight is a merged view.
+for case in soap soap_conv; do
+  "$bin" migrate "$src/$case/optim.pt" --manifest "$src/$case/manifest.json" -o "$scratch/0.24.4/$case.pt" \
+    > /dev/null || { echo "FAIL migrate $case"; exit 1; }
+done
+# verify replays AdamW only: a SOAP file is refused as a whole (exit 2), never called clean or broken.
+msg=$("$bin" verify "$scratch/0.24.4/soap.pt" --manifest "$src/soap/manifest.json" 2>&1 >/dev/null)
+[ $? = 2 ] && [[ "$msg" == *"SOAP state; verify replays AdamW only"* ]] ||
+  { echo "FAIL verify of a SOAP file: expected exit 2 naming SOAP, got: $msg"; exit 1; }
+# torch.optim has no SOAP: refused (exit 2), nothing written.
+"$bin" migrate --to torch "$src/soap/optim.pt" --manifest "$src/soap/manifest.json" -o "$scratch/soap_torch.pt" \
+  > /dev/null 2>&1
+[ $? = 2 ] && [ ! -e "$scratch/soap_torch.pt" ] || { echo "FAIL migrate --to torch of SOAP: expected exit 2"; exit 1; }
 # foreach=False saved k = 0: refused without --steps (exit 1, nothing written), then given.
 "$bin" migrate "$src/adamw_perparam/optim.pt" --manifest "$src/adamw_perparam/manifest.json" \
   -o "$scratch/0.24.4/adamw_perparam.pt" > /dev/null 2>&1
@@ -51,5 +64,6 @@ d=testdata/heavyball/migrate/1.4.0/adamw_foreach
   { echo "FAIL migrate --to torch 1.4.0"; exit 1; }
 "$bin" verify "$scratch/torch/0.24.4.pt" --manifest "$src/adamw_foreach/manifest.json" > /dev/null ||
   { echo "FAIL verify of the --to torch file: expected clean"; exit 1; }
-echo "ok: migrate wrote both legacy cases, refused k = 0 without --steps and a 3.x file; verify tells them apart"
+echo "ok: migrate wrote the legacy AdamW and SOAP cases, refused k = 0 without --steps, a 3.x file and SOAP into torch;" \
+  "verify tells them apart"
 bash tests/interop/with_torch26.sh tests/interop/check_heavyball_migrate.py testdata/heavyball/migrate "$scratch"

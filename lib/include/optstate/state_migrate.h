@@ -11,10 +11,12 @@
 // param_groups with 3.2's fields (values carried over where the old group had
 // them, 3.2's defaults otherwise), and the top-level `heavyball` entry without
 // its pickled `precond_schedule` (3.x then keeps its constructor's).
-// Only the AdamW family is migrated so far: HeavyBall 0.x (ForeachAdamW:
-// exp_avg, exp_avg_sq, the group counter `k`) and 1.x (update_by_adam_exp_avg,
-// _sq, `step` in the entries, (Parameter, i) keys, sentinel objects and the
-// class pickled in the groups); other algorithms are refused by name, never
+// Migrated so far: the AdamW family of HeavyBall 0.x (ForeachAdamW: exp_avg,
+// exp_avg_sq, the group counter `k`) and 1.x (update_by_adam_exp_avg, _sq,
+// `step` in the entries, (Parameter, i) keys, sentinel objects and the class
+// pickled in the groups), and HeavyBall 0.x ForeachSOAP (per-parameter
+// `step`, exp_avg kept unprojected: rotated into Q's eigenbasis, as 3.x keeps
+// it, when written). Other algorithms and eras are refused by name, never
 // half-converted.
 #ifndef OPTSTATE_STATE_MIGRATE_H_
 #define OPTSTATE_STATE_MIGRATE_H_
@@ -38,14 +40,26 @@ struct MigrateOptions {
   std::optional<int64_t> steps;
 };
 
+// A storage of the migrated checkpoint whose bytes are computed when it is
+// written: a 0-d int64 (the step counter, as 3.x saves it), or a float32
+// moment projected into the eigenbasis of `bases` (one per dimension, absent
+// where that dimension has none; all tensors of the input).
+struct ComputedStorage {
+  size_t storage = 0;               // index in MigrateResult::checkpoint.storages
+  int64_t int_value = 0;            // when `source` is absent
+  std::optional<TensorRef> source;
+  std::vector<std::optional<TensorRef>> bases;
+};
+
 struct MigrateResult {
-  Checkpoint checkpoint;            // tensors still point into the input's bytes
+  Checkpoint checkpoint;            // tensors point into the input's bytes, or are `computed`
   RemapResult remap;                // the entries' fates (its checkpoint is not used)
   std::string algorithm;            // what the input was recognised as
   int64_t steps = 0;                // the step counter written
   std::string steps_from;           // where it came from, for reports
   std::vector<std::string> renamed; // "exp_avg -> update_by_adam_exp_avg_0"
   std::vector<std::string> notes;   // what a user should know (defaults taken, fields left out)
+  std::vector<ComputedStorage> computed;
 };
 
 // kUnsupported for algorithms not migrated yet and for state already in 3.x's
@@ -55,6 +69,11 @@ StatusOr<MigrateResult> MigrateState(const Checkpoint& checkpoint, const Optimiz
                                      const std::vector<ParamInfo>& params, const MatchReport& match,
                                      const MigrateOptions& options);
 
+// Writes MigrateState's result for `input` (the file it was read from):
+// tensors copied from the input, computed storages computed one at a time.
+StatusOr<WriteReport> WriteMigrated(const CheckpointFile& input, const MigrateResult& migrated, const std::string& path,
+                                    const WriteOptions& options);
+
 // --to torch, from MigrateState's result for an AdamW-family file: the
 // optimizer state dict alone, as torch.optim.AdamW saves it. HeavyBall's
 // moments are bias-corrected in the state (its lerp by beta_debias is exactly
@@ -62,7 +81,8 @@ StatusOr<MigrateResult> MigrateState(const Checkpoint& checkpoint, const Optimiz
 // and exp_avg_sq = v (1 - beta2^t), each parameter gets step t as a float32
 // 0-d tensor, and the groups get torch's AdamW fields. The one difference that
 // remains is eps: HeavyBall divides by max(sqrt(v), eps), torch by
-// sqrt(v_hat) + eps. kUnsupported for split views and non-float32 state.
+// sqrt(v_hat) + eps. kUnsupported for split views, non-float32 state and
+// algorithms torch has no optimizer for (SOAP).
 struct TorchConversion {
   double beta1 = 0, beta2 = 0;
   int64_t steps = 0;
