@@ -72,13 +72,16 @@ constexpr LeftOut kAdamWLeftOut[] = {
     {"train_mode", "schedule-free bookkeeping AdamW never read"},
     {"weight_sum", "schedule-free bookkeeping AdamW never read"},
     {"lr_max", "schedule-free bookkeeping AdamW never read"},
+    {"stochastic_schedule", "removed in 3.x, which ignores it"},
     {"foreach", "now multi_tensor"},
     {"params", "renumbered"},
 };
 constexpr LeftOut kSoapLeftOut[] = {
     {"precondition_frequency", "now the heavyball entry's precond_schedule"},
-    {"normalize_grads", "False here (True is refused); 3.x's SOAP has no such option"},
-    {"correct_bias", "0.x's SOAP step never read it; 3.x always corrects"},
+    {"normalize_grads", "HeavyBall's SOAP step never read it (0.24.4, 2.3.1); 3.x has no such option"},
+    {"correct_bias", "HeavyBall's SOAP step never read it (0.24.4, 2.3.1); 3.x always corrects"},
+    {"use_precond_schedule", "3.x keeps the schedule in the heavyball entry"},
+    {"stochastic_schedule", "removed in 3.x, which ignores it"},
     {"foreach", "now multi_tensor"},
     {"params", "renumbered"},
 };
@@ -110,7 +113,7 @@ std::string Join(const std::vector<std::string>& items) {
 
 void RewriteGroupsAs3x(LegacyFamily family, const OptimizerState& st, const std::vector<ParamInfo>& params,
                        NodeId state_node, GraphBuilder& b, ObjectGraph& g, std::vector<std::string>& notes) {
-  const bool soap = family == LegacyFamily::kSoap0;
+  const bool soap = IsSoap(family);
   std::span<const GroupField> fields = soap ? std::span<const GroupField>(kSoapFields) : kAdamWFields;
   std::span<const LeftOut> left_out_known = soap ? std::span<const LeftOut>(kSoapLeftOut) : kAdamWLeftOut;
   NodeId groups = DictLookup(g, state_node, "param_groups");
@@ -194,7 +197,7 @@ std::string PickledFloat(double x) {
 
 }  // namespace
 
-void AddHeavyballEntry(LegacyFamily family, NodeId state_node, int64_t steps, double precondition_frequency,
+void AddHeavyballEntry(LegacyFamily family, NodeId state_node, const PreconditionSchedule& schedule,
                        GraphBuilder& b, ObjectGraph& g, std::vector<std::string>& notes) {
   NodeId d = b.Dict();
   NodeId inner = b.Dict();
@@ -203,30 +206,41 @@ void AddHeavyballEntry(LegacyFamily family, NodeId state_node, int64_t steps, do
   b.Set(d, "ema_decay", b.Float(0.001));
   b.Set(d, "compile_step", b.Bool(false));
   b.Set(d, "hessian_approx", b.Bool(false));
-  if (family == LegacyFamily::kSoap0) {
-    // 3.x recomputes Q on a step when floor(cumulative_prob) grows, adding
-    // 1/f per step; 0.x did when its per-parameter step (one behind the
-    // optimizer's) was a multiple of f. Starting the sum at (steps - 1) / f
-    // puts 3.x's next recomputations on 0.x's steps.
-    const double f = precondition_frequency;
+  if (!IsSoap(family) || schedule.known) {
     NodeId bytes = b.New(NodeKind::kBytes);
-    g.at(bytes).text = PickledFloat(1.0 / f);
+    g.at(bytes).text = IsSoap(family) ? PickledFloat(schedule.probability) : std::string("\x80\x04N.", 4);
     b.Set(d, "precond_schedule", bytes);
-    b.Set(inner, "cumulative_prob_prob_step", b.Int(steps));
-    b.Set(inner, "cumulative_prob", b.Float(static_cast<double>(steps - 1) / f));
-    notes.push_back("heavyball entry: precond_schedule = 1/" + std::to_string(static_cast<int64_t>(f)) +
-                    " (0.x's precondition_frequency, pickled as 3.x pickles it) and the schedule's position "
-                    "after " + std::to_string(steps) + " steps, so 3.x recomputes Q on the steps 0.x would have");
+  }
+  if (IsSoap(family) && schedule.known) {
+    b.Set(inner, "cumulative_prob_prob_step", b.Int(schedule.prob_step));
+    b.Set(inner, "cumulative_prob", b.Float(schedule.cumulative));
   }
   b.Set(d, "fallback_to_finite_differences", b.Bool(true));
   b.Set(d, "_fallback_enabled", b.Bool(false));
   b.Set(d, "hvp_interval", b.Int(1));
   NodeId key = b.Str("heavyball");
   g.at(state_node).entries.emplace_back(key, d);
-  if (family != LegacyFamily::kSoap0) {
-    notes.push_back("the top-level 'heavyball' entry is written without 'precond_schedule' (3.x pickles that "
-                    "callable; without it 3.x keeps its constructor's, and AdamW never preconditions)");
+  if (IsSoap(family)) {
+    notes.push_back(schedule.known ? "heavyball entry: " + schedule.note
+                                   : "heavyball entry written without precond_schedule (" + schedule.note +
+                                         "): 3.x keeps its constructor's");
+  } else {
+    notes.push_back("heavyball entry: precond_schedule None (AdamW never preconditions), as 3.2 saves it");
   }
+}
+
+std::optional<std::optional<double>> PickledNumber(const std::string& bytes) {
+  size_t i = 0;
+  auto at = [&](size_t k) { return static_cast<unsigned char>(bytes[k]); };
+  if (bytes.size() >= 2 && at(0) == 0x80 && at(1) >= 2 && at(1) <= 5) i = 2;  // PROTO
+  if (bytes.size() >= i + 9 && at(i) == 0x95) i += 9;                          // FRAME <8-byte length>
+  if (bytes.size() == i + 2 && bytes[i] == 'N' && bytes[i + 1] == '.') return std::optional<double>();
+  if (bytes.size() == i + 10 && bytes[i] == 'G' && bytes[i + 9] == '.') {
+    uint64_t bits = 0;
+    for (size_t k = 0; k < 8; ++k) bits = (bits << 8) | at(i + 1 + k);
+    return std::optional<double>(std::bit_cast<double>(bits));
+  }
+  return std::nullopt;
 }
 
 }  // namespace optstate

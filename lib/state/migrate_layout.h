@@ -6,6 +6,7 @@
 #define OPTSTATE_STATE_MIGRATE_LAYOUT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,21 @@ enum class LegacyFamily {
   kAdamW0,  // 0.x ForeachAdamW: exp_avg, exp_avg_sq; the group's counter k
   kAdamW1,  // 1.x ForeachAdamW: update_by_adam_exp_avg(_sq); step in the entries
   kSoap0,   // 0.x ForeachSOAP: step, exp_avg (unprojected), exp_avg_sq, Q, GG per entry
+  kAdamW2,  // 2.x ForeachAdamW: {0: {update_by_adam_exp_avg_0, ...}}, 3.x's names already
+  kSoap2,   // 2.x ForeachSOAP: {0: {scale_by_soap_exp_avg_0, ..._Q_1, ...}}, no batch dimension
+};
+
+inline bool IsSoap(LegacyFamily f) { return f == LegacyFamily::kSoap0 || f == LegacyFamily::kSoap2; }
+
+// 3.x's precondition schedule as the migrated file carries it: the
+// probability per step HeavyBall 3.x pickles as `precond_schedule` (1/f for a
+// fixed frequency f), and where its accumulator stands.
+struct PreconditionSchedule {
+  bool known = false;          // else 3.x keeps its constructor's
+  double probability = 0;
+  int64_t prob_step = 0;       // inner_group's cumulative_prob_prob_step
+  double cumulative = 0;       // inner_group's cumulative_prob
+  std::string note;            // where it came from
 };
 
 // Replaces every group of the optimizer state dict at `state_node` in `g` by
@@ -28,12 +44,16 @@ enum class LegacyFamily {
 void RewriteGroupsAs3x(LegacyFamily family, const OptimizerState& st, const std::vector<ParamInfo>& params,
                        NodeId state_node, GraphBuilder& b, ObjectGraph& g, std::vector<std::string>& notes);
 
-// Adds the top-level `heavyball` entry 3.2's StatefulOptimizer saves. For SOAP
-// it carries 0.x's precondition_frequency as 3.x's schedule and the
-// scheduler's position after `steps` steps, so Q is recomputed on the steps
-// 0.x would have recomputed it; AdamW never preconditions.
-void AddHeavyballEntry(LegacyFamily family, NodeId state_node, int64_t steps, double precondition_frequency,
+// Adds the top-level `heavyball` entry 3.2's StatefulOptimizer saves: for
+// SOAP with `schedule` (pickled as 3.x pickles a float), for AdamW with a
+// pickled None (it never preconditions), as 3.2.0 itself writes them.
+void AddHeavyballEntry(LegacyFamily family, NodeId state_node, const PreconditionSchedule& schedule,
                        GraphBuilder& b, ObjectGraph& g, std::vector<std::string>& notes);
+
+// The float (or None) in a pickle of nothing else, as HeavyBall 2.x/3.x store
+// precond_schedule; nullopt for any other pickle, which is never carried over
+// (3.x unpickles it on load, so it would run whatever it references).
+std::optional<std::optional<double>> PickledNumber(const std::string& bytes);
 
 }  // namespace optstate
 

@@ -27,6 +27,14 @@ constexpr FieldName kSoapFields0[] = {{"exp_avg", "scale_by_soap_exp_avg_2"},
                                       {"exp_avg_sq", "scale_by_soap_exp_avg_sq_2"},
                                       {"Q", "scale_by_soap_Q_3"},
                                       {"GG", "scale_by_soap_GG_3"}};
+// 2.x: nested per view like 3.x; AdamW's names are 3.x's, SOAP's transforms
+// were numbered 0 and 1.
+constexpr FieldName kAdamFields2[] = {{"update_by_adam_exp_avg_0", "update_by_adam_exp_avg_0"},
+                                      {"update_by_adam_exp_avg_sq_0", "update_by_adam_exp_avg_sq_0"}};
+constexpr FieldName kSoapFields2[] = {{"scale_by_soap_exp_avg_0", "scale_by_soap_exp_avg_2"},
+                                      {"scale_by_soap_exp_avg_sq_0", "scale_by_soap_exp_avg_sq_2"},
+                                      {"scale_by_soap_Q_1", "scale_by_soap_Q_3"},
+                                      {"scale_by_soap_GG_1", "scale_by_soap_GG_3"}};
 constexpr int64_t kAdamInitialized[] = {0};
 constexpr int64_t kSoapInitialized[] = {0, 2, 3};
 
@@ -47,6 +55,18 @@ constexpr const char* kSoap0GroupFields[] = {
     "lr", "betas", "shampoo_beta", "eps", "weight_decay", "precondition_frequency", "max_precond_dim",
     "merge_dims", "precondition_1d", "normalize_grads", "correct_bias", "warmup_steps", "split", "mars",
     "caution", "mars_gamma", "foreach", "params"};
+// ... and 2.x ForeachSOAP's, with the bookkeeping its chainable base adds.
+constexpr const char* kSoap2GroupFields[] = {
+    "caution", "lr", "warmup_steps", "weight_decay", "eps", "betas", "shampoo_beta", "max_precond_dim",
+    "merge_dims", "precondition_1d", "normalize_grads", "correct_bias", "split", "foreach", "mars", "mars_gamma",
+    "beta2_scale", "use_precond_schedule", "storage_dtype", "stochastic_schedule", "precond_grad_accum", "ecc",
+    "param_ecc", "__class__", "param_count", "is_preconditioning", "base_lr", "step", "prev_lr", "params",
+    "palm", "gradient_clipping", "update_clipping"};
+
+// The dict of fields of a state entry: view 0 of a per-view nested entry.
+NodeId FieldsOf(const ObjectGraph& g, const StateKey& k) {
+  return k.nested_views ? g.at(k.value).entries.front().second : k.value;
+}
 
 std::string Str(const ObjectGraph& g, NodeId id) {
   return id != kNoNode && g.at(id).kind == NodeKind::kStr ? g.at(id).text : std::string();
@@ -77,8 +97,13 @@ class Migrator {
     OPTSTATE_RETURN_IF_ERROR(RelayoutState(b));
     ObjectGraph& g = r_.checkpoint.graph;
     RewriteGroupsAs3x(family_, st_, params_, st_.node, b, g, r_.notes);
-    AddHeavyballEntry(family_, st_.node, r_.steps, precondition_frequency_, b, g, r_.notes);
+    AddHeavyballEntry(family_, st_.node, Schedule(), b, g, r_.notes);
+    if (DictLookup(in(), DictLookup(in(), st_.node, "heavyball"), "precond_rng") != kNoNode) {
+      r_.notes.push_back("heavyball entry: the file's precond_rng (a pickled random.Random, which 3.x ignores on "
+                         "load) is not carried over");
+    }
     for (const FieldName& f : fields_) {
+      if (std::string(f.legacy) == f.heavyball3) continue;
       r_.renamed.push_back(std::string(f.legacy) + " -> " + f.heavyball3 +
                            (family_ == LegacyFamily::kSoap0 && std::string(f.legacy) == "exp_avg"
                                 ? " (rotated into Q's eigenbasis, where 3.x keeps it)"
@@ -106,16 +131,66 @@ class Migrator {
       }
       soap |= DictLookup(in(), group, "shampoo_beta") != kNoNode;
     }
+    bool nested = false;
     for (const StateKey& k : st_.keys) {
-      if (k.nested_views) {
-        return UnsupportedError("state entry " + k.text + " is nested per view, as HeavyBall 2.x and 3.x save it: "
-                                "a 3.x file needs no migration, and 2.x names are not migrated yet");
-      }
       if (in().at(k.value).kind != NodeKind::kDict) {
         return UnsupportedError("state entry " + k.text + " is not a dict");
       }
+      if (k.nested_views && in().at(k.value).entries.size() != 1) {
+        return UnsupportedError("state entry " + k.text + " has " + std::to_string(in().at(k.value).entries.size()) +
+                                " views (a split parameter): HeavyBall 2.x split views are not migrated yet");
+      }
+      nested |= k.nested_views;
+    }
+    if (nested) {
+      for (NodeId group : in().at(groups).items) {
+        if (DictLookup(in(), group, "multi_tensor") != kNoNode) {
+          return UnsupportedError("param_groups have 'multi_tensor' and the state is nested per view: HeavyBall "
+                                  "3.x's own layout, which needs no migration");
+        }
+      }
+      return RecogniseEra2(soap);
     }
     return soap ? RecogniseSoap(groups) : RecogniseAdamW();
+  }
+
+  // 2.x: {index: {0: {...}}} with transform-indexed names; the counter `step`
+  // in the first parameter's view, counted as 3.x counts it.
+  Status RecogniseEra2(bool soap) {
+    std::span<const FieldName> fields = soap ? std::span<const FieldName>(kSoapFields2) : kAdamFields2;
+    for (const StateKey& k : st_.keys) {
+      if (!k.nested_views) return UnsupportedError("state mixes per-view and flat entries (" + k.text + ")");
+      for (auto [name, value] : in().at(FieldsOf(in(), k)).entries) {
+        std::string field = Str(in(), name);
+        bool known = field == "step" || field == "is_initialized";
+        for (const FieldName& f : fields) known |= field == f.legacy;
+        if (!known) {
+          return UnsupportedError("state entry " + k.text + " holds '" + (field.empty() ? "(a non-str key)" : field) +
+                                  "', which HeavyBall 2.x's " + (soap ? "ForeachSOAP" : "ForeachAdamW") +
+                                  " does not keep: another 2.x optimizer, not migrated yet; nothing was converted");
+        }
+      }
+    }
+    if (soap) {
+      NodeId groups = DictLookup(in(), st_.node, "param_groups");
+      for (NodeId group : in().at(groups).items) {
+        for (auto [k, v] : in().at(group).entries) {
+          std::string name = Str(in(), k);
+          bool ok = false;
+          for (const char* f : kSoap2GroupFields) ok |= name == f;
+          if (!ok) {
+            return UnsupportedError("param_groups have '" + name + "': a 2.x SOAP variant that migrate does not "
+                                    "convert; nothing was written");
+          }
+        }
+      }
+    }
+    family_ = soap ? LegacyFamily::kSoap2 : LegacyFamily::kAdamW2;
+    fields_ = fields;
+    initialized_ = soap ? std::span<const int64_t>(kSoapInitialized) : kAdamInitialized;
+    r_.algorithm = soap ? "SOAP (HeavyBall 2.x ForeachSOAP: scale_by_soap_*_0/_1 per view, no batch dimension)"
+                        : "AdamW (HeavyBall 2.x ForeachAdamW: 3.x's names per view, the class pickled in the groups)";
+    return Status();
   }
 
   // AdamW family: every entry a dict of exp_avg / exp_avg_sq.
@@ -164,11 +239,6 @@ class Migrator {
                                   "is converted so far; nothing was written");
         }
       }
-      NodeId normalize = DictLookup(in(), group, "normalize_grads");
-      if (normalize != kNoNode && in().at(normalize).kind == NodeKind::kBool && in().at(normalize).bool_value) {
-        return UnsupportedError("param_groups have normalize_grads=True, which HeavyBall 3.x's SOAP has no "
-                                "counterpart of; nothing was written");
-      }
       std::optional<double> f = NumberValue(cp_, ByteSpan(), DictLookup(in(), group, "precondition_frequency"));
       if (!f || *f < 1) return InvalidArgumentError("param_groups: precondition_frequency is missing or below 1");
       if (frequency && *frequency != *f) {
@@ -198,6 +268,49 @@ class Migrator {
     initialized_ = kSoapInitialized;
     r_.algorithm = "SOAP (HeavyBall 0.x ForeachSOAP: step, exp_avg unprojected, exp_avg_sq, Q, GG per parameter)";
     return Status();
+  }
+
+  // SOAP's precondition schedule for 3.x. 0.x recomputed Q when its
+  // per-parameter step (one behind the optimizer's) was a multiple of f; 3.x
+  // does when floor(cumulative_prob) grows, adding 1/f per step, so starting
+  // the sum at (steps - 1) / f keeps 0.x's steps. 2.x already kept 3.x's
+  // schedule: its pickled number and accumulator carry over.
+  PreconditionSchedule Schedule() const {
+    PreconditionSchedule s;
+    if (family_ == LegacyFamily::kSoap0) {
+      const double f = precondition_frequency_;
+      s.known = true;
+      s.probability = 1.0 / f;
+      s.prob_step = r_.steps;
+      s.cumulative = static_cast<double>(r_.steps - 1) / f;
+      s.note = "precond_schedule = 1/" + std::to_string(static_cast<int64_t>(f)) +
+               " (0.x's precondition_frequency, pickled as 3.x pickles it) and the schedule's position after " +
+               std::to_string(r_.steps) + " steps, so 3.x recomputes Q on the steps 0.x would have";
+      return s;
+    }
+    if (family_ != LegacyFamily::kSoap2) return s;
+    const ObjectGraph& g = in();
+    NodeId hb = DictLookup(g, st_.node, "heavyball");
+    NodeId bytes = DictLookup(g, hb, "precond_schedule");
+    std::optional<std::optional<double>> p;
+    if (bytes != kNoNode && g.at(bytes).kind == NodeKind::kBytes) p = PickledNumber(g.at(bytes).text);
+    if (!p || !*p) {
+      s.note = bytes == kNoNode ? "the file has none"
+               : !p ? "the file's is a pickle of something other than a number (a schedule function, "
+                      "use_precond_schedule=True), which migrate never copies: 3.x would unpickle it"
+                    : "the file's is None";
+      return s;
+    }
+    s.known = true;
+    s.probability = **p;
+    NodeId inner = DictLookup(g, hb, "inner_group");
+    s.prob_step = static_cast<int64_t>(NumberValue(cp_, ByteSpan(), DictLookup(g, inner, "cumulative_prob_prob_step"))
+                                           .value_or(static_cast<double>(r_.steps)));
+    s.cumulative = NumberValue(cp_, ByteSpan(), DictLookup(g, inner, "cumulative_prob"))
+                       .value_or(static_cast<double>(r_.steps) * s.probability);
+    s.note = "precond_schedule and the schedule's position carried over from 2.x (" + std::to_string(s.probability) +
+             " per step; cumulative_prob " + std::to_string(s.cumulative) + ")";
+    return s;
   }
 
   void UseStepsOption(const std::optional<int64_t>& found, const std::string& what) {
@@ -247,7 +360,7 @@ class Migrator {
     std::optional<int64_t> found;
     std::string first;
     for (const StateKey& k : st_.keys) {
-      NodeId sv = DictLookup(in(), k.value, "step");
+      NodeId sv = DictLookup(in(), FieldsOf(in(), k), "step");
       if (sv == kNoNode) continue;
       std::optional<double> v = NumberValue(cp_, ByteSpan(), sv);
       if (!v) return InvalidArgumentError("state entry " + k.text + ": its step is not a number");
@@ -307,10 +420,12 @@ class Migrator {
           g.at(initialized).items.push_back(n);
         }
         b.Set(d, "is_initialized", initialized);
+        std::string where = "state entry " + std::to_string(g.at(key).int_value) +
+                            (nested ? " view " + std::to_string(g.at(view).int_value) : "");
         if (family_ == LegacyFamily::kSoap0) {
-          std::string where = "state entry " + std::to_string(g.at(key).int_value) +
-                              (nested ? " view " + std::to_string(g.at(view).int_value) : "");
           OPTSTATE_RETURN_IF_ERROR(SoapView(b, fields, d, where));
+        } else if (family_ == LegacyFamily::kSoap2) {
+          OPTSTATE_RETURN_IF_ERROR(Soap2View(b, fields, d, where));
         } else {
           std::vector<std::pair<NodeId, NodeId>> old = g.at(fields).entries;
           for (auto [name, v] : old) {
@@ -391,6 +506,38 @@ class Migrator {
                               (t.is_dtensor ? " DTensor" : "") + ": only float32 whole tensors are migrated");
     }
     return &t;
+  }
+
+  // A tensor (or None) with 3.x's leading batch dimension over the same bytes.
+  StatusOr<NodeId> Batched(GraphBuilder& b, NodeId id, const std::string& where) {
+    ObjectGraph& g = r_.checkpoint.graph;
+    if (id != kNoNode && g.at(id).kind == NodeKind::kNone) return b.New(NodeKind::kNone);
+    OPTSTATE_ASSIGN_OR_RETURN(const TensorRef* t, Float32Tensor(id, where));
+    TensorRef copy = *t;
+    int64_t numel = 1;
+    for (int64_t s : copy.sizes) numel *= s;
+    return b.TensorOver(copy, WithBatchDim(copy.sizes, 1), WithBatchDim(copy.strides, numel));
+  }
+
+  // One 2.x SOAP view: already in the eigenbasis; renamed, batch dimension added.
+  Status Soap2View(GraphBuilder& b, NodeId fields, NodeId d, const std::string& where) {
+    ObjectGraph& g = r_.checkpoint.graph;
+    for (const FieldName& f : fields_) {
+      NodeId v = DictLookup(g, fields, f.legacy);
+      if (v == kNoNode) return InvalidArgumentError(where + " has no " + f.legacy);
+      if (g.at(v).kind == NodeKind::kList) {
+        std::vector<NodeId> items = g.at(v).items, out;
+        for (size_t i = 0; i < items.size(); ++i) {
+          OPTSTATE_ASSIGN_OR_RETURN(NodeId x, Batched(b, items[i], where + " " + f.legacy + "[" + std::to_string(i) + "]"));
+          out.push_back(x);
+        }
+        b.Set(d, f.heavyball3, b.List(std::move(out)));
+      } else {
+        OPTSTATE_ASSIGN_OR_RETURN(NodeId x, Batched(b, v, where + " " + f.legacy));
+        b.Set(d, f.heavyball3, x);
+      }
+    }
+    return Status();
   }
 
   // One 0.x SOAP view: exp_avg rotated (computed when written), the rest

@@ -6,9 +6,10 @@ heavyball-fixtures.sh (0.24.4 = commit 0ad271b; 3.2.0 = tag v3.2.0), put on sys.
 
 Usage (inside the torch 2.6 chroot):
   python3 testdata/gen/gen_heavyball_migrate.py HEAVYBALL_SRC VERSION OUTDIR [CASE...]
-VERSION 0.24.4 or 1.4.0 writes OUTDIR/adamw_foreach/ and OUTDIR/adamw_perparam/ (ForeachAdamW
+VERSION 0.24.4, 1.4.0 or 2.3.1 writes OUTDIR/adamw_foreach/ and OUTDIR/adamw_perparam/ (ForeachAdamW
 with foreach=True / False; 1.4.0 keys state by (Parameter, view), so optim.pt holds a copy of
-each parameter, and there is no model in it); 0.24.4 also OUTDIR/soap/ (ForeachSOAP with
+each parameter, and there is no model in it; 2.3.1 keys by index, nested per view); 0.24.4 and
+2.3.1 also OUTDIR/soap/ (ForeachSOAP; 0.24.4's with
 foreach=False: with foreach=True 0.24.4's SOAP step reads the last parameter's state for every
 parameter and fails on the first two shapes that differ); VERSION 3.2.0 writes OUTDIR/adamw/
 (heavyball.AdamW) and OUTDIR/soap/ (heavyball.SOAP). soap_conv is SOAP on ConvNet (both
@@ -73,7 +74,7 @@ def make(version, case):
     if case.startswith("soap"):
         if version.startswith("3."):
             return lambda params: heavyball.SOAP(params, lr=LR)
-        return lambda params: heavyball.ForeachSOAP(params, lr=LR, foreach=False)
+        return lambda params: heavyball.ForeachSOAP(params, lr=LR, foreach=not version.startswith("0."))
     if not version.startswith("3."):
         return lambda params: heavyball.ForeachAdamW(params, lr=LR, foreach=case == "adamw_foreach")
     return lambda params: heavyball.AdamW(params, lr=LR)
@@ -114,7 +115,8 @@ def main():
     import heavyball.utils
     heavyball.utils.compile_mode = None
     cases = {"3.2.0": ("adamw", "soap", "soap_conv"),
-             "0.24.4": ("adamw_foreach", "adamw_perparam", "soap", "soap_conv", "psgd_kron")}.get(
+             "0.24.4": ("adamw_foreach", "adamw_perparam", "soap", "soap_conv", "psgd_kron"),
+             "2.3.1": ("adamw_foreach", "adamw_perparam", "soap")}.get(
         version, ("adamw_foreach", "adamw_perparam"))
     for case in sys.argv[4:] or cases:
         run(version, case, os.path.join(out, case))

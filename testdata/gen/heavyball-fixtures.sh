@@ -15,6 +15,8 @@
 #   1.4.0 = tag v1.4.0 (the last fake_groups release with a tag)
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/1.4.0/ ((Parameter, i) keys, optimizer alone)
 #     gen_heavyball_freeze.py -> testdata/heavyball/freeze_1.4.0/
+#   2.3.1 = tag v2.3.1 (index keys nested per view, the class pickled in the groups)
+#     gen_heavyball_migrate.py -> testdata/heavyball/migrate/2.3.1/ (AdamW and SOAP)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -42,6 +44,8 @@ src=$(extract v3.2.0 3.2.0)
 src=$(extract v1.4.0 1.4.0)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_freeze.py "$src" "$stage/freeze_1.4.0"
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 1.4.0 "$stage/migrate/1.4.0"
+src=$(extract v2.3.1 2.3.1)
+"$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 2.3.1 "$stage/migrate/2.3.1"
 rm -rf "$repo/testdata/heavyball"
 mv "$repo/$stage" "$repo/testdata/heavyball"
 du -sh "$repo/testdata/heavyball"

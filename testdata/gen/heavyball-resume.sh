@@ -12,7 +12,7 @@ bin=$(readlink -f "${1:?usage: $0 OPTSTATE_BINARY}")
 cd "$repo"
 fixtures=testdata/heavyball/migrate
 out=testdata/.heavyball-migrated
-rm -rf "$out" && mkdir -p "$out/0.24.4" "$out/1.4.0"
+rm -rf "$out" && mkdir -p "$out/0.24.4" "$out/1.4.0" "$out/2.3.1"
 trap 'rm -rf "$repo/$out"' EXIT
 for case in adamw_foreach adamw_perparam soap soap_conv; do
   d=$fixtures/0.24.4/$case
@@ -23,6 +23,10 @@ done
 for case in adamw_foreach adamw_perparam; do
   d=$fixtures/1.4.0/$case
   "$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$out/1.4.0/$case.pt" > /dev/null
+done
+for case in adamw_foreach adamw_perparam soap; do
+  d=$fixtures/2.3.1/$case
+  "$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$out/2.3.1/$case.pt" > /dev/null
 done
 "$here/torch26-python.sh" testdata/gen/resume_heavyball3.py /var/tmp/heavyball-3.2.0 "$fixtures" "$out" \
   "$fixtures/resume.json"

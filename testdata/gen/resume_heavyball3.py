@@ -44,14 +44,14 @@ def load_legacy(case_dir):
     """HeavyBall 1.x groups pickle their optimizer class, which 3.x no longer has: a stand-in
     class is enough to read the file (only its state is used)."""
     import heavyball
-    missing = not hasattr(heavyball, "ForeachAdamW")
-    if missing:
-        heavyball.ForeachAdamW = type("ForeachAdamW", (), {})
+    missing = [n for n in ("ForeachAdamW", "ForeachSOAP") if not hasattr(heavyball, n)]
+    for n in missing:
+        setattr(heavyball, n, type(n, (), {}))
     try:
         return torch.load(os.path.join(case_dir, "optim.pt"), weights_only=False)
     finally:
-        if missing:
-            del heavyball.ForeachAdamW
+        for n in missing:
+            delattr(heavyball, n)
 
 
 def legacy_entry(case_dir, legacy, i):
@@ -61,18 +61,35 @@ def legacy_entry(case_dir, legacy, i):
     manifest = json.load(open(os.path.join(case_dir, "manifest.json")))["params"]
     model = torch.load(os.path.join(case_dir, "model.pt"), weights_only=True)
     for key, entry in legacy["state"].items():
-        if isinstance(key[0], int):
+        if isinstance(key, int):  # 2.x: already indices, nested per view
+            if key == i:
+                return canonical(entry[0])
+        elif isinstance(key[0], int):
             if key[0] == manifest[i]["data_ptr"] and math.prod(key[1]) == math.prod(manifest[i]["shape"]):
-                return entry
+                return canonical(entry)
         elif key[1] == 0 and torch.equal(key[0].detach(), model[manifest[i]["name"]]):
-            return entry
+            return canonical(entry)
     raise SystemExit(f"{case_dir}: no legacy entry for parameter {i}")
 
 
+def canonical(entry):
+    """Any era's entry as {exp_avg, exp_avg_sq[, Q, GG, projected]}: 0.x plain names (SOAP's
+    exp_avg unprojected), 1.x update_by_adam_*, 2.x transform-indexed names (SOAP's projected)."""
+    if "scale_by_soap_exp_avg_0" in entry:
+        return {"exp_avg": entry["scale_by_soap_exp_avg_0"], "exp_avg_sq": entry["scale_by_soap_exp_avg_sq_0"],
+                "Q": entry["scale_by_soap_Q_1"], "GG": entry["scale_by_soap_GG_1"], "projected": True}
+    for m, v in (("exp_avg", "exp_avg_sq"), ("update_by_adam_exp_avg", "update_by_adam_exp_avg_sq"),
+                 ("update_by_adam_exp_avg_0", "update_by_adam_exp_avg_sq_0")):
+        if m in entry:
+            out = {"exp_avg": entry[m], "exp_avg_sq": entry[v]}
+            if "Q" in entry:
+                out.update(Q=entry["Q"], GG=entry["GG"], projected=False)
+            return out
+    raise SystemExit(f"unknown legacy entry {sorted(entry)}")
+
+
 def legacy_moments(entry):
-    if "exp_avg" in entry:
-        return entry["exp_avg"], entry["exp_avg_sq"]
-    return entry["update_by_adam_exp_avg"], entry["update_by_adam_exp_avg_sq"]
+    return entry["exp_avg"], entry["exp_avg_sq"]
 
 
 def projected(x, Q):
@@ -85,7 +102,7 @@ def projected(x, Q):
 
 
 def soap_view(entry, rotate=True):
-    m = projected(entry["exp_avg"], entry["Q"]) if rotate else entry["exp_avg"]
+    m = projected(entry["exp_avg"], entry["Q"]) if rotate and not entry["projected"] else entry["exp_avg"]
     basis = [q[None] if isinstance(q, torch.Tensor) and q.numel() > 1 else None for q in entry["Q"]]
     gg = [g[None] if isinstance(g, torch.Tensor) and g.numel() > 1 else None for g in entry["GG"]]
     return {"is_initialized": {0, 2, 3}, "scale_by_soap_exp_avg_2": m[None],
@@ -193,7 +210,7 @@ def main():
                    "state_visible": visible, "first_step_differs_from_fresh": differs,
                    "distance_migrated": distance(model_m, ref), "distance_reference": distance(model_r, ref),
                    "distance_fresh": distance(model_f, ref), "continued_steps": CONTINUED}
-            if case.startswith("soap"):
+            if case.startswith("soap") and version.startswith("0."):  # 0.x kept exp_avg unprojected
                 model_u, _, _ = run(heavyball, case_dir,
                                     load_reference(reference_conversion(case_dir, SAVED, rotate=False)), data)
                 d = distance(model_u, ref)

@@ -33,6 +33,7 @@ def load_legacy(path):
     if "heavyball" not in sys.modules:
         stub = types.ModuleType("heavyball")
         stub.ForeachAdamW = type("ForeachAdamW", (), {})
+        stub.ForeachSOAP = type("ForeachSOAP", (), {})
         sys.modules["heavyball"] = stub
     return torch.load(path, weights_only=False)
 
@@ -45,8 +46,21 @@ def legacy_entry_0x(legacy, manifest, i):
     fail(f"no legacy entry for {manifest[i]['name']}")
 
 
+def legacy_entry_2x(legacy, i):
+    """2.x: index keys, nested per view; SOAP's names as {exp_avg, exp_avg_sq, Q, GG} (projected)."""
+    e = legacy["state"][i][0]
+    if "scale_by_soap_exp_avg_0" in e:
+        return {"exp_avg": e["scale_by_soap_exp_avg_0"], "exp_avg_sq": e["scale_by_soap_exp_avg_sq_0"],
+                "Q": e["scale_by_soap_Q_1"], "GG": e["scale_by_soap_GG_1"], "projected": True}
+    return {"exp_avg": e["update_by_adam_exp_avg_0"], "exp_avg_sq": e["update_by_adam_exp_avg_sq_0"]}
+
+
 def legacy_moments(fixtures, version, case, legacy, manifest, i):
-    """Parameter i's moments: 0.x by (data_ptr, shape), 1.x by its (Parameter copy, 0) key's bytes."""
+    """Parameter i's moments: 0.x by (data_ptr, shape), 1.x by its (Parameter copy, 0) key's bytes,
+    2.x by index."""
+    if version.startswith("2."):
+        e = legacy_entry_2x(legacy, i)
+        return e["exp_avg"], e["exp_avg_sq"]
     if version.startswith("0."):
         e = legacy_entry_0x(legacy, manifest, i)
         return e["exp_avg"], e["exp_avg_sq"]
@@ -85,6 +99,10 @@ def check_soap_entry(case, i, mine, legacy_entry, golden_view):
             if (ours is None) != (not isinstance(theirs, torch.Tensor) or theirs.numel() <= 1) or \
                     (ours is not None and not torch.equal(ours[0], theirs)):
                 fail(f"{case}: state[{i}] {name} is not the legacy {legacy_name}")
+    if legacy_entry.get("projected"):  # 2.x: already in the eigenbasis, moved bit for bit
+        if not torch.equal(mine["scale_by_soap_exp_avg_2"][0], legacy_entry["exp_avg"]):
+            fail(f"{case}: state[{i}] exp_avg is not the legacy one")
+        return
     want = projected(legacy_entry["exp_avg"], legacy_entry["Q"])
     got = mine["scale_by_soap_exp_avg_2"][0].double()
     err = float((got - want).abs().max())
@@ -97,6 +115,7 @@ def main():
     checked = 0
     cases = [(v, c) for v in ("0.24.4", "1.4.0") for c in ("adamw_foreach", "adamw_perparam")]
     cases += [("0.24.4", "soap"), ("0.24.4", "soap_conv")]
+    cases += [("2.3.1", c) for c in ("adamw_foreach", "adamw_perparam", "soap")]
     for version, case in cases:
         soap = case.startswith("soap")
         golden = torch.load(os.path.join(fixtures, "3.2.0", case if soap else "adamw", "optim.pt"), weights_only=True)
@@ -118,7 +137,8 @@ def main():
                                        mine[0]["step"].dtype != entry[0]["step"].dtype):
                 fail(f"{case}: state[{i}] step is {mine[0]['step']!r}, 3.2.0 saves {entry[0]['step']!r}")
             if soap:
-                check_soap_entry(case, i, mine[0], legacy_entry_0x(legacy, manifest, i), entry[0])
+                le = legacy_entry_2x(legacy, i) if version.startswith("2.") else legacy_entry_0x(legacy, manifest, i)
+                check_soap_entry(case, i, mine[0], le, entry[0])
                 checked += 1
                 continue
             em, ev = legacy_moments(fixtures, version, case.split("/")[1], legacy, manifest, i)
@@ -143,16 +163,24 @@ def main():
                 fail(f"{case}: group {k} = {ours[k]!r}, the legacy file has {lg[k]!r}")
         if ours["multi_tensor"] != lg["foreach"] or ours["params"] != list(range(len(manifest))):
             fail(f"{case}: multi_tensor {ours['multi_tensor']} / params {ours['params']}")
-        if set(out["heavyball"]) != set(golden["heavyball"]) - (set() if soap else {"precond_schedule"}):
+        if set(out["heavyball"]) != set(golden["heavyball"]):
             fail(f"{case}: heavyball entry {sorted(out['heavyball'])}")
-        if soap:
+        if not soap and out["heavyball"]["precond_schedule"] != golden["heavyball"]["precond_schedule"]:
+            fail(f"{case}: AdamW's precond_schedule {out['heavyball']['precond_schedule']!r}")
+        if soap and version.startswith("2."):
+            want = legacy["heavyball"]
+            if out["heavyball"]["precond_schedule"] != want["precond_schedule"] or \
+                    out["heavyball"]["inner_group"] != {k: want["inner_group"][k] for k in
+                                                        ("cumulative_prob_prob_step", "cumulative_prob")}:
+                fail(f"{case}: 2.x's schedule not carried over: {out['heavyball']}")
+        elif soap:
             # 0.x recomputed Q when its step (one behind 3.x's) was a multiple of the frequency.
             f = lg["precondition_frequency"]
             if pickle.loads(out["heavyball"]["precond_schedule"]) != 1 / f or \
                     out["heavyball"]["inner_group"] != {"cumulative_prob_prob_step": 3, "cumulative_prob": (3 - 1) / f}:
                 fail(f"{case}: heavyball schedule {out['heavyball']['precond_schedule']!r} "
                      f"{out['heavyball']['inner_group']}")
-    print(f"ok: {checked} parameters' state (AdamW 0.24.4 and 1.4.0, SOAP 0.24.4) migrated as HeavyBall 3.2.0 "
+    print(f"ok: {checked} parameters' state (AdamW 0.24.4, 1.4.0, 2.3.1; SOAP 0.24.4, 2.3.1) migrated as HeavyBall 3.2.0 "
           "lays it out, values the legacy ones (SOAP's exp_avg rotated), loadable with weights_only=True")
     resume_in_torch(fixtures, scratch)
 
@@ -164,7 +192,7 @@ def resume_in_torch(fixtures, scratch):
                                     "testdata", "gen"))
     from gen_heavyball_migrate import CONTINUED, LR, SAVED, Net, batches
     data = batches(SAVED + CONTINUED)[SAVED:]
-    for version in ("0.24.4", "1.4.0"):
+    for version in ("0.24.4", "1.4.0", "2.3.1"):
         case_dir = os.path.join(fixtures, version, "adamw_foreach")
         ref = torch.load(os.path.join(case_dir, "model.continued.pt"), weights_only=True)
         distances = {}

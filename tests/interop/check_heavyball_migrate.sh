@@ -1,5 +1,6 @@
 #!/bin/bash
-# optstate migrate --to heavyball3 on real HeavyBall 0.24.4 AdamW and SOAP files and 1.4.0 AdamW files
+# optstate migrate --to heavyball3 on real HeavyBall 0.24.4 and 2.3.1 AdamW and SOAP files and 1.4.0
+# AdamW files
 # (testdata/heavyball/migrate/0.24.4), checked by torch 2.6 against the layout real
 # HeavyBall 3.2.0 saved for the same model (migrate/3.2.0) and the legacy values
 # (check_heavyball_migrate.py). Resuming in HeavyBall 3.x itself needs HeavyBall and runs
@@ -12,13 +13,19 @@ cd "$repo"
 scratch=testdata/.heavyball-migrate-check
 trap 'rm -rf "$scratch"' EXIT
 rm -rf "$scratch"
-mkdir -p "$scratch/0.24.4" "$scratch/1.4.0"
+mkdir -p "$scratch/0.24.4" "$scratch/1.4.0" "$scratch/2.3.1"
 # 1.4.0 saved the optimizer alone: its (Parameter, 0) keys are copies, matched by their bytes
 # against the model saved at the same step.
 for case in adamw_foreach adamw_perparam; do
   d=testdata/heavyball/migrate/1.4.0/$case
   "$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$scratch/1.4.0/$case.pt" > /dev/null ||
     { echo "FAIL migrate 1.4.0 $case"; exit 1; }
+done
+# 2.3.1: index keys, nested per view, the class pickled in the groups; SOAP without 3.x's batch dim.
+for case in adamw_foreach adamw_perparam soap; do
+  d=testdata/heavyball/migrate/2.3.1/$case
+  "$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$scratch/2.3.1/$case.pt" > /dev/null ||
+    { echo "FAIL migrate 2.3.1 $case"; exit 1; }
 done
 src=testdata/heavyball/migrate/0.24.4
 "$bin" migrate "$src/adamw_foreach/optim.pt" --manifest "$src/adamw_foreach/manifest.json" \
@@ -62,6 +69,9 @@ mkdir -p "$scratch/torch"
 d=testdata/heavyball/migrate/1.4.0/adamw_foreach
 "$bin" migrate --to torch "$d/optim.pt" --model "$d/model.pt" -o "$scratch/torch/1.4.0.pt" > /dev/null ||
   { echo "FAIL migrate --to torch 1.4.0"; exit 1; }
+d=testdata/heavyball/migrate/2.3.1/adamw_foreach
+"$bin" migrate --to torch "$d/optim.pt" --model "$d/model.pt" -o "$scratch/torch/2.3.1.pt" > /dev/null ||
+  { echo "FAIL migrate --to torch 2.3.1"; exit 1; }
 "$bin" verify "$scratch/torch/0.24.4.pt" --manifest "$src/adamw_foreach/manifest.json" > /dev/null ||
   { echo "FAIL verify of the --to torch file: expected clean"; exit 1; }
 echo "ok: migrate wrote the legacy AdamW and SOAP cases, refused k = 0 without --steps, a 3.x file and SOAP into torch;" \

@@ -10,6 +10,7 @@
 #include "fixtures.h"
 #include "optstate/state_matching.h"
 #include "state/eigenbasis_projection.h"
+#include "state/migrate_layout.h"
 
 namespace optstate {
 namespace {
@@ -28,6 +29,19 @@ TEST(EigenbasisProjectionTest, ContractsEachDimensionWithItsBasis) {
   EXPECT_EQ(ProjectIntoEigenbasis(std::vector<float>{5, -6}, {2}, {{}}), (std::vector<float>{5, -6}));
   // The middle of three dimensions: [2, 2, 1] with Q1 swapping.
   EXPECT_EQ(ProjectIntoEigenbasis(x, {2, 2, 1}, {{}, {0, 1, 1, 0}, {}}), (std::vector<float>{2, 1, 4, 3}));
+}
+
+TEST(PickledNumberTest, ReadsOnlyAFloatOrNoneAndNothingElse) {
+  // pickle.dumps(0.5) and pickle.dumps(None) at protocol 4, as HeavyBall 3.x stores precond_schedule.
+  const std::string half("\x80\x04\x95\x0a\x00\x00\x00\x00\x00\x00\x00G?\xe0\x00\x00\x00\x00\x00\x00.", 21);
+  EXPECT_EQ(PickledNumber(half), std::optional<std::optional<double>>(0.5));
+  EXPECT_EQ(PickledNumber(std::string("\x80\x04N.", 4)), std::optional<std::optional<double>>(std::optional<double>()));
+  EXPECT_EQ(PickledNumber(std::string("\x80\x02G?\xd0\x00\x00\x00\x00\x00\x00.", 12)),
+            std::optional<std::optional<double>>(0.25));
+  // A callable (functools.partial of a schedule), a reduce, trailing bytes: never read as a number.
+  EXPECT_EQ(PickledNumber("\x80\x04cos\nsystem\n(S'id'\ntR."), std::nullopt);
+  EXPECT_EQ(PickledNumber(half + "."), std::nullopt);
+  EXPECT_EQ(PickledNumber(""), std::nullopt);
 }
 
 // The value of `name` in view 0 of state entry `index` of a migrated graph.
