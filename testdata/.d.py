@@ -7,7 +7,7 @@ def desc(v):
     if isinstance(v, (list, tuple)): return type(v).__name__ + "[" + ", ".join(desc(x) for x in v) + "]"
     if isinstance(v, dict): return type(v).__name__ + "{" + ", ".join(f"{k!r}: {desc(x)}" for k, x in v.items()) + "}"
     return repr(v)[:80]
-for k in (0, 1, 2): print(k, desc(sd["state"][k]))
+for k, v in list(sd["state"].items())[:3]: print(repr(k)[:50], desc(v))
 print(desc(sd["param_groups"][0])); print(desc(sd["heavyball"]))
 try:
     torch.load(sys.argv[1], weights_only=True); print("weights_only ok")

@@ -78,9 +78,10 @@ constexpr LeftOut kAdamWLeftOut[] = {
 };
 constexpr LeftOut kSoapLeftOut[] = {
     {"precondition_frequency", "now the heavyball entry's precond_schedule"},
-    {"normalize_grads", "HeavyBall's SOAP step never read it (0.24.4, 2.3.1); 3.x has no such option"},
-    {"correct_bias", "HeavyBall's SOAP step never read it (0.24.4, 2.3.1); 3.x always corrects"},
+    {"normalize_grads", "HeavyBall's SOAP step never read it (0.24.4, 1.4.0, 2.3.1); 3.x has no such option"},
+    {"correct_bias", "HeavyBall's SOAP step never read it (0.24.4, 1.4.0, 2.3.1); 3.x always corrects"},
     {"use_precond_schedule", "3.x keeps the schedule in the heavyball entry"},
+    {"data_format", "1.4.0's SOAP step never read it; 3.x has no such option"},
     {"stochastic_schedule", "removed in 3.x, which ignores it"},
     {"foreach", "now multi_tensor"},
     {"params", "renumbered"},

@@ -20,11 +20,14 @@ enum class LegacyFamily {
   kAdamW0,  // 0.x ForeachAdamW: exp_avg, exp_avg_sq; the group's counter k
   kAdamW1,  // 1.x ForeachAdamW: update_by_adam_exp_avg(_sq); step in the entries
   kSoap0,   // 0.x ForeachSOAP: step, exp_avg (unprojected), exp_avg_sq, Q, GG per entry
+  kSoap1,   // 1.x ForeachSOAP: scale_by_soap_exp_avg(_sq) (projected), Q, GG; step in the first entry
   kAdamW2,  // 2.x ForeachAdamW: {0: {update_by_adam_exp_avg_0, ...}}, 3.x's names already
   kSoap2,   // 2.x ForeachSOAP: {0: {scale_by_soap_exp_avg_0, ..._Q_1, ...}}, no batch dimension
 };
 
-inline bool IsSoap(LegacyFamily f) { return f == LegacyFamily::kSoap0 || f == LegacyFamily::kSoap2; }
+inline bool IsSoap(LegacyFamily f) {
+  return f == LegacyFamily::kSoap0 || f == LegacyFamily::kSoap1 || f == LegacyFamily::kSoap2;
+}
 
 // 3.x's precondition schedule as the migrated file carries it: the
 // probability per step HeavyBall 3.x pickles as `precond_schedule` (1/f for a

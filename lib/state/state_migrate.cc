@@ -35,6 +35,10 @@ constexpr FieldName kSoapFields2[] = {{"scale_by_soap_exp_avg_0", "scale_by_soap
                                       {"scale_by_soap_exp_avg_sq_0", "scale_by_soap_exp_avg_sq_2"},
                                       {"scale_by_soap_Q_1", "scale_by_soap_Q_3"},
                                       {"scale_by_soap_GG_1", "scale_by_soap_GG_3"}};
+constexpr FieldName kSoapFields1[] = {{"scale_by_soap_exp_avg", "scale_by_soap_exp_avg_2"},
+                                      {"scale_by_soap_exp_avg_sq", "scale_by_soap_exp_avg_sq_2"},
+                                      {"Q", "scale_by_soap_Q_3"},
+                                      {"GG", "scale_by_soap_GG_3"}};
 constexpr int64_t kAdamInitialized[] = {0};
 constexpr int64_t kSoapInitialized[] = {0, 2, 3};
 
@@ -55,6 +59,10 @@ constexpr const char* kSoap0GroupFields[] = {
     "lr", "betas", "shampoo_beta", "eps", "weight_decay", "precondition_frequency", "max_precond_dim",
     "merge_dims", "precondition_1d", "normalize_grads", "correct_bias", "warmup_steps", "split", "mars",
     "caution", "mars_gamma", "foreach", "params"};
+// 1.x ForeachSOAP adds its chainable base's fields and sentinels.
+constexpr const char* kSoap1ExtraGroupFields[] = {
+    "data_format", "palm", "beta2_scale", "use_precond_schedule", "gradient_clipping", "update_clipping",
+    "__class__", "base_lr", "step", "prev_lr"};
 // ... and 2.x ForeachSOAP's, with the bookkeeping its chainable base adds.
 constexpr const char* kSoap2GroupFields[] = {
     "caution", "lr", "warmup_steps", "weight_decay", "eps", "betas", "shampoo_beta", "max_precond_dim",
@@ -223,20 +231,25 @@ class Migrator {
     return Status();
   }
 
-  // 0.x ForeachSOAP: its own group fields only, entries {step, exp_avg,
-  // exp_avg_sq, Q, GG}, one precondition frequency for the optimizer (3.x
-  // keeps one schedule for all groups).
+  // 0.x and 1.x ForeachSOAP: their own group fields only, entries {step,
+  // exp_avg, exp_avg_sq, Q, GG} (1.x: the moments named by transform), one
+  // precondition frequency for the optimizer (3.x keeps one schedule).
   Status RecogniseSoap(NodeId groups) {
+    bool era1 = false;
+    for (const StateKey& k : st_.keys) {
+      era1 |= DictLookup(in(), k.value, "scale_by_soap_exp_avg") != kNoNode;
+    }
     std::optional<double> frequency;
     for (NodeId group : in().at(groups).items) {
       for (auto [k, v] : in().at(group).entries) {
         std::string name = Str(in(), k);
         bool known = false;
         for (const char* f : kSoap0GroupFields) known |= name == f;
+        for (const char* f : kSoap1ExtraGroupFields) known |= era1 && name == f;
         if (!known) {
           return UnsupportedError("param_groups have '" + name + "': a SOAP variant (PaLM, precondition schedule "
-                                  "or a later HeavyBall's SOAP) that migrate does not convert; only 0.x ForeachSOAP "
-                                  "is converted so far; nothing was written");
+                                  "or a later HeavyBall's SOAP) that migrate does not convert; only ForeachSOAP is "
+                                  "converted so far; nothing was written");
         }
       }
       std::optional<double> f = NumberValue(cp_, ByteSpan(), DictLookup(in(), group, "precondition_frequency"));
@@ -248,25 +261,25 @@ class Migrator {
       frequency = f;
     }
     precondition_frequency_ = frequency.value_or(2);
+    std::span<const FieldName> fields = era1 ? std::span<const FieldName>(kSoapFields1) : kSoapFields0;
     for (const StateKey& k : st_.keys) {
       for (auto [name, value] : in().at(k.value).entries) {
         std::string field = Str(in(), name);
-        if (field.starts_with("scale_by_soap_")) {
-          return UnsupportedError("state entry " + k.text + " holds '" + field + "': HeavyBall 1.x's SOAP names, "
-                                  "which migrate does not convert yet; nothing was written");
-        }
         bool known = field == "step";
-        for (const FieldName& f : kSoapFields0) known |= field == f.legacy;
+        for (const FieldName& f : fields) known |= field == f.legacy;
         if (!known) {
           return UnsupportedError("state entry " + k.text + " holds '" + (field.empty() ? "(a non-str key)" : field) +
-                                  "', which HeavyBall 0.x's ForeachSOAP does not keep; nothing was converted");
+                                  "', which HeavyBall " + (era1 ? "1.x" : "0.x") +
+                                  "'s ForeachSOAP does not keep (or the file mixes eras); nothing was converted");
         }
       }
     }
-    family_ = LegacyFamily::kSoap0;
-    fields_ = kSoapFields0;
+    family_ = era1 ? LegacyFamily::kSoap1 : LegacyFamily::kSoap0;
+    fields_ = fields;
     initialized_ = kSoapInitialized;
-    r_.algorithm = "SOAP (HeavyBall 0.x ForeachSOAP: step, exp_avg unprojected, exp_avg_sq, Q, GG per parameter)";
+    r_.algorithm = era1 ? "SOAP (HeavyBall 1.x ForeachSOAP: scale_by_soap_exp_avg(_sq) in the eigenbasis, Q, GG; "
+                          "step in the entries)"
+                        : "SOAP (HeavyBall 0.x ForeachSOAP: step, exp_avg unprojected, exp_avg_sq, Q, GG per parameter)";
     return Status();
   }
 
@@ -277,15 +290,19 @@ class Migrator {
   // schedule: its pickled number and accumulator carry over.
   PreconditionSchedule Schedule() const {
     PreconditionSchedule s;
-    if (family_ == LegacyFamily::kSoap0) {
+    if (family_ == LegacyFamily::kSoap0 || family_ == LegacyFamily::kSoap1) {
+      // 1.x recomputed Q when the optimizer's own step was a multiple of f:
+      // 3.x's phase, a sum of steps / f.
       const double f = precondition_frequency_;
+      const int64_t behind = family_ == LegacyFamily::kSoap0 ? 1 : 0;
       s.known = true;
       s.probability = 1.0 / f;
       s.prob_step = r_.steps;
-      s.cumulative = static_cast<double>(r_.steps - 1) / f;
-      s.note = "precond_schedule = 1/" + std::to_string(static_cast<int64_t>(f)) +
-               " (0.x's precondition_frequency, pickled as 3.x pickles it) and the schedule's position after " +
-               std::to_string(r_.steps) + " steps, so 3.x recomputes Q on the steps 0.x would have";
+      s.cumulative = static_cast<double>(r_.steps - behind) / f;
+      s.note = "precond_schedule = 1/" + std::to_string(static_cast<int64_t>(f)) + " (" +
+               (behind ? "0.x" : "1.x") + "'s precondition_frequency, pickled as 3.x pickles it) and the "
+               "schedule's position after " + std::to_string(r_.steps) + " steps, so 3.x recomputes Q on the steps " +
+               (behind ? "0.x" : "1.x") + " would have";
       return s;
     }
     if (family_ != LegacyFamily::kSoap2) return s;
@@ -408,7 +425,7 @@ class Migrator {
       // A reset SOAP entry (remap zero-fills it) would give 3.x a zero
       // eigenbasis, which projects every update to zero: such parameters get
       // no state instead, and 3.x builds their preconditioner on its next step.
-      if (family_ == LegacyFamily::kSoap0 && IsZeroFilled(DictLookup(g, views.front().second, "exp_avg"))) {
+      if (IsSoap(family_) && IsZeroFilled(DictLookup(g, views.front().second, fields_.front().legacy))) {
         fresh.push_back(std::to_string(g.at(key).int_value));
         continue;
       }
@@ -422,7 +439,7 @@ class Migrator {
         b.Set(d, "is_initialized", initialized);
         std::string where = "state entry " + std::to_string(g.at(key).int_value) +
                             (nested ? " view " + std::to_string(g.at(view).int_value) : "");
-        if (family_ == LegacyFamily::kSoap0) {
+        if (family_ == LegacyFamily::kSoap0 || family_ == LegacyFamily::kSoap1) {
           OPTSTATE_RETURN_IF_ERROR(SoapView(b, fields, d, where));
         } else if (family_ == LegacyFamily::kSoap2) {
           OPTSTATE_RETURN_IF_ERROR(Soap2View(b, fields, d, where));
@@ -540,14 +557,16 @@ class Migrator {
     return Status();
   }
 
-  // One 0.x SOAP view: exp_avg rotated (computed when written), the rest
-  // reshaped with 3.x's leading batch dimension; Q and GG per dimension,
-  // None where 3.x keeps no preconditioner (0.x's [] and its 1x1 matrices).
+  // One 0.x or 1.x SOAP view: 0.x's exp_avg rotated (computed when written;
+  // 1.x's is in the eigenbasis already), the rest reshaped with 3.x's leading
+  // batch dimension; Q and GG per dimension, None where 3.x keeps no
+  // preconditioner (the old [] and 1x1 matrices).
   Status SoapView(GraphBuilder& b, NodeId fields, NodeId d, const std::string& where) {
     ObjectGraph& g = r_.checkpoint.graph;
-    OPTSTATE_ASSIGN_OR_RETURN(const TensorRef* m, Float32Tensor(DictLookup(g, fields, "exp_avg"), where + " exp_avg"));
-    OPTSTATE_ASSIGN_OR_RETURN(const TensorRef* v,
-                              Float32Tensor(DictLookup(g, fields, "exp_avg_sq"), where + " exp_avg_sq"));
+    const char* m_name = fields_[0].legacy;
+    const char* v_name = fields_[1].legacy;
+    OPTSTATE_ASSIGN_OR_RETURN(const TensorRef* m, Float32Tensor(DictLookup(g, fields, m_name), where + " " + m_name));
+    OPTSTATE_ASSIGN_OR_RETURN(const TensorRef* v, Float32Tensor(DictLookup(g, fields, v_name), where + " " + v_name));
     const TensorRef moment = *m, second = *v;
     if (moment.sizes != second.sizes) return InvalidArgumentError(where + ": exp_avg and exp_avg_sq differ in shape");
     const size_t dims = moment.sizes.empty() ? 0 : moment.sizes.size();
@@ -586,11 +605,18 @@ class Migrator {
         (list_name[0] == 'Q' ? qs : ggs).push_back(b.TensorOver(copy, WithBatchDim(copy.sizes, 1), strides));
       }
     }
-    NodeId rotated = ComputedTensor(b, DType::kFloat32, WithBatchDim(moment.sizes, 1));
-    r_.computed.back().source = moment;
-    r_.computed.back().bases = std::move(bases);
-    b.Set(d, "scale_by_soap_exp_avg_2", rotated);
     int64_t numel = 1;
+    if (family_ == LegacyFamily::kSoap0) {
+      NodeId rotated = ComputedTensor(b, DType::kFloat32, WithBatchDim(moment.sizes, 1));
+      r_.computed.back().source = moment;
+      r_.computed.back().bases = std::move(bases);
+      b.Set(d, "scale_by_soap_exp_avg_2", rotated);
+    } else {  // 1.x kept it in the eigenbasis already
+      for (int64_t s : moment.sizes) numel *= s;
+      b.Set(d, "scale_by_soap_exp_avg_2",
+            b.TensorOver(moment, WithBatchDim(moment.sizes, 1), WithBatchDim(moment.strides, numel)));
+      numel = 1;
+    }
     for (int64_t s : second.sizes) numel *= s;
     b.Set(d, "scale_by_soap_exp_avg_sq_2",
           b.TensorOver(second, WithBatchDim(second.sizes, 1), WithBatchDim(second.strides, numel)));

@@ -116,7 +116,8 @@ def main():
     heavyball.utils.compile_mode = None
     cases = {"3.2.0": ("adamw", "soap", "soap_conv"),
              "0.24.4": ("adamw_foreach", "adamw_perparam", "soap", "soap_conv", "psgd_kron"),
-             "2.3.1": ("adamw_foreach", "adamw_perparam", "soap")}.get(
+             "2.3.1": ("adamw_foreach", "adamw_perparam", "soap"),
+             "1.4.0": ("adamw_foreach", "adamw_perparam", "soap")}.get(
         version, ("adamw_foreach", "adamw_perparam"))
     for case in sys.argv[4:] or cases:
         run(version, case, os.path.join(out, case))

@@ -20,7 +20,7 @@ for case in adamw_foreach adamw_perparam soap soap_conv; do
   [ "$case" = adamw_perparam ] && steps=(--steps 3)  # foreach=False saved k = 0
   "$bin" migrate "$d/optim.pt" --manifest "$d/manifest.json" "${steps[@]}" -o "$out/0.24.4/$case.pt" > /dev/null
 done
-for case in adamw_foreach adamw_perparam; do
+for case in adamw_foreach adamw_perparam soap; do
   d=$fixtures/1.4.0/$case
   "$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$out/1.4.0/$case.pt" > /dev/null
 done

@@ -78,6 +78,9 @@ def canonical(entry):
     if "scale_by_soap_exp_avg_0" in entry:
         return {"exp_avg": entry["scale_by_soap_exp_avg_0"], "exp_avg_sq": entry["scale_by_soap_exp_avg_sq_0"],
                 "Q": entry["scale_by_soap_Q_1"], "GG": entry["scale_by_soap_GG_1"], "projected": True}
+    if "scale_by_soap_exp_avg" in entry:  # 1.x
+        return {"exp_avg": entry["scale_by_soap_exp_avg"], "exp_avg_sq": entry["scale_by_soap_exp_avg_sq"],
+                "Q": entry["Q"], "GG": entry["GG"], "projected": True}
     for m, v in (("exp_avg", "exp_avg_sq"), ("update_by_adam_exp_avg", "update_by_adam_exp_avg_sq"),
                  ("update_by_adam_exp_avg_0", "update_by_adam_exp_avg_sq_0")):
         if m in entry:

@@ -64,10 +64,16 @@ def legacy_moments(fixtures, version, case, legacy, manifest, i):
     if version.startswith("0."):
         e = legacy_entry_0x(legacy, manifest, i)
         return e["exp_avg"], e["exp_avg_sq"]
+    e = legacy_entry_1x(fixtures, version, case, legacy, manifest, i)
+    return e["update_by_adam_exp_avg"], e["update_by_adam_exp_avg_sq"]
+
+
+def legacy_entry_1x(fixtures, version, case, legacy, manifest, i):
+    """1.x: the entry whose (Parameter copy, 0) key has the saved model's bytes."""
     model = torch.load(os.path.join(fixtures, version, case, "model.pt"), weights_only=True)
     for (param, view), e in legacy["state"].items():
         if view == 0 and torch.equal(param.detach(), model[manifest[i]["name"]]):
-            return e["update_by_adam_exp_avg"], e["update_by_adam_exp_avg_sq"]
+            return e
     fail(f"{version}/{case}: no legacy entry for {manifest[i]['name']}")
 
 
@@ -115,7 +121,7 @@ def main():
     checked = 0
     cases = [(v, c) for v in ("0.24.4", "1.4.0") for c in ("adamw_foreach", "adamw_perparam")]
     cases += [("0.24.4", "soap"), ("0.24.4", "soap_conv")]
-    cases += [("2.3.1", c) for c in ("adamw_foreach", "adamw_perparam", "soap")]
+    cases += [("2.3.1", c) for c in ("adamw_foreach", "adamw_perparam", "soap")] + [("1.4.0", "soap")]
     for version, case in cases:
         soap = case.startswith("soap")
         golden = torch.load(os.path.join(fixtures, "3.2.0", case if soap else "adamw", "optim.pt"), weights_only=True)
@@ -137,7 +143,14 @@ def main():
                                        mine[0]["step"].dtype != entry[0]["step"].dtype):
                 fail(f"{case}: state[{i}] step is {mine[0]['step']!r}, 3.2.0 saves {entry[0]['step']!r}")
             if soap:
-                le = legacy_entry_2x(legacy, i) if version.startswith("2.") else legacy_entry_0x(legacy, manifest, i)
+                if version.startswith("2."):
+                    le = legacy_entry_2x(legacy, i)
+                elif version.startswith("1."):
+                    e = legacy_entry_1x(fixtures, version, case.split("/")[1], legacy, manifest, i)
+                    le = {"exp_avg": e["scale_by_soap_exp_avg"], "exp_avg_sq": e["scale_by_soap_exp_avg_sq"],
+                          "Q": e["Q"], "GG": e["GG"], "projected": True}
+                else:
+                    le = legacy_entry_0x(legacy, manifest, i)
                 check_soap_entry(case, i, mine[0], le, entry[0])
                 checked += 1
                 continue
@@ -174,13 +187,14 @@ def main():
                                                         ("cumulative_prob_prob_step", "cumulative_prob")}:
                 fail(f"{case}: 2.x's schedule not carried over: {out['heavyball']}")
         elif soap:
-            # 0.x recomputed Q when its step (one behind 3.x's) was a multiple of the frequency.
+            # 0.x recomputed Q when its step was a multiple of the frequency, one behind 1.x's and 3.x's.
             f = lg["precondition_frequency"]
             if pickle.loads(out["heavyball"]["precond_schedule"]) != 1 / f or \
-                    out["heavyball"]["inner_group"] != {"cumulative_prob_prob_step": 3, "cumulative_prob": (3 - 1) / f}:
+                    out["heavyball"]["inner_group"] != {"cumulative_prob_prob_step": 3,
+                                                        "cumulative_prob": (3 - version.startswith("0.")) / f}:
                 fail(f"{case}: heavyball schedule {out['heavyball']['precond_schedule']!r} "
                      f"{out['heavyball']['inner_group']}")
-    print(f"ok: {checked} parameters' state (AdamW 0.24.4, 1.4.0, 2.3.1; SOAP 0.24.4, 2.3.1) migrated as HeavyBall 3.2.0 "
+    print(f"ok: {checked} parameters' state (AdamW 0.24.4, 1.4.0, 2.3.1; SOAP 0.24.4, 1.4.0, 2.3.1) migrated as HeavyBall 3.2.0 "
           "lays it out, values the legacy ones (SOAP's exp_avg rotated), loadable with weights_only=True")
     resume_in_torch(fixtures, scratch)
 

@@ -16,7 +16,7 @@ rm -rf "$scratch"
 mkdir -p "$scratch/0.24.4" "$scratch/1.4.0" "$scratch/2.3.1"
 # 1.4.0 saved the optimizer alone: its (Parameter, 0) keys are copies, matched by their bytes
 # against the model saved at the same step.
-for case in adamw_foreach adamw_perparam; do
+for case in adamw_foreach adamw_perparam soap; do
   d=testdata/heavyball/migrate/1.4.0/$case
   "$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$scratch/1.4.0/$case.pt" > /dev/null ||
     { echo "FAIL migrate 1.4.0 $case"; exit 1; }

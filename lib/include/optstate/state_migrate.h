@@ -16,8 +16,8 @@
 // `step` in the entries, (Parameter, i) keys, sentinel objects and the class
 // pickled in the groups) and 2.x (3.x's names nested per view, the class in
 // the groups), and SOAP of 0.x ForeachSOAP (per-parameter `step`, exp_avg kept
-// unprojected: rotated into Q's eigenbasis, as 3.x keeps it, when written) and
-// 2.x (transforms renumbered, 3.x's batch dimension added, its pickled
+// unprojected: rotated into Q's eigenbasis, as 3.x keeps it, when written), 1.x
+// (moments named by transform, already projected) and 2.x (transforms renumbered, 3.x's batch dimension added, its pickled
 // schedule carried over only when it is a number). Other algorithms and eras
 // are refused by name, never half-converted.
 #ifndef OPTSTATE_STATE_MIGRATE_H_
