@@ -2,7 +2,8 @@
 HeavyBall 3.x's own checkpoint of the same model (the layout migrate must write).
 
 Source: github.com/HomebrewML/HeavyBall, extracted outside the repository by
-heavyball-fixtures.sh (0.24.4 = commit 0ad271b; 3.2.0 = tag v3.2.0), put on sys.path.
+heavyball-fixtures.sh (0.12.1 = commit 75390f1; 0.24.4 = commit 0ad271b; 1.4.0, 2.3.1, 3.2.0 =
+tags v1.4.0, v2.3.1, v3.2.0), put on sys.path.
 
 Usage (inside the torch 2.6 chroot):
   python3 testdata/gen/gen_heavyball_migrate.py HEAVYBALL_SRC VERSION OUTDIR [CASE...]
@@ -14,7 +15,8 @@ foreach=False: with foreach=True 0.24.4's SOAP step reads the last parameter's s
 parameter and fails on the first two shapes that differ); VERSION 3.2.0 writes OUTDIR/adamw/
 (heavyball.AdamW) and OUTDIR/soap/ (heavyball.SOAP). soap_conv is SOAP on ConvNet (both
 versions), whose conv weight SOAP keeps as a merged [64, 27] view; 0.24.4's psgd_kron
-(ForeachPSGDKron) is what migrate refuses. CASE... limits the run.
+(ForeachPSGDKron) is what migrate refuses; VERSION 0.12.1 (commit 75390f1, state keyed by bare
+data_ptr) writes OUTDIR/adamw/ and OUTDIR/soap/. CASE... limits the run.
 Each holds:
   optim.pt            torch.save(opt.state_dict()) after SAVED steps
   model.pt            torch.save(model.state_dict()) at the same point
@@ -71,6 +73,9 @@ def make(version, case):
     import heavyball
     if case == "psgd_kron":  # migrate refuses it by name; the fixture proves the refusal on a real file
         return lambda params: heavyball.ForeachPSGDKron(params, lr=LR)
+    if version.startswith("0.12."):  # bare data_ptr keys; neither class takes `foreach`
+        cls = heavyball.ForeachSOAP if case.startswith("soap") else heavyball.ForeachAdamW
+        return lambda params: cls(params, lr=LR)
     if case.startswith("soap"):
         if version.startswith("3."):
             return lambda params: heavyball.SOAP(params, lr=LR)
@@ -117,7 +122,8 @@ def main():
     cases = {"3.2.0": ("adamw", "soap", "soap_conv"),
              "0.24.4": ("adamw_foreach", "adamw_perparam", "soap", "soap_conv", "psgd_kron"),
              "2.3.1": ("adamw_foreach", "adamw_perparam", "soap"),
-             "1.4.0": ("adamw_foreach", "adamw_perparam", "soap")}.get(
+             "1.4.0": ("adamw_foreach", "adamw_perparam", "soap"),
+             "0.12.1": ("adamw", "soap")}.get(
         version, ("adamw_foreach", "adamw_perparam"))
     for case in sys.argv[4:] or cases:
         run(version, case, os.path.join(out, case))

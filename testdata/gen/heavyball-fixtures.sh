@@ -15,6 +15,8 @@
 #   1.4.0 = tag v1.4.0 (the last fake_groups release with a tag)
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/1.4.0/ ((Parameter, i) keys, optimizer alone)
 #     gen_heavyball_freeze.py -> testdata/heavyball/freeze_1.4.0/
+#   0.12.1 = commit 75390f1 (no tag; state keyed by bare data_ptr)
+#     gen_heavyball_migrate.py -> testdata/heavyball/migrate/0.12.1/ (AdamW and SOAP)
 #   2.3.1 = tag v2.3.1 (index keys nested per view, the class pickled in the groups)
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/2.3.1/ (AdamW and SOAP)
 set -euo pipefail
@@ -44,6 +46,8 @@ src=$(extract v3.2.0 3.2.0)
 src=$(extract v1.4.0 1.4.0)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_freeze.py "$src" "$stage/freeze_1.4.0"
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 1.4.0 "$stage/migrate/1.4.0"
+src=$(extract 75390f1 0.12.1)
+"$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 0.12.1 "$stage/migrate/0.12.1"
 src=$(extract v2.3.1 2.3.1)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 2.3.1 "$stage/migrate/2.3.1"
 rm -rf "$repo/testdata/heavyball"

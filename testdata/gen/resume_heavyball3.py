@@ -55,15 +55,18 @@ def load_legacy(case_dir):
 
 
 def legacy_entry(case_dir, legacy, i):
-    """Parameter i's entry in a legacy file: 0.x keys (data_ptr, shape) through the manifest (the
+    """Parameter i's entry in a legacy file: 0.12 keys data_ptr, later 0.x (data_ptr, shape), through the manifest (the
     shape may be SOAP's merged view of the parameter); 1.x keys (Parameter copy, view) by the
     copy's bytes against the saved model."""
     manifest = json.load(open(os.path.join(case_dir, "manifest.json")))["params"]
     model = torch.load(os.path.join(case_dir, "model.pt"), weights_only=True)
     for key, entry in legacy["state"].items():
-        if isinstance(key, int):  # 2.x: already indices, nested per view
+        if isinstance(key, int) and 0 in entry:  # 2.x: already indices, nested per view
             if key == i:
                 return canonical(entry[0])
+        elif isinstance(key, int):  # 0.12: bare data_ptr
+            if key == manifest[i]["data_ptr"]:
+                return canonical(entry)
         elif isinstance(key[0], int):
             if key[0] == manifest[i]["data_ptr"] and math.prod(key[1]) == math.prod(manifest[i]["shape"]):
                 return canonical(entry)

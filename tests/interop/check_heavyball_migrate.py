@@ -39,9 +39,13 @@ def load_legacy(path):
 
 
 def legacy_entry_0x(legacy, manifest, i):
-    """0.x: the entry keyed by the parameter's data_ptr and its shape or SOAP's merged view of it."""
-    for (ptr, shape), e in legacy["state"].items():
-        if ptr == manifest[i]["data_ptr"] and math.prod(shape) == math.prod(manifest[i]["shape"]):
+    """0.x: the entry keyed by the parameter's data_ptr (0.12) or by it and its shape or SOAP's merged
+    view of it (later 0.x)."""
+    for key, e in legacy["state"].items():
+        if isinstance(key, int):
+            if key == manifest[i]["data_ptr"]:
+                return e
+        elif key[0] == manifest[i]["data_ptr"] and math.prod(key[1]) == math.prod(manifest[i]["shape"]):
             return e
     fail(f"no legacy entry for {manifest[i]['name']}")
 
@@ -120,7 +124,7 @@ def main():
     fixtures, scratch = sys.argv[1], sys.argv[2]
     checked = 0
     cases = [(v, c) for v in ("0.24.4", "1.4.0") for c in ("adamw_foreach", "adamw_perparam")]
-    cases += [("0.24.4", "soap"), ("0.24.4", "soap_conv")]
+    cases += [("0.24.4", "soap"), ("0.24.4", "soap_conv"), ("0.12.1", "adamw"), ("0.12.1", "soap")]
     cases += [("2.3.1", c) for c in ("adamw_foreach", "adamw_perparam", "soap")] + [("1.4.0", "soap")]
     for version, case in cases:
         soap = case.startswith("soap")
@@ -170,11 +174,15 @@ def main():
         fields += ("shampoo_beta", "max_precond_dim", "merge_dims", "precondition_1d", "split") if soap \
             else ("storage_dtype",)
         for k in fields:
+            if k not in lg:  # an older HeavyBall had no such field: 3.2's default, as 3.2.0 saved it
+                if ours[k] != theirs[k]:
+                    fail(f"{case}: group {k} = {ours[k]!r}, absent from the legacy file, 3.2.0's is {theirs[k]!r}")
+                continue
             if isinstance(lg[k], object) and type(lg[k]) is object:
                 continue  # a 1.x default sentinel
             if ours[k] != lg[k]:
                 fail(f"{case}: group {k} = {ours[k]!r}, the legacy file has {lg[k]!r}")
-        if ours["multi_tensor"] != lg["foreach"] or ours["params"] != list(range(len(manifest))):
+        if ours["multi_tensor"] != lg.get("foreach", True) or ours["params"] != list(range(len(manifest))):
             fail(f"{case}: multi_tensor {ours['multi_tensor']} / params {ours['params']}")
         if set(out["heavyball"]) != set(golden["heavyball"]):
             fail(f"{case}: heavyball entry {sorted(out['heavyball'])}")
@@ -194,7 +202,7 @@ def main():
                                                         "cumulative_prob": (3 - version.startswith("0.")) / f}:
                 fail(f"{case}: heavyball schedule {out['heavyball']['precond_schedule']!r} "
                      f"{out['heavyball']['inner_group']}")
-    print(f"ok: {checked} parameters' state (AdamW 0.24.4, 1.4.0, 2.3.1; SOAP 0.24.4, 1.4.0, 2.3.1) migrated as HeavyBall 3.2.0 "
+    print(f"ok: {checked} parameters' state (AdamW 0.12.1, 0.24.4, 1.4.0, 2.3.1; SOAP the same) migrated as HeavyBall 3.2.0 "
           "lays it out, values the legacy ones (SOAP's exp_avg rotated), loadable with weights_only=True")
     resume_in_torch(fixtures, scratch)
 
@@ -206,8 +214,8 @@ def resume_in_torch(fixtures, scratch):
                                     "testdata", "gen"))
     from gen_heavyball_migrate import CONTINUED, LR, SAVED, Net, batches
     data = batches(SAVED + CONTINUED)[SAVED:]
-    for version in ("0.24.4", "1.4.0", "2.3.1"):
-        case_dir = os.path.join(fixtures, version, "adamw_foreach")
+    for version in ("0.12.1", "0.24.4", "1.4.0", "2.3.1"):
+        case_dir = os.path.join(fixtures, version, "adamw" if version == "0.12.1" else "adamw_foreach")
         ref = torch.load(os.path.join(case_dir, "model.continued.pt"), weights_only=True)
         distances = {}
         for how in ("migrated", "fresh"):

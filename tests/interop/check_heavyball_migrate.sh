@@ -1,6 +1,6 @@
 #!/bin/bash
-# optstate migrate --to heavyball3 on real HeavyBall 0.24.4 and 2.3.1 AdamW and SOAP files and 1.4.0
-# AdamW files
+# optstate migrate --to heavyball3 on real HeavyBall 0.12.1, 0.24.4, 1.4.0 and 2.3.1 AdamW and SOAP
+# files
 # (testdata/heavyball/migrate/0.24.4), checked by torch 2.6 against the layout real
 # HeavyBall 3.2.0 saved for the same model (migrate/3.2.0) and the legacy values
 # (check_heavyball_migrate.py). Resuming in HeavyBall 3.x itself needs HeavyBall and runs
@@ -13,7 +13,13 @@ cd "$repo"
 scratch=testdata/.heavyball-migrate-check
 trap 'rm -rf "$scratch"' EXIT
 rm -rf "$scratch"
-mkdir -p "$scratch/0.24.4" "$scratch/1.4.0" "$scratch/2.3.1"
+mkdir -p "$scratch/0.12.1" "$scratch/0.24.4" "$scratch/1.4.0" "$scratch/2.3.1"
+# 0.12.1: bare data_ptr keys, through the manifest.
+for case in adamw soap; do
+  d=testdata/heavyball/migrate/0.12.1/$case
+  "$bin" migrate "$d/optim.pt" --manifest "$d/manifest.json" -o "$scratch/0.12.1/$case.pt" > /dev/null ||
+    { echo "FAIL migrate 0.12.1 $case"; exit 1; }
+done
 # 1.4.0 saved the optimizer alone: its (Parameter, 0) keys are copies, matched by their bytes
 # against the model saved at the same step.
 for case in adamw_foreach adamw_perparam soap; do
@@ -69,6 +75,9 @@ mkdir -p "$scratch/torch"
 d=testdata/heavyball/migrate/1.4.0/adamw_foreach
 "$bin" migrate --to torch "$d/optim.pt" --model "$d/model.pt" -o "$scratch/torch/1.4.0.pt" > /dev/null ||
   { echo "FAIL migrate --to torch 1.4.0"; exit 1; }
+d=testdata/heavyball/migrate/0.12.1/adamw
+"$bin" migrate --to torch "$d/optim.pt" --manifest "$d/manifest.json" -o "$scratch/torch/0.12.1.pt" > /dev/null ||
+  { echo "FAIL migrate --to torch 0.12.1"; exit 1; }
 d=testdata/heavyball/migrate/2.3.1/adamw_foreach
 "$bin" migrate --to torch "$d/optim.pt" --model "$d/model.pt" -o "$scratch/torch/2.3.1.pt" > /dev/null ||
   { echo "FAIL migrate --to torch 2.3.1"; exit 1; }
