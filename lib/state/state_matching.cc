@@ -6,6 +6,7 @@
 
 #include "optstate/model_params.h"
 #include "state/param_loading.h"
+#include "state/split_views.h"
 
 namespace optstate {
 namespace {
@@ -270,6 +271,39 @@ class Matcher {
     }
   }
 
+  // The shape of a bare-pointer key's view: that of the first tensor in its
+  // entry (HeavyBall 0.12 keyed views by data_ptr alone; their state has the
+  // view's shape). Empty when the entry holds no tensor.
+  std::vector<int64_t> EntryTensorShape(const StateKey& key) const {
+    const ObjectGraph& g = cp_.graph;
+    if (g.at(key.value).kind != NodeKind::kDict) return {};
+    for (auto [name, v] : g.at(key.value).entries) {
+      if (g.at(v).kind == NodeKind::kTensor) return cp_.tensors[g.at(v).tensor].sizes;
+    }
+    return {};
+  }
+
+  // Pointer keys of one parameter's split views: HeavyBall's own view order
+  // (split_views.h) where their offsets place them as its blocks.
+  void InSplitOrder(const ParamInfo& p, std::vector<size_t>& keys) const {
+    if (keys.size() < 2 || !p.data_ptr) return;
+    const uint64_t element = GetDTypeInfo(p.dtype).element_size;
+    std::vector<ViewPlacement> views;
+    for (size_t k : keys) {
+      const StateKey& key = st_.keys[k];
+      const bool pointer = key.kind == KeyKind::kPtrShape || key.kind == KeyKind::kBarePtr;
+      if (!pointer || key.ptr < *p.data_ptr || (key.ptr - *p.data_ptr) % element != 0) return;
+      std::vector<int64_t> shape = key.kind == KeyKind::kPtrShape ? key.shape : EntryTensorShape(key);
+      if (shape.empty()) return;
+      views.push_back(ViewPlacement{(key.ptr - *p.data_ptr) / element, std::move(shape)});
+    }
+    std::optional<std::vector<size_t>> order = HeavyBallSplitOrder(p.shape, views);
+    if (!order) return;
+    std::vector<size_t> sorted;
+    for (size_t i : *order) sorted.push_back(keys[i]);
+    keys = std::move(sorted);
+  }
+
   void Finish() {
     for (size_t p = 0; p < params_.size(); ++p) {
       ParamMatch& m = r_.params[p];
@@ -280,6 +314,7 @@ class Matcher {
           const StateKey& y = st_.keys[b];
           return x.kind == KeyKind::kParamView ? x.view < y.view : x.ptr < y.ptr;
         });
+        InSplitOrder(params_[p], m.keys);
         for (size_t v = 0; v < m.keys.size(); ++v) r_.keys[m.keys[v]].view = static_cast<int64_t>(v);
       }
       if (m.keys.empty()) r_.without_state.push_back(p);

@@ -73,13 +73,16 @@ def make(version, case):
     import heavyball
     if case == "psgd_kron":  # migrate refuses it by name; the fixture proves the refusal on a real file
         return lambda params: heavyball.ForeachPSGDKron(params, lr=LR)
+    extra = {"split": True, "max_precond_dim": 32} if case == "soap_split" else {}
     if version.startswith("0.12."):  # bare data_ptr keys; neither class takes `foreach`
         cls = heavyball.ForeachSOAP if case.startswith("soap") else heavyball.ForeachAdamW
-        return lambda params: cls(params, lr=LR)
+        return lambda params: cls(params, lr=LR, **extra)
     if case.startswith("soap"):
+        # soap_split: every dimension above 32 split into blocks of 32, each block a view with
+        # state of its own (emb [96, 64] -> 6 views, the [64] biases -> 2).
         if version.startswith("3."):
-            return lambda params: heavyball.SOAP(params, lr=LR)
-        return lambda params: heavyball.ForeachSOAP(params, lr=LR, foreach=not version.startswith("0."))
+            return lambda params: heavyball.SOAP(params, lr=LR, **extra)
+        return lambda params: heavyball.ForeachSOAP(params, lr=LR, foreach=not version.startswith("0."), **extra)
     if not version.startswith("3."):
         return lambda params: heavyball.ForeachAdamW(params, lr=LR, foreach=case == "adamw_foreach")
     return lambda params: heavyball.AdamW(params, lr=LR)
@@ -119,11 +122,11 @@ def main():
     sys.path.insert(0, src)
     import heavyball.utils
     heavyball.utils.compile_mode = None
-    cases = {"3.2.0": ("adamw", "soap", "soap_conv"),
-             "0.24.4": ("adamw_foreach", "adamw_perparam", "soap", "soap_conv", "psgd_kron"),
+    cases = {"3.2.0": ("adamw", "soap", "soap_conv", "soap_split"),
+             "0.24.4": ("adamw_foreach", "adamw_perparam", "soap", "soap_conv", "soap_split", "psgd_kron"),
              "2.3.1": ("adamw_foreach", "adamw_perparam", "soap"),
              "1.4.0": ("adamw_foreach", "adamw_perparam", "soap"),
-             "0.12.1": ("adamw", "soap")}.get(
+             "0.12.1": ("adamw", "soap", "soap_split")}.get(
         version, ("adamw_foreach", "adamw_perparam"))
     for case in sys.argv[4:] or cases:
         run(version, case, os.path.join(out, case))

@@ -54,6 +54,26 @@ def load_legacy(case_dir):
             delattr(heavyball, n)
 
 
+def legacy_views(case_dir, legacy, i, address_order=False):
+    """Parameter i's entries, one per view: a split parameter's 0.x (data_ptr, shape) keys lie
+    inside its bytes, in the order HeavyBall created them (its split order, kept by the state
+    dict's insertion order: independent of optstate's own ordering); otherwise [legacy_entry]."""
+    manifest = json.load(open(os.path.join(case_dir, "manifest.json")))["params"]
+    p = manifest[i]
+    end = p["data_ptr"] + 4 * math.prod(p["shape"])
+    views = []
+    for k, e in legacy["state"].items():
+        ptr = k if isinstance(k, int) else k[0] if isinstance(k, tuple) and isinstance(k[0], int) else None
+        if ptr is None or 0 in e or not p["data_ptr"] <= ptr < end:
+            continue
+        first = next(v for v in e.values() if isinstance(v, torch.Tensor))  # 0.12 keys a view by data_ptr alone
+        if first.numel() < math.prod(p["shape"]):
+            views.append((ptr, canonical(e)))
+    if address_order:  # what optstate did before it knew HeavyBall's split order
+        views.sort(key=lambda v: v[0])
+    return [e for _, e in views] or [legacy_entry(case_dir, legacy, i)]
+
+
 def legacy_entry(case_dir, legacy, i):
     """Parameter i's entry in a legacy file: 0.12 keys data_ptr, later 0.x (data_ptr, shape), through the manifest (the
     shape may be SOAP's merged view of the parameter); 1.x keys (Parameter copy, view) by the
@@ -138,15 +158,16 @@ def adamw_visible(st, entry):
         torch.equal(st.get("update_by_adam_exp_avg_sq_0", torch.empty(0)), ev)
 
 
-def reference_conversion(case_dir, steps, rotate=True):
+def reference_conversion(case_dir, steps, rotate=True, address_order=False):
     """By hand from the legacy file, parameter by parameter (legacy_entry)."""
     legacy = load_legacy(case_dir)
     n = len(json.load(open(os.path.join(case_dir, "manifest.json")))["params"])
     state = {}
     for i in range(n):
-        entry = legacy_entry(case_dir, legacy, i)
+        views = legacy_views(case_dir, legacy, i, address_order)
+        entry = views[0]
         if "Q" in entry:
-            state[i] = {0: soap_view(entry, rotate)}
+            state[i] = {v: soap_view(e, rotate) for v, e in enumerate(views)}
         else:
             m, v = legacy_moments(entry)
             state[i] = {0: {"update_by_adam_exp_avg_0": m, "update_by_adam_exp_avg_sq_0": v, "is_initialized": {0}}}
@@ -155,6 +176,8 @@ def reference_conversion(case_dir, steps, rotate=True):
 
 
 def make_optimizer(heavyball, case, params):
+    if case == "soap_split":
+        return heavyball.SOAP(params, lr=LR, split=True, max_precond_dim=32)
     return heavyball.SOAP(params, lr=LR) if case.startswith("soap") else heavyball.AdamW(params, lr=LR)
 
 
@@ -196,9 +219,10 @@ def main():
             params = list(model.parameters())
             visible = 0
             for i, p in enumerate(params):
-                entry = legacy_entry(case_dir, legacy, i)
-                st = opt.state.get(p, {}).get(0, {})
-                visible += (soap_visible if case.startswith("soap") else adamw_visible)(st, entry)
+                views = legacy_views(case_dir, legacy, i)
+                check = soap_visible if case.startswith("soap") else adamw_visible
+                states = opt.state.get(p, {})
+                visible += len(states) == len(views) and all(check(states.get(v, {}), e) for v, e in enumerate(views))
             model_m, _, first_m = run(heavyball, case_dir, load_migrated, data)
 
             def load_reference(state):
@@ -221,6 +245,11 @@ def main():
                                     load_reference(reference_conversion(case_dir, SAVED, rotate=False)), data)
                 d = distance(model_u, ref)
                 row["distance_unrotated_exp_avg"] = d if math.isfinite(d) else None  # null: diverged
+            if case.endswith("_split"):
+                model_a, _, _ = run(heavyball, case_dir,
+                                    load_reference(reference_conversion(case_dir, SAVED, address_order=True)), data)
+                d = distance(model_a, ref)
+                row["distance_views_in_address_order"] = d if math.isfinite(d) else None
             figures.append(row)
             print(json.dumps(row))
     with open(out, "w") as f:

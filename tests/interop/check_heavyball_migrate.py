@@ -50,6 +50,19 @@ def legacy_entry_0x(legacy, manifest, i):
     fail(f"no legacy entry for {manifest[i]['name']}")
 
 
+def legacy_split_views(legacy, manifest, i):
+    """0.x split views of parameter i: the keys whose pointer lies in its bytes ((data_ptr, shape)
+    in 0.24.4, data_ptr alone in 0.12), in the state dict's order."""
+    start = manifest[i]["data_ptr"]
+    end = start + 4 * math.prod(manifest[i]["shape"])
+    out = []
+    for k, e in legacy["state"].items():
+        ptr = k if isinstance(k, int) else k[0]
+        if start <= ptr < end:
+            out.append(e)
+    return out
+
+
 def legacy_entry_2x(legacy, i):
     """2.x: index keys, nested per view; SOAP's names as {exp_avg, exp_avg_sq, Q, GG} (projected)."""
     e = legacy["state"][i][0]
@@ -125,10 +138,12 @@ def main():
     checked = 0
     cases = [(v, c) for v in ("0.24.4", "1.4.0") for c in ("adamw_foreach", "adamw_perparam")]
     cases += [("0.24.4", "soap"), ("0.24.4", "soap_conv"), ("0.12.1", "adamw"), ("0.12.1", "soap")]
+    cases += [("0.24.4", "soap_split"), ("0.12.1", "soap_split")]
     cases += [("2.3.1", c) for c in ("adamw_foreach", "adamw_perparam", "soap")] + [("1.4.0", "soap")]
     for version, case in cases:
         soap = case.startswith("soap")
         golden = torch.load(os.path.join(fixtures, "3.2.0", case if soap else "adamw", "optim.pt"), weights_only=True)
+        # (3.2.0's soap_split golden: the same split, each view {1, 32, 32} or {1, 32}.)
         out = torch.load(os.path.join(scratch, version, f"{case}.pt"), weights_only=True)
         legacy = load_legacy(os.path.join(fixtures, version, case, "optim.pt"))
         manifest = json.load(open(os.path.join(fixtures, version, case, "manifest.json")))["params"]
@@ -153,6 +168,17 @@ def main():
                     e = legacy_entry_1x(fixtures, version, case.split("/")[1], legacy, manifest, i)
                     le = {"exp_avg": e["scale_by_soap_exp_avg"], "exp_avg_sq": e["scale_by_soap_exp_avg_sq"],
                           "Q": e["Q"], "GG": e["GG"], "projected": True}
+                elif case.endswith("soap_split"):
+                    # One legacy entry per view, in the order HeavyBall created them (the state
+                    # dict's insertion order), which is 3.x's view numbering.
+                    views = legacy_split_views(legacy, manifest, i)
+                    if sorted(mine) != list(range(len(views))) or sorted(entry) != sorted(mine):
+                        fail(f"{case}: state[{i}] has views {sorted(mine)}, 3.2.0 {sorted(entry)}, "
+                             f"the legacy file {len(views)}")
+                    for v, le in enumerate(views):
+                        check_soap_entry(f"{case} view {v}", i, mine[v], le, entry[v])
+                    checked += 1
+                    continue
                 else:
                     le = legacy_entry_0x(legacy, manifest, i)
                 check_soap_entry(case, i, mine[0], le, entry[0])

@@ -15,7 +15,7 @@ trap 'rm -rf "$scratch"' EXIT
 rm -rf "$scratch"
 mkdir -p "$scratch/0.12.1" "$scratch/0.24.4" "$scratch/1.4.0" "$scratch/2.3.1"
 # 0.12.1: bare data_ptr keys, through the manifest.
-for case in adamw soap; do
+for case in adamw soap soap_split; do
   d=testdata/heavyball/migrate/0.12.1/$case
   "$bin" migrate "$d/optim.pt" --manifest "$d/manifest.json" -o "$scratch/0.12.1/$case.pt" > /dev/null ||
     { echo "FAIL migrate 0.12.1 $case"; exit 1; }
@@ -37,7 +37,8 @@ src=testdata/heavyball/migrate/0.24.4
 "$bin" migrate "$src/adamw_foreach/optim.pt" --manifest "$src/adamw_foreach/manifest.json" \
   -o "$scratch/0.24.4/adamw_foreach.pt" > /dev/null || { echo "FAIL migrate adamw_foreach"; exit 1; }
 # SOAP (foreach=False: per-parameter step) on Net and on ConvNet, whose conv weight is a merged view.
-for case in soap soap_conv; do
+# soap_split: views numbered in HeavyBall's split order, not by address.
+for case in soap soap_conv soap_split; do
   "$bin" migrate "$src/$case/optim.pt" --manifest "$src/$case/manifest.json" -o "$scratch/0.24.4/$case.pt" \
     > /dev/null || { echo "FAIL migrate $case"; exit 1; }
 done

@@ -11,6 +11,7 @@
 #include "optstate/state_matching.h"
 #include "state/eigenbasis_projection.h"
 #include "state/migrate_layout.h"
+#include "state/split_views.h"
 
 namespace optstate {
 namespace {
@@ -29,6 +30,33 @@ TEST(EigenbasisProjectionTest, ContractsEachDimensionWithItsBasis) {
   EXPECT_EQ(ProjectIntoEigenbasis(std::vector<float>{5, -6}, {2}, {{}}), (std::vector<float>{5, -6}));
   // The middle of three dimensions: [2, 2, 1] with Q1 swapping.
   EXPECT_EQ(ProjectIntoEigenbasis(x, {2, 2, 1}, {{}, {0, 1, 1, 0}, {}}), (std::vector<float>{2, 1, 4, 3}));
+}
+
+TEST(SplitViewsTest, MergedShapeIsHeavyBallsDimMerger) {
+  EXPECT_EQ(HeavyBallMergedShape({64, 3, 3, 3}, 2048), (std::vector<int64_t>{64, 27}));
+  EXPECT_EQ(HeavyBallMergedShape({128, 64, 3, 3}, 100), (std::vector<int64_t>{128, 64, 9}));
+  EXPECT_EQ(HeavyBallMergedShape({96, 64}, 32), (std::vector<int64_t>{96, 64}));
+  EXPECT_EQ(HeavyBallMergedShape({64}, 32), (std::vector<int64_t>{64}));
+}
+
+TEST(SplitViewsTest, LastDimensionIsSplitFirst) {
+  // emb [96, 64] split by 32, as HeavyBall 0.24.4 keyed it (state dict order): element
+  // offsets 0, 2048, 4096, 32, 2080, 4128. Given in address order, they come back in that order.
+  std::vector<ViewPlacement> by_address;
+  for (uint64_t off : {0, 32, 2048, 2080, 4096, 4128}) by_address.push_back({off, {32, 32}});
+  auto order = HeavyBallSplitOrder({96, 64}, by_address);
+  ASSERT_TRUE(order.has_value());
+  std::vector<uint64_t> offsets;
+  for (size_t i : *order) offsets.push_back(by_address[i].offset);
+  EXPECT_EQ(offsets, (std::vector<uint64_t>{0, 2048, 4096, 32, 2080, 4128}));
+  // A 1-D bias [64] -> [32], [32]: address order is split order.
+  order = HeavyBallSplitOrder({64}, {{32, {32}}, {0, {32}}});
+  ASSERT_TRUE(order.has_value());
+  EXPECT_EQ(*order, (std::vector<size_t>{1, 0}));
+  // Views that are not blocks of the parameter (an offset off the grid, a rank that does not
+  // match): no HeavyBall order, the caller keeps address order.
+  EXPECT_FALSE(HeavyBallSplitOrder({96, 64}, {{0, {32, 32}}, {40, {32, 32}}}).has_value());
+  EXPECT_FALSE(HeavyBallSplitOrder({96, 64}, {{0, {32}}, {32, {32}}}).has_value());
 }
 
 TEST(PickledNumberTest, ReadsOnlyAFloatOrNoneAndNothingElse) {
