@@ -216,13 +216,18 @@ class Migrator {
           return UnsupportedError("state entry " + k.text + " holds '" + (field.empty() ? "(a non-str key)" : field) +
                                   "', which HeavyBall's AdamW (0.x or 1.x) does not keep; nothing was converted");
         }
-        if (field == "step" && st_.scheme != KeyKind::kParamView) {
-          return UnsupportedError("state entry " + k.text + " has a per-parameter 'step' beside exp_avg: "
-                                  "torch.optim's layout, not HeavyBall 0.x's; nothing was converted");
-        }
       }
     }
     if (era0 && era1) return UnsupportedError("state mixes HeavyBall 0.x and 1.x AdamW names");
+    // 0.x kept no step in its entries: exp_avg beside a step is torch.optim's
+    // own AdamW, which needs no migration. (1.x keeps one under both its key
+    // schemes: (Parameter, i) in 1.0-1.5, indices from 1.6.)
+    for (const StateKey& k : st_.keys) {
+      if (era0 && DictLookup(in(), k.value, "step") != kNoNode) {
+        return UnsupportedError("state entry " + k.text + " has a per-parameter 'step' beside exp_avg: "
+                                "torch.optim's layout, not HeavyBall 0.x's; nothing was converted");
+      }
+    }
     family_ = era1 ? LegacyFamily::kAdamW1 : LegacyFamily::kAdamW0;
     fields_ = era1 ? std::span<const FieldName>(kAdamFields1) : std::span<const FieldName>(kAdamFields0);
     initialized_ = kAdamInitialized;

@@ -2,12 +2,12 @@
 HeavyBall 3.x's own checkpoint of the same model (the layout migrate must write).
 
 Source: github.com/HomebrewML/HeavyBall, extracted outside the repository by
-heavyball-fixtures.sh (0.12.1 = commit 75390f1; 0.24.4 = commit 0ad271b; 1.4.0, 2.3.1, 3.2.0 =
-tags v1.4.0, v2.3.1, v3.2.0), put on sys.path.
+heavyball-fixtures.sh (0.12.1 = commit 75390f1; 0.24.4 = commit 0ad271b; 1.4.0, 1.6.3, 2.3.1,
+3.2.0 = tags v1.4.0, v1.6.3, v2.3.1, v3.2.0), put on sys.path.
 
 Usage (inside the torch 2.6 chroot):
   python3 testdata/gen/gen_heavyball_migrate.py HEAVYBALL_SRC VERSION OUTDIR [CASE...]
-VERSION 0.24.4, 1.4.0 or 2.3.1 writes OUTDIR/adamw_foreach/ and OUTDIR/adamw_perparam/ (ForeachAdamW
+VERSION 0.24.4, 1.4.0, 1.6.3 or 2.3.1 writes OUTDIR/adamw_foreach/ and OUTDIR/adamw_perparam/ (ForeachAdamW
 with foreach=True / False; 1.4.0 keys state by (Parameter, view), so optim.pt holds a copy of
 each parameter, and there is no model in it; 2.3.1 keys by index, nested per view); 0.24.4 and
 2.3.1 also OUTDIR/soap/ (ForeachSOAP; 0.24.4's with
@@ -126,6 +126,8 @@ def main():
              "0.24.4": ("adamw_foreach", "adamw_perparam", "soap", "soap_conv", "soap_split", "psgd_kron"),
              "2.3.1": ("adamw_foreach", "adamw_perparam", "soap"),
              "1.4.0": ("adamw_foreach", "adamw_perparam", "soap"),
+             # 1.6.3's SOAP cannot save a state_dict (its keys are view tensors torch cannot map).
+             "1.6.3": ("adamw_foreach", "adamw_perparam"),
              "0.12.1": ("adamw", "soap", "soap_split")}.get(
         version, ("adamw_foreach", "adamw_perparam"))
     for case in sys.argv[4:] or cases:

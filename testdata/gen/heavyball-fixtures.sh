@@ -17,6 +17,8 @@
 #     gen_heavyball_freeze.py -> testdata/heavyball/freeze_1.4.0/
 #   0.12.1 = commit 75390f1 (no tag; state keyed by bare data_ptr)
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/0.12.1/ (AdamW and SOAP)
+#   1.6.3 = tag v1.6.3 (index keys, 1.x names; AdamW only: its SOAP cannot save a state_dict)
+#     gen_heavyball_migrate.py -> testdata/heavyball/migrate/1.6.3/
 #   2.3.1 = tag v2.3.1 (index keys nested per view, the class pickled in the groups)
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/2.3.1/ (AdamW and SOAP)
 set -euo pipefail
@@ -48,6 +50,8 @@ src=$(extract v1.4.0 1.4.0)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 1.4.0 "$stage/migrate/1.4.0"
 src=$(extract 75390f1 0.12.1)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 0.12.1 "$stage/migrate/0.12.1"
+src=$(extract v1.6.3 1.6.3)
+"$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 1.6.3 "$stage/migrate/1.6.3"
 src=$(extract v2.3.1 2.3.1)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 2.3.1 "$stage/migrate/2.3.1"
 rm -rf "$repo/testdata/heavyball"

@@ -12,7 +12,7 @@ bin=$(readlink -f "${1:?usage: $0 OPTSTATE_BINARY}")
 cd "$repo"
 fixtures=testdata/heavyball/migrate
 out=testdata/.heavyball-migrated
-rm -rf "$out" && mkdir -p "$out/0.12.1" "$out/0.24.4" "$out/1.4.0" "$out/2.3.1"
+rm -rf "$out" && mkdir -p "$out/0.12.1" "$out/0.24.4" "$out/1.4.0" "$out/1.6.3" "$out/2.3.1"
 for case in adamw soap soap_split; do  # bare data_ptr keys
   d=$fixtures/0.12.1/$case
   "$bin" migrate "$d/optim.pt" --manifest "$d/manifest.json" -o "$out/0.12.1/$case.pt" > /dev/null
@@ -27,6 +27,10 @@ done
 for case in adamw_foreach adamw_perparam soap; do
   d=$fixtures/1.4.0/$case
   "$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$out/1.4.0/$case.pt" > /dev/null
+done
+for case in adamw_foreach adamw_perparam; do  # index keys, 1.x names
+  d=$fixtures/1.6.3/$case
+  "$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$out/1.6.3/$case.pt" > /dev/null
 done
 for case in adamw_foreach adamw_perparam soap; do
   d=$fixtures/2.3.1/$case

@@ -84,6 +84,9 @@ def legacy_entry(case_dir, legacy, i):
         if isinstance(key, int) and 0 in entry:  # 2.x: already indices, nested per view
             if key == i:
                 return canonical(entry[0])
+        elif isinstance(key, int) and key < len(manifest):  # 1.6: indices, flat entries
+            if key == i:
+                return canonical(entry)
         elif isinstance(key, int):  # 0.12: bare data_ptr
             if key == manifest[i]["data_ptr"]:
                 return canonical(entry)

@@ -81,7 +81,10 @@ def legacy_moments(fixtures, version, case, legacy, manifest, i):
     if version.startswith("0."):
         e = legacy_entry_0x(legacy, manifest, i)
         return e["exp_avg"], e["exp_avg_sq"]
-    e = legacy_entry_1x(fixtures, version, case, legacy, manifest, i)
+    if version.startswith("1.6"):  # index keys, flat entries
+        e = legacy["state"][i]
+    else:
+        e = legacy_entry_1x(fixtures, version, case, legacy, manifest, i)
     return e["update_by_adam_exp_avg"], e["update_by_adam_exp_avg_sq"]
 
 
@@ -136,7 +139,7 @@ def check_soap_entry(case, i, mine, legacy_entry, golden_view):
 def main():
     fixtures, scratch = sys.argv[1], sys.argv[2]
     checked = 0
-    cases = [(v, c) for v in ("0.24.4", "1.4.0") for c in ("adamw_foreach", "adamw_perparam")]
+    cases = [(v, c) for v in ("0.24.4", "1.4.0", "1.6.3") for c in ("adamw_foreach", "adamw_perparam")]
     cases += [("0.24.4", "soap"), ("0.24.4", "soap_conv"), ("0.12.1", "adamw"), ("0.12.1", "soap")]
     cases += [("0.24.4", "soap_split"), ("0.12.1", "soap_split")]
     cases += [("2.3.1", c) for c in ("adamw_foreach", "adamw_perparam", "soap")] + [("1.4.0", "soap")]
@@ -228,36 +231,18 @@ def main():
                                                         "cumulative_prob": (3 - version.startswith("0.")) / f}:
                 fail(f"{case}: heavyball schedule {out['heavyball']['precond_schedule']!r} "
                      f"{out['heavyball']['inner_group']}")
-    print(f"ok: {checked} parameters' state (AdamW 0.12.1, 0.24.4, 1.4.0, 2.3.1; SOAP the same) migrated as HeavyBall 3.2.0 "
+    print(f"ok: {checked} parameters' state (AdamW 0.12.1, 0.24.4, 1.4.0, 1.6.3, 2.3.1; SOAP all but 1.6.3) migrated as HeavyBall 3.2.0 "
           "lays it out, values the legacy ones (SOAP's exp_avg rotated), loadable with weights_only=True")
     resume_in_torch(fixtures, scratch)
 
 
 def resume_in_torch(fixtures, scratch):
     """--to torch: torch.optim.AdamW loads the file and continues the old run closer than fresh state."""
-    import math
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                    "testdata", "gen"))
-    from gen_heavyball_migrate import CONTINUED, LR, SAVED, Net, batches
-    data = batches(SAVED + CONTINUED)[SAVED:]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from resume_in_torch_adamw import resume_distances
     for version in ("0.12.1", "0.24.4", "1.4.0", "2.3.1"):
         case_dir = os.path.join(fixtures, version, "adamw" if version == "0.12.1" else "adamw_foreach")
-        ref = torch.load(os.path.join(case_dir, "model.continued.pt"), weights_only=True)
-        distances = {}
-        for how in ("migrated", "fresh"):
-            model = Net()
-            model.load_state_dict(torch.load(os.path.join(case_dir, "model.pt"), weights_only=True))
-            opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.99), eps=1e-8, weight_decay=0)
-            if how == "migrated":
-                sd = torch.load(os.path.join(scratch, "torch", f"{version}.pt"), weights_only=True)
-                opt.load_state_dict(sd)
-                if len(opt.state) != len(list(model.parameters())):
-                    fail(f"torch {version}: {len(opt.state)} parameters have state after loading")
-            for x, y in data:
-                ((model(x) - y) ** 2).mean().backward()
-                opt.step()
-                opt.zero_grad()
-            distances[how] = math.sqrt(sum(float((p.detach() - ref[n]).pow(2).sum()) for n, p in model.named_parameters()))
+        distances = resume_distances(case_dir, os.path.join(scratch, "torch", f"{version}.pt"))
         print(f"torch.optim.AdamW resume from {version}: distance to the old run migrated "
               f"{distances['migrated']:.3g}, fresh {distances['fresh']:.3g}")
         if not distances["migrated"] < distances["fresh"] / 5:

@@ -13,7 +13,13 @@ cd "$repo"
 scratch=testdata/.heavyball-migrate-check
 trap 'rm -rf "$scratch"' EXIT
 rm -rf "$scratch"
-mkdir -p "$scratch/0.12.1" "$scratch/0.24.4" "$scratch/1.4.0" "$scratch/2.3.1"
+mkdir -p "$scratch/0.12.1" "$scratch/0.24.4" "$scratch/1.4.0" "$scratch/1.6.3" "$scratch/2.3.1"
+# 1.6.3: index keys with 1.x's names and step (its SOAP cannot save a state_dict at all).
+for case in adamw_foreach adamw_perparam; do
+  d=testdata/heavyball/migrate/1.6.3/$case
+  "$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$scratch/1.6.3/$case.pt" > /dev/null ||
+    { echo "FAIL migrate 1.6.3 $case"; exit 1; }
+done
 # 0.12.1: bare data_ptr keys, through the manifest.
 for case in adamw soap soap_split; do
   d=testdata/heavyball/migrate/0.12.1/$case
