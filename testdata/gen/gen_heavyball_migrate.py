@@ -2,12 +2,12 @@
 HeavyBall 3.x's own checkpoint of the same model (the layout migrate must write).
 
 Source: github.com/HomebrewML/HeavyBall, extracted outside the repository by
-heavyball-fixtures.sh (0.12.1 = commit 75390f1; 0.24.4 = commit 0ad271b; 1.4.0, 1.6.3, 2.3.1,
+heavyball-fixtures.sh (0.12.1 = commit 75390f1; 0.21.8 = commit 8d8b5a6; 0.24.4 = commit 0ad271b; 1.4.0, 1.6.3, 2.3.1,
 3.2.0 = tags v1.4.0, v1.6.3, v2.3.1, v3.2.0), put on sys.path.
 
 Usage (inside the torch 2.6 chroot):
   python3 testdata/gen/gen_heavyball_migrate.py HEAVYBALL_SRC VERSION OUTDIR [CASE...]
-VERSION 0.24.4, 1.4.0, 1.6.3 or 2.3.1 writes OUTDIR/adamw_foreach/ and OUTDIR/adamw_perparam/ (ForeachAdamW
+VERSION 0.21.8, 0.24.4, 1.4.0, 1.6.3 or 2.3.1 writes OUTDIR/adamw_foreach/ and OUTDIR/adamw_perparam/ (ForeachAdamW
 with foreach=True / False; 1.4.0 keys state by (Parameter, view), so optim.pt holds a copy of
 each parameter, and there is no model in it; 2.3.1 keys by index, nested per view); 0.24.4 and
 2.3.1 also OUTDIR/soap/ (ForeachSOAP; 0.24.4's with
@@ -119,6 +119,9 @@ def run(version, case, out):
 
 def main():
     src, version, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    # Some 0.x releases decorate functions with torch.compile directly (0.21: no compile_mode
+    # switch for those): compilation is stubbed out, so every version runs eagerly.
+    torch.compile = lambda fn=None, **kwargs: fn if fn is not None else (lambda f: f)
     sys.path.insert(0, src)
     import heavyball.utils
     heavyball.utils.compile_mode = None
@@ -128,7 +131,8 @@ def main():
              "1.4.0": ("adamw_foreach", "adamw_perparam", "soap"),
              # 1.6.3's SOAP cannot save a state_dict (its keys are view tensors torch cannot map).
              "1.6.3": ("adamw_foreach", "adamw_perparam"),
-             "0.12.1": ("adamw", "soap", "soap_split")}.get(
+             "0.12.1": ("adamw", "soap", "soap_split"),
+             "0.21.8": ("adamw_foreach", "adamw_perparam", "soap")}.get(
         version, ("adamw_foreach", "adamw_perparam"))
     for case in sys.argv[4:] or cases:
         run(version, case, os.path.join(out, case))

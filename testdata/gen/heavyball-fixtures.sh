@@ -19,6 +19,8 @@
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/0.12.1/ (AdamW and SOAP)
 #   1.6.3 = tag v1.6.3 (index keys, 1.x names; AdamW only: its SOAP cannot save a state_dict)
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/1.6.3/
+#   0.21.8 = commit 8d8b5a6 (no tag; (data_ptr, shape) keys; torch.compile used directly, stubbed)
+#     gen_heavyball_migrate.py -> testdata/heavyball/migrate/0.21.8/
 #   2.3.1 = tag v2.3.1 (index keys nested per view, the class pickled in the groups)
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/2.3.1/ (AdamW and SOAP)
 set -euo pipefail
@@ -52,6 +54,8 @@ src=$(extract 75390f1 0.12.1)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 0.12.1 "$stage/migrate/0.12.1"
 src=$(extract v1.6.3 1.6.3)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 1.6.3 "$stage/migrate/1.6.3"
+src=$(extract 8d8b5a6 0.21.8)
+"$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 0.21.8 "$stage/migrate/0.21.8"
 src=$(extract v2.3.1 2.3.1)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 2.3.1 "$stage/migrate/2.3.1"
 rm -rf "$repo/testdata/heavyball"

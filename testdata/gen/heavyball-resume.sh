@@ -12,17 +12,18 @@ bin=$(readlink -f "${1:?usage: $0 OPTSTATE_BINARY}")
 cd "$repo"
 fixtures=testdata/heavyball/migrate
 out=testdata/.heavyball-migrated
-rm -rf "$out" && mkdir -p "$out/0.12.1" "$out/0.24.4" "$out/1.4.0" "$out/1.6.3" "$out/2.3.1"
+rm -rf "$out" && mkdir -p "$out/0.12.1" "$out/0.21.8" "$out/0.24.4" "$out/1.4.0" "$out/1.6.3" "$out/2.3.1"
 for case in adamw soap soap_split; do  # bare data_ptr keys
   d=$fixtures/0.12.1/$case
   "$bin" migrate "$d/optim.pt" --manifest "$d/manifest.json" -o "$out/0.12.1/$case.pt" > /dev/null
 done
 trap 'rm -rf "$repo/$out"' EXIT
-for case in adamw_foreach adamw_perparam soap soap_conv; do  # (soap_split: 0.24.4's diverges by itself)
-  d=$fixtures/0.24.4/$case
+for vc in 0.21.8/adamw_foreach 0.21.8/adamw_perparam 0.21.8/soap 0.24.4/adamw_foreach 0.24.4/adamw_perparam \
+          0.24.4/soap 0.24.4/soap_conv; do  # (0.24.4's soap_split diverges by itself)
+  d=$fixtures/$vc
   steps=()
-  [ "$case" = adamw_perparam ] && steps=(--steps 3)  # foreach=False saved k = 0
-  "$bin" migrate "$d/optim.pt" --manifest "$d/manifest.json" "${steps[@]}" -o "$out/0.24.4/$case.pt" > /dev/null
+  [ "${vc#*/}" = adamw_perparam ] && steps=(--steps 3)  # foreach=False saved k = 0
+  "$bin" migrate "$d/optim.pt" --manifest "$d/manifest.json" "${steps[@]}" -o "$out/$vc.pt" > /dev/null
 done
 for case in adamw_foreach adamw_perparam soap; do
   d=$fixtures/1.4.0/$case

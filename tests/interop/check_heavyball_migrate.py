@@ -139,8 +139,8 @@ def check_soap_entry(case, i, mine, legacy_entry, golden_view):
 def main():
     fixtures, scratch = sys.argv[1], sys.argv[2]
     checked = 0
-    cases = [(v, c) for v in ("0.24.4", "1.4.0", "1.6.3") for c in ("adamw_foreach", "adamw_perparam")]
-    cases += [("0.24.4", "soap"), ("0.24.4", "soap_conv"), ("0.12.1", "adamw"), ("0.12.1", "soap")]
+    cases = [(v, c) for v in ("0.21.8", "0.24.4", "1.4.0", "1.6.3") for c in ("adamw_foreach", "adamw_perparam")]
+    cases += [("0.24.4", "soap"), ("0.24.4", "soap_conv"), ("0.12.1", "adamw"), ("0.12.1", "soap"), ("0.21.8", "soap")]
     cases += [("0.24.4", "soap_split"), ("0.12.1", "soap_split")]
     cases += [("2.3.1", c) for c in ("adamw_foreach", "adamw_perparam", "soap")] + [("1.4.0", "soap")]
     for version, case in cases:
@@ -231,7 +231,7 @@ def main():
                                                         "cumulative_prob": (3 - version.startswith("0.")) / f}:
                 fail(f"{case}: heavyball schedule {out['heavyball']['precond_schedule']!r} "
                      f"{out['heavyball']['inner_group']}")
-    print(f"ok: {checked} parameters' state (AdamW 0.12.1, 0.24.4, 1.4.0, 1.6.3, 2.3.1; SOAP all but 1.6.3) migrated as HeavyBall 3.2.0 "
+    print(f"ok: {checked} parameters' state (AdamW 0.12.1, 0.21.8, 0.24.4, 1.4.0, 1.6.3, 2.3.1; SOAP all but 1.6.3) migrated as HeavyBall 3.2.0 "
           "lays it out, values the legacy ones (SOAP's exp_avg rotated), loadable with weights_only=True")
     resume_in_torch(fixtures, scratch)
 

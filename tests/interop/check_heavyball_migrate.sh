@@ -1,6 +1,6 @@
 #!/bin/bash
-# optstate migrate --to heavyball3 on real HeavyBall 0.12.1, 0.24.4, 1.4.0 and 2.3.1 AdamW and SOAP
-# files
+# optstate migrate --to heavyball3 on real HeavyBall 0.12.1, 0.21.8, 0.24.4, 1.4.0, 1.6.3 and 2.3.1
+# AdamW and SOAP files
 # (testdata/heavyball/migrate/0.24.4), checked by torch 2.6 against the layout real
 # HeavyBall 3.2.0 saved for the same model (migrate/3.2.0) and the legacy values
 # (check_heavyball_migrate.py). Resuming in HeavyBall 3.x itself needs HeavyBall and runs
@@ -13,7 +13,15 @@ cd "$repo"
 scratch=testdata/.heavyball-migrate-check
 trap 'rm -rf "$scratch"' EXIT
 rm -rf "$scratch"
-mkdir -p "$scratch/0.12.1" "$scratch/0.24.4" "$scratch/1.4.0" "$scratch/1.6.3" "$scratch/2.3.1"
+mkdir -p "$scratch/0.12.1" "$scratch/0.21.8" "$scratch/0.24.4" "$scratch/1.4.0" "$scratch/1.6.3" "$scratch/2.3.1"
+# 0.21.8: (data_ptr, shape) keys like 0.24.4 (foreach=False saved k = 0: --steps).
+for case in adamw_foreach adamw_perparam soap; do
+  d=testdata/heavyball/migrate/0.21.8/$case
+  steps=()
+  [ "$case" = adamw_perparam ] && steps=(--steps 3)
+  "$bin" migrate "$d/optim.pt" --manifest "$d/manifest.json" "${steps[@]}" -o "$scratch/0.21.8/$case.pt" > /dev/null ||
+    { echo "FAIL migrate 0.21.8 $case"; exit 1; }
+done
 # 1.6.3: index keys with 1.x's names and step (its SOAP cannot save a state_dict at all).
 for case in adamw_foreach adamw_perparam; do
   d=testdata/heavyball/migrate/1.6.3/$case
