@@ -144,10 +144,6 @@ class Migrator {
       if (in().at(k.value).kind != NodeKind::kDict) {
         return UnsupportedError("state entry " + k.text + " is not a dict");
       }
-      if (k.nested_views && in().at(k.value).entries.size() != 1) {
-        return UnsupportedError("state entry " + k.text + " has " + std::to_string(in().at(k.value).entries.size()) +
-                                " views (a split parameter): HeavyBall 2.x split views are not migrated yet");
-      }
       nested |= k.nested_views;
     }
     if (nested) {

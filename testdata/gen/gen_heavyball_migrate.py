@@ -127,7 +127,7 @@ def main():
     heavyball.utils.compile_mode = None
     cases = {"3.2.0": ("adamw", "soap", "soap_conv", "soap_split"),
              "0.24.4": ("adamw_foreach", "adamw_perparam", "soap", "soap_conv", "soap_split", "psgd_kron"),
-             "2.3.1": ("adamw_foreach", "adamw_perparam", "soap"),
+             "2.3.1": ("adamw_foreach", "adamw_perparam", "soap", "soap_split"),
              "1.4.0": ("adamw_foreach", "adamw_perparam", "soap"),
              # 1.6.3's SOAP cannot save a state_dict (its keys are view tensors torch cannot map).
              "1.6.3": ("adamw_foreach", "adamw_perparam"),

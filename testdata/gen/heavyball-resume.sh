@@ -33,7 +33,7 @@ for case in adamw_foreach adamw_perparam; do  # index keys, 1.x names
   d=$fixtures/1.6.3/$case
   "$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$out/1.6.3/$case.pt" > /dev/null
 done
-for case in adamw_foreach adamw_perparam soap; do
+for case in adamw_foreach adamw_perparam soap soap_split; do
   d=$fixtures/2.3.1/$case
   "$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$out/2.3.1/$case.pt" > /dev/null
 done

@@ -60,6 +60,9 @@ def legacy_views(case_dir, legacy, i, address_order=False):
     dict's insertion order: independent of optstate's own ordering); otherwise [legacy_entry]."""
     manifest = json.load(open(os.path.join(case_dir, "manifest.json")))["params"]
     p = manifest[i]
+    nested = legacy["state"].get(i)
+    if isinstance(nested, dict) and 0 in nested:  # 2.x: the views numbered already
+        return [canonical(nested[v]) for v in sorted(nested)]
     end = p["data_ptr"] + 4 * math.prod(p["shape"])
     views = []
     for k, e in legacy["state"].items():
@@ -248,7 +251,7 @@ def main():
                                     load_reference(reference_conversion(case_dir, SAVED, rotate=False)), data)
                 d = distance(model_u, ref)
                 row["distance_unrotated_exp_avg"] = d if math.isfinite(d) else None  # null: diverged
-            if case.endswith("_split"):
+            if case.endswith("_split") and version.startswith("0."):  # views keyed by pointer
                 model_a, _, _ = run(heavyball, case_dir,
                                     load_reference(reference_conversion(case_dir, SAVED, address_order=True)), data)
                 d = distance(model_a, ref)

@@ -42,7 +42,7 @@ for case in adamw_foreach adamw_perparam soap; do
     { echo "FAIL migrate 1.4.0 $case"; exit 1; }
 done
 # 2.3.1: index keys, nested per view, the class pickled in the groups; SOAP without 3.x's batch dim.
-for case in adamw_foreach adamw_perparam soap; do
+for case in adamw_foreach adamw_perparam soap soap_split; do
   d=testdata/heavyball/migrate/2.3.1/$case
   "$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$scratch/2.3.1/$case.pt" > /dev/null ||
     { echo "FAIL migrate 2.3.1 $case"; exit 1; }
