@@ -37,6 +37,18 @@ bool IsTensorDict(const ObjectGraph& g, NodeId id) {
   return false;
 }
 
+// What torch's Module.state_dict() returns: every value a tensor, except the
+// `_extra_state` objects of modules that define get_extra_state. A combined
+// checkpoint's root ({"epoch", "state_dict", "best_acc1": tensor, ...}) or one
+// with a top-level rng_state tensor is not one, however many tensors it holds.
+bool IsModuleStateDict(const ObjectGraph& g, NodeId id) {
+  if (!IsTensorDict(g, id)) return false;
+  for (auto [k, v] : g.at(id).entries) {
+    if (g.at(v).kind != NodeKind::kTensor && !g.at(k).text.ends_with("_extra_state")) return false;
+  }
+  return true;
+}
+
 std::string Count(size_t n, const std::string& noun) {
   return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
 }
@@ -76,19 +88,19 @@ StatusOr<NodeId> LocateModelStateDict(const Checkpoint& cp, const std::string& p
     *found_at = path;
     return *node;
   }
-  if (IsTensorDict(g, g.root)) {
+  if (IsModuleStateDict(g, g.root)) {
     *found_at = "";
     return g.root;
   }
   for (const char* key : kModelEntries) {
     NodeId v = g.at(g.root).kind == NodeKind::kDict ? DictLookup(g, g.root, key) : kNoNode;
-    if (v != kNoNode && IsTensorDict(g, v)) {
+    if (v != kNoNode && IsModuleStateDict(g, v)) {
       *found_at = key;
       return v;
     }
   }
-  return NotFoundError("no model state_dict: the root is no {name: tensor} dict and has no 'model', "
-                       "'model_state_dict' or 'state_dict' entry that is one; name it with --model-key");
+  return NotFoundError("no model state_dict: the root is no {name: tensor} dict (every value a tensor) and has "
+                       "no 'model', 'model_state_dict' or 'state_dict' entry that is one; name it with --model-key");
 }
 
 ModelParams ParamsOfModel(const Checkpoint& model, NodeId dict) {
