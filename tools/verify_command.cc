@@ -16,7 +16,8 @@ nlohmann::ordered_json ReportJson(const std::string& file, const MatchedState& m
   nlohmann::ordered_json doc = {{"file", file}, {"params_source", ParamSourceJson(m)},
                                 {"state_path", m.state.path}, {"scheme", KeyKindName(m.state.scheme)},
                                 {"params", r.params}, {"replayed", r.replayed},
-                                {"values_from_model", r.values_from_model}, {"cold", r.cold}};
+                                {"values_from_model", r.values_from_model}, {"cold", r.cold},
+                                {"notes", r.notes}};
   doc["findings"] = nlohmann::ordered_json::array();
   for (const VerifyFinding& f : r.findings) {
     doc["findings"].push_back({{"param", f.param}, {"check", f.check}, {"message", f.message}});
@@ -36,6 +37,7 @@ void WriteText(const VerifyCommandOptions& o, const std::string& file, const Mat
                                        : "synthetic values where the model's do not fit (DTensor shards)")
       << "\n";
   out << "  cold         " << r.cold.size() << (r.cold.empty() ? "" : ": state missing, zero or unmapped") << "\n";
+  for (const std::string& n : r.notes) out << "  note: " << n << "\n";
   if (r.findings.empty()) {
     out << "clean: every parameter has state that fits it and changes its update\n";
   } else {

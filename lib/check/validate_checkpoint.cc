@@ -147,14 +147,60 @@ class Validator {
       NodeId group = s.group_params.size() > gi ? GroupNode(s, gi) : kNoNode;
       NodeId lr_node = group == kNoNode ? kNoNode : DictLookup(g_, group, "lr");
       std::optional<double> lr = lr_node == kNoNode ? std::nullopt : Step(lr_node);
-      if (lr && *lr == 0.0 && hi > 0) {
-        Add("lr-zero-with-steps", At(s, "param_groups[" + std::to_string(gi) + "].lr"),
-            "lr is 0 in a group whose state has taken " + ValueTextOfNumber(hi) +
-                " steps: the lr=0 of DCP's init step leaked into the saved groups (HeavyBall's per-parameter "
-                "group copies); training resumed from this will not move. Set lr in param_groups.");
-      }
+      if (lr && *lr == 0.0 && hi > 0) LrZero(s, gi, group, hi);
     }
     if (o_.scan_values && all_steps_one) untrained_candidates_.push_back({At(s, "state"), first_task, tasks_.size()});
+  }
+
+  // lr 0 after steps is the leak of DCP's init step (HeavyBall's per-parameter
+  // group copies kept it), or the end of a schedule that decays to 0 (HF
+  // Trainer's linear default, CosineAnnealingLR(eta_min=0), torchtitan's).
+  // Every torch scheduler sets `initial_lr`; a scheduler's own state in the
+  // file whose last lr for this group is 0 settles it.
+  void LrZero(const OptimizerState& s, size_t gi, NodeId group, double steps) {
+    NodeId initial = DictLookup(g_, group, "initial_lr");
+    const double initial_lr = initial == kNoNode ? 0.0 : Step(initial).value_or(0.0);
+    const std::string where = At(s, "param_groups[" + std::to_string(gi) + "].lr");
+    if (!(initial_lr > 0)) {
+      Add("lr-zero-with-steps", where,
+          "lr is 0 in a group whose state has taken " + ValueTextOfNumber(steps) +
+              " steps, and no scheduler set it (no initial_lr): the lr=0 of DCP's init step leaked into the saved "
+              "groups (HeavyBall's per-parameter group copies); training resumed from this will not move. Set lr "
+              "in param_groups.");
+      return;
+    }
+    std::optional<double> last = SchedulerLastLr(gi);
+    if (last && *last == 0) return;  // the schedule ended at 0, as its own state says
+    Add("lr-zero-after-schedule", where,
+        "lr is 0 after " + ValueTextOfNumber(steps) + " steps in a group a scheduler started at initial_lr " +
+            ValueTextOfNumber(initial_lr) + (last ? ", but the scheduler's state in the file says its last lr was " +
+                                                         ValueTextOfNumber(*last)
+                                                   : " and the file holds no scheduler state") +
+            ": the end of a schedule that decays to 0, or DCP's init-step lr=0 leaked into the groups. Resuming "
+            "with this lr trains nothing; check the schedule.");
+  }
+
+  // `_last_lr[gi]` of a torch LR scheduler's state_dict saved in the file
+  // (under the root, or in a list there: Lightning's lr_schedulers).
+  std::optional<double> SchedulerLastLr(size_t gi) const {
+    const Node& root = g_.at(g_.root);
+    if (root.kind != NodeKind::kDict) return std::nullopt;
+    std::vector<NodeId> candidates;
+    for (auto [k, v] : root.entries) {
+      candidates.push_back(v);
+      if (g_.at(v).kind == NodeKind::kList) {
+        for (NodeId item : g_.at(v).items) candidates.push_back(item);
+      }
+    }
+    for (NodeId c : candidates) {
+      NodeId last = DictLookup(g_, c, "_last_lr");
+      if (last == kNoNode || DictLookup(g_, c, "last_epoch") == kNoNode) continue;
+      const Node& list = g_.at(last);
+      if ((list.kind == NodeKind::kList || list.kind == NodeKind::kTuple) && gi < list.items.size()) {
+        return Step(list.items[gi]);
+      }
+    }
+    return std::nullopt;
   }
 
   NodeId GroupNode(const OptimizerState& s, size_t gi) const {

@@ -35,7 +35,11 @@ const std::vector<RuleInfo>& ValidationRules() {
       {"param-without-state", S::kInfo, "a parameter in param_groups without a state entry (frozen, or never stepped)"},
       {"steps-differ-in-group", S::kWarning, "state entries of one param group at different step counts"},
       {"lr-zero-with-steps", S::kError,
-       "a param group with lr == 0 whose state has taken steps (the lr=0 leak of DCP's init step)"},
+       "a param group with lr == 0 whose state has taken steps and no scheduler's initial_lr (the lr=0 leak of DCP's "
+       "init step)"},
+      {"lr-zero-after-schedule", S::kWarning,
+       "lr == 0 after steps in a group a scheduler started (initial_lr), without scheduler state in the file saying "
+       "the schedule ended at 0"},
       {"untrained-init-state", S::kWarning,
        "every step is 1 and every moment is zero: state made by DCP's init step, never trained", true},
       {"non-finite", S::kError, "NaN or infinity in optimizer state", true},

@@ -33,6 +33,8 @@ double Number(const ObjectGraph& g, NodeId dict, const char* key, double fallbac
   return fallback;
 }
 
+constexpr double kProbeLr = 1e-3;
+
 AdamWHyper GroupHyper(const ObjectGraph& g, NodeId group) {
   AdamWHyper h;
   h.lr = Number(g, group, "lr", h.lr);
@@ -97,6 +99,15 @@ class Verifier {
     for (size_t gi = 0; gi < m_.state.group_params.size(); ++gi) {
       NodeId group = g_.at(DictLookup(g_, m_.state.node, "param_groups")).items[gi];
       AdamWHyper hyper = GroupHyper(g_, group);
+      // At lr 0 every update is zero (weight decay too), so warm and cold
+      // state would look alike: the end of a schedule that decays to 0 is
+      // replayed with a probe lr instead, and the report says so.
+      if (hyper.lr == 0) {
+        hyper.lr = kProbeLr;
+        r_.notes.push_back("param_groups[" + std::to_string(gi) + "] has lr 0 (a schedule's end, or a leak "
+                           "validate reports): replayed with a probe lr of 0.001, since an update at lr 0 is zero "
+                           "for any state");
+      }
       std::map<float, std::string> steps;  // step value -> first parameter with it
       group_step_ = GroupStepOfHeavyBall3(p, m_.state.group_params[gi].size());
       for (size_t i = 0; i < m_.state.group_params[gi].size() && p < m_.params.size(); ++i, ++p) {

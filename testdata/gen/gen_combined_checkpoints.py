@@ -10,6 +10,10 @@ Writes, for a small conv net (a BatchNorm among its modules) trained 3 seeded st
                              optimizer (SGD, momentum 0.9, weight decay 1e-4), scheduler (StepLR)
   adamw_rng_state.pt         {model, optimizer (AdamW), rng_state (torch.get_rng_state()), epoch}
   adamw_rng_state_nan.pt     the same with a NaN planted in one exp_avg (what validate must catch)
+  cosine_to_zero.pt          {model, optimizer, scheduler}: AdamW under CosineAnnealingLR(T_max=3,
+                             eta_min=0) stepped 3 times, so lr is 0 at the end of a healthy run
+  cosine_to_zero_optim.pt    that optimizer's state_dict alone (groups keep initial_lr; no
+                             scheduler state to say the schedule ended)
 """
 import os
 import sys
@@ -53,6 +57,22 @@ def main():
     torch.save(ckpt, os.path.join(out, "adamw_rng_state.pt"))
     ckpt["optimizer"]["state"][0]["exp_avg"].view(-1)[5] = float("nan")
     torch.save(ckpt, os.path.join(out, "adamw_rng_state_nan.pt"))
+
+    model = net()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=3, eta_min=0)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        x = torch.randn(4, 3, 8, 8, generator=g)
+        y = torch.randint(0, 10, (4,), generator=g)
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+        sched.step()
+    assert opt.param_groups[0]["lr"] == 0, opt.param_groups[0]["lr"]
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict()},
+               os.path.join(out, "cosine_to_zero.pt"))
+    torch.save(opt.state_dict(), os.path.join(out, "cosine_to_zero_optim.pt"))
     print(torch.__version__, sorted(os.listdir(out)))
 
 

@@ -32,6 +32,7 @@ struct VerifyReport {
   std::vector<VerifyFinding> findings;
   bool values_from_model = false;   // every replay started from the model's values (else synthetic:
                                     // a manifest only, or DTensor shards of the model's tensors)
+  std::vector<std::string> notes;   // how the replay differed from the saved hyperparameters
 };
 
 struct VerifyOptions {
