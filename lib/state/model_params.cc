@@ -183,4 +183,26 @@ StatusOr<ModelParams> ParamsFromModel(const Checkpoint& model, NodeId dict, cons
   return out;
 }
 
+std::vector<std::string> CanonicalFqns(const std::vector<std::string>& names) {
+  bool ddp = !names.empty();
+  for (const std::string& n : names) ddp &= n.starts_with("module.");
+  std::vector<std::string> out;
+  out.reserve(names.size());
+  for (const std::string& n : names) {
+    std::string fqn;
+    size_t start = ddp ? 7 : 0;
+    while (start <= n.size()) {
+      size_t dot = n.find('.', start);
+      std::string segment = n.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      if (segment != "_orig_mod" && segment != "_fsdp_wrapped_module" && segment != "_checkpoint_wrapped_module") {
+        fqn += (fqn.empty() ? "" : ".") + segment;
+      }
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    out.push_back(fqn);
+  }
+  return out;
+}
+
 }  // namespace optstate

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "optstate/model_params.h"
+
 namespace optstate {
 namespace {
 
@@ -15,6 +17,11 @@ class Remapper {
 
   StatusOr<RemapResult> Run() {
     OPTSTATE_RETURN_IF_ERROR(Refusals());
+    if (o_.to == KeyTarget::kFqn) {
+      std::vector<std::string> names;
+      for (const ParamInfo& p : params_) names.push_back(p.name);
+      fqns_ = CanonicalFqns(names);
+    }
     ObjectGraph& g = r_.checkpoint.graph;
     r_.entries.resize(st_.keys.size());
     for (size_t i = 0; i < st_.keys.size(); ++i) r_.entries[i].input_key = st_.keys[i].text;
@@ -27,11 +34,11 @@ class Remapper {
         if (o_.on_collision == CollisionPolicy::kDrop) continue;  // dropped below, with the reason
         bool reset = o_.on_collision == CollisionPolicy::kReset;
         NodeId copy = Copy(st_.keys[pm.keys.front()].value, reset, 0);
-        NodeId key = o_.to == KeyTarget::kIndex ? Int(static_cast<int64_t>(p)) : Str(params_[p].name);
+        NodeId key = o_.to == KeyTarget::kIndex ? Int(static_cast<int64_t>(p)) : Str(fqns_[p]);
         g.at(state).entries.emplace_back(key, copy);
         RemapEntry& e = r_.entries[pm.keys.front()];
         e.fate = reset ? "reset" : "shared";
-        e.output_keys.push_back(o_.to == KeyTarget::kIndex ? std::to_string(p) : params_[p].name);
+        e.output_keys.push_back(o_.to == KeyTarget::kIndex ? std::to_string(p) : fqns_[p]);
         e.params.push_back(params_[p].name);
         continue;
       }
@@ -45,12 +52,12 @@ class Remapper {
           g.at(value).entries.emplace_back(view, st_.keys[pm.keys[v]].value);
         }
       }
-      NodeId key = o_.to == KeyTarget::kIndex ? Int(static_cast<int64_t>(p)) : Str(params_[p].name);
+      NodeId key = o_.to == KeyTarget::kIndex ? Int(static_cast<int64_t>(p)) : Str(fqns_[p]);
       g.at(state).entries.emplace_back(key, value);
       for (size_t v = 0; v < pm.keys.size(); ++v) {
         RemapEntry& e = r_.entries[pm.keys[v]];
         e.fate = "moved";
-        e.output_key = o_.to == KeyTarget::kIndex ? std::to_string(p) : params_[p].name;
+        e.output_key = o_.to == KeyTarget::kIndex ? std::to_string(p) : fqns_[p];
         e.view = pm.keys.size() > 1 ? static_cast<int64_t>(v) : -1;
         e.params = {params_[p].name};
         ++r_.moved;
@@ -223,7 +230,7 @@ class Remapper {
       std::vector<NodeId> items;
       for (size_t i = 0; i < count; ++i) {
         size_t p = next + i;
-        items.push_back(o_.to == KeyTarget::kIndex ? Int(static_cast<int64_t>(p)) : Str(params_[p].name));
+        items.push_back(o_.to == KeyTarget::kIndex ? Int(static_cast<int64_t>(p)) : Str(fqns_[p]));
       }
       NodeId list = New(NodeKind::kList);
       g.at(list).items = std::move(items);
@@ -237,6 +244,7 @@ class Remapper {
   const MatchReport& m_;
   const RemapOptions& o_;
   RemapResult r_;
+  std::vector<std::string> fqns_;  // --to fqn: each parameter's name as torch's DSD spells it
   std::map<int64_t, int64_t> storage_copies_;  // input storage -> its copy, within one Copy()
 };
 

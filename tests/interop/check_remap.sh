@@ -10,8 +10,9 @@ bin=$(readlink -f "$1")
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 scratch=testdata/.remap-check
-trap 'rm -rf "$scratch"' EXIT
-rm -rf "$scratch"
+wrapped=testdata/.remap-check-wrapped
+trap 'rm -rf "$scratch" "$wrapped"' EXIT
+rm -rf "$scratch" "$wrapped"
 remap() {  # remap SRC_NAME VARIANT ARGS...: $scratch/$line/NAME.VARIANT.pt
   local name=$1 variant=$2
   shift 2
@@ -40,9 +41,17 @@ line=torch26
 for rank in 0 1; do
   remap fsdp2_rank${rank}_optim fqn --to fqn --model testdata/good/torch26/fsdp2_dcp.consolidated.pt
 done
+# Wrapped models (DDP, torch.compile, activation checkpointing): FQNs without the wrappers'
+# segments, loaded by torch 2.6's set_optimizer_state_dict (check_wrapped_fqn.py).
+mkdir -p "$wrapped"
+for name in ddp compiled checkpoint_wrapped; do
+  "$bin" remap --to fqn testdata/frameworks/wrapped_torch26/$name.pt -o "$wrapped/$name.fqn.pt" > /dev/null ||
+    { echo "FAIL remap --to fqn $name"; exit 1; }
+done
 echo "== torch 1.13"
 /usr/bin/python3 tests/interop/check_remapped.py "$scratch" | grep -v '^ok'
 [ "${PIPESTATUS[0]}" = 0 ] || exit 1
 echo "== torch 2.6"
 bash tests/interop/with_torch26.sh tests/interop/check_remapped.py "$scratch" | grep -v '^ok'
-exit "${PIPESTATUS[0]}"
+[ "${PIPESTATUS[0]}" = 0 ] || exit 1
+bash tests/interop/with_torch26.sh tests/interop/check_wrapped_fqn.py testdata/frameworks/wrapped_torch26 "$wrapped"

@@ -139,5 +139,15 @@ TEST(ModelParamsTest, OpenAndMatchUsesTheFilesOwnModel) {
                 "'model_state_dict' or 'state_dict' entry; --model-key names another)");
 }
 
+TEST(CanonicalFqnsTest, DropsWrapperSegmentsAsTorchDsdDoes) {
+  EXPECT_EQ(CanonicalFqns({"module.0.weight", "module.fc.bias"}), (std::vector<std::string>{"0.weight", "fc.bias"}));
+  EXPECT_EQ(CanonicalFqns({"_orig_mod.encoder._fsdp_wrapped_module.w", "_orig_mod.b"}),
+            (std::vector<std::string>{"encoder.w", "b"}));
+  EXPECT_EQ(CanonicalFqns({"layers.1._checkpoint_wrapped_module.weight"}),
+            (std::vector<std::string>{"layers.1.weight"}));
+  // `module.` is DDP's only when every name has it: here it is a submodule's own name.
+  EXPECT_EQ(CanonicalFqns({"module.w", "head.w"}), (std::vector<std::string>{"module.w", "head.w"}));
+}
+
 }  // namespace
 }  // namespace optstate

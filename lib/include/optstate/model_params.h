@@ -48,6 +48,13 @@ ModelParams ParamsOfModel(const Checkpoint& model, NodeId dict);
 StatusOr<ModelParams> ParamsFromModel(const Checkpoint& model, NodeId dict, const Checkpoint& checkpoint,
                                       const OptimizerState& state);
 
+// Parameter names as torch.distributed.checkpoint.state_dict (DSD) spells
+// them, which set_optimizer_state_dict looks up: the segments wrappers add
+// removed (`_orig_mod` of torch.compile, `_fsdp_wrapped_module` of FSDP1,
+// `_checkpoint_wrapped_module` of activation checkpointing), and DDP's leading
+// `module.` when every name has it (a whole model wrapped once).
+std::vector<std::string> CanonicalFqns(const std::vector<std::string>& names);
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_MODEL_PARAMS_H_
