@@ -19,6 +19,8 @@ std::string ContainerLine(const Checkpoint& cp) {
                                                              : c.format;
   if (inner == ContainerFormat::kLegacy) {
     s += "torch.save legacy format (torch < 1.6 or _use_new_zipfile_serialization=False)";
+  } else if (inner == ContainerFormat::kSafetensors) {
+    s += "safetensors (a JSON header and raw tensor data; no pickle, and no module order)";
   } else {
     s += "torch.save zip";
     s += c.byteorder ? ", byteorder " + *c.byteorder : " (no byteorder record: written by torch < 2.1)";
@@ -111,8 +113,12 @@ void WriteInspectText(const InspectOptions& options, const Checkpoint& cp, const
                       std::ostream& out) {
   out << options.path << "\n";
   out << "  format    " << ContainerLine(cp) << "\n";
-  out << "  pickle    " << cp.pickle_record << ", protocol " << cp.pickle_protocol << ", "
-      << HumanBytes(cp.pickle_bytes) << "\n";
+  if (cp.container.format == ContainerFormat::kSafetensors) {
+    out << "  header    " << HumanBytes(cp.pickle_bytes) << " of JSON\n";
+  } else {
+    out << "  pickle    " << cp.pickle_record << ", protocol " << cp.pickle_protocol << ", "
+        << HumanBytes(cp.pickle_bytes) << "\n";
+  }
   out << "  tensors   " << r.tensors << " in " << cp.storages.size() << " storages, "
       << HumanBytes(r.storage_bytes) << " of data\n";
   const ContainerInfo& c = cp.container;

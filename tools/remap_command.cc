@@ -161,6 +161,17 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   if (!refused.ok()) return ReportError(output, kName, refused, o.json);
   auto m = OpenAndMatch(o.input, o.state_key, o.params, o.read, o.match);
   if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
+  if (o.to == "fqn" && !m->order_ambiguous.empty()) {
+    // Index keys stay right whatever the order; names would not.
+    std::string list;
+    for (size_t i = 0; i < m->order_ambiguous.size() && i < 12; ++i) list += (i ? ", " : "") + m->order_ambiguous[i];
+    if (m->order_ambiguous.size() > 12) list += ", ...";
+    ReportError(output, kName,
+                InvalidArgumentError(o.input + ": --to fqn needs each index's parameter, but " + m->order + ": " +
+                                     list + "; give --manifest (the training script's order) or keep --to index"),
+                o.json);
+    return kExitFindings;
+  }
   auto remapped = RemapState(m->file->checkpoint(), m->state, m->params, m->match, ToRemapOptions(o));
   if (!remapped.ok()) {
     Status s = std::move(remapped).status().WithContext(o.input);

@@ -1,6 +1,10 @@
 #include "optstate/model_params.h"
 
+#include <algorithm>
+#include <cctype>
 #include <map>
+#include <optional>
+#include <string_view>
 #include <tuple>
 
 #include "pickle/graph_walk.h"
@@ -72,6 +76,98 @@ ParamInfo InfoOf(const std::string& name, const TensorRef& t) {
     p.nbytes = numel * GetDTypeInfo(t.dtype).element_size;
   }
   return p;
+}
+
+// Numbers in names compare as numbers ("layers.2" before "layers.10"): a
+// deterministic order among same-shape parameters, close to registration's.
+bool NaturalLess(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && std::isdigit(static_cast<unsigned char>(a[ie]))) ++ie;
+      while (je < b.size() && std::isdigit(static_cast<unsigned char>(b[je]))) ++je;
+      std::string_view x(a.data() + i, ie - i), y(b.data() + j, je - j);
+      while (x.size() > 1 && x.front() == '0') x.remove_prefix(1);
+      while (y.size() > 1 && y.front() == '0') y.remove_prefix(1);
+      if (x.size() != y.size()) return x.size() < y.size();
+      if (x != y) return x < y;
+      i = ie, j = je;
+      continue;
+    }
+    if (a[i] != b[j]) return a[i] < b[j];
+    ++i, ++j;
+  }
+  return a.size() - i < b.size() - j;
+}
+
+// The shape of index `i`'s state (its first tensor other than `step`), or
+// nullopt when the index has no state entry or no such tensor.
+std::optional<std::vector<int64_t>> StateShapeAt(const Checkpoint& cp, const OptimizerState& state, size_t i) {
+  const ObjectGraph& g = cp.graph;
+  for (const StateKey& k : state.keys) {
+    if ((k.kind != KeyKind::kIndex && k.kind != KeyKind::kStringIndex) || k.index != static_cast<int64_t>(i)) continue;
+    if (g.at(k.value).kind != NodeKind::kDict) return std::nullopt;
+    for (auto [name, v] : g.at(k.value).entries) {
+      if (g.at(v).kind != NodeKind::kTensor) continue;
+      if (g.at(name).kind == NodeKind::kStr && g.at(name).text == "step") continue;
+      return cp.tensors[g.at(v).tensor].sizes;
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// safetensors sorts its header, so a model read from one has lost its
+// module order. The optimizer's index keys still carry their state's shapes:
+// each index takes a parameter of its state's shape (same-shape ones in
+// natural name order), and which could have been swapped is recorded.
+StatusOr<ModelParams> OrderByStateShapes(std::vector<ParamInfo> candidates, const Checkpoint& checkpoint,
+                                         const OptimizerState& state, ModelParams out) {
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const ParamInfo& a, const ParamInfo& b) { return NaturalLess(a.name, b.name); });
+  std::map<std::vector<int64_t>, std::vector<size_t>> free_by_shape;  // candidate indices, natural order
+  for (size_t c = 0; c < candidates.size(); ++c) free_by_shape[candidates[c].shape].push_back(c);
+  std::map<std::vector<int64_t>, size_t> class_size;
+  for (auto& [shape, list] : free_by_shape) class_size[shape] = list.size();
+  std::vector<std::optional<size_t>> chosen(state.param_count);
+  std::vector<bool> used(candidates.size(), false);
+  for (size_t i = 0; i < state.param_count; ++i) {
+    std::optional<std::vector<int64_t>> shape = StateShapeAt(checkpoint, state, i);
+    if (!shape) continue;
+    auto it = free_by_shape.find(*shape);
+    if (it == free_by_shape.end() || it->second.empty()) {
+      std::string s;
+      for (size_t d = 0; d < shape->size(); ++d) s += (d ? ", " : "") + std::to_string((*shape)[d]);
+      return InvalidArgumentError("state[" + std::to_string(i) + "] has shape [" + s + "], but the model has no " +
+                                  (it == free_by_shape.end() ? "" : "more ") +
+                                  "parameters of that shape: this state was saved for another model");
+    }
+    chosen[i] = it->second.front();
+    used[it->second.front()] = true;
+    it->second.erase(it->second.begin());
+  }
+  std::vector<size_t> rest;  // indices without state take what is left, in natural order
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    if (!used[c]) rest.push_back(c);
+  }
+  size_t next = 0, stateless = 0;
+  for (size_t i = 0; i < state.param_count; ++i) {
+    if (!chosen[i]) chosen[i] = rest[next++], ++stateless;
+  }
+  for (size_t i = 0; i < state.param_count; ++i) {
+    const ParamInfo& p = candidates[*chosen[i]];
+    out.params.push_back(p);
+    if (class_size[p.shape] > 1 || (stateless > 1 && !StateShapeAt(checkpoint, state, i))) {
+      out.order_ambiguous.push_back(p.name);
+    }
+  }
+  out.order = "the order the state's shapes give (safetensors keeps no module order: its header is sorted); " +
+              (out.order_ambiguous.empty()
+                   ? std::string("every shape is a different parameter's, so the order is exact")
+                   : Count(out.order_ambiguous.size(), "parameter") +
+                         " share a shape with another and may be swapped, which no shape check depends on");
+  return out;
 }
 
 }  // namespace
@@ -166,6 +262,13 @@ StatusOr<ModelParams> ParamsFromModel(const Checkpoint& model, NodeId dict, cons
   std::vector<ParamInfo> candidates = std::move(module.params);
   std::string dropped = Count(candidates.size(), "parameter") + " once " + Count(out.tied.size(), "tied duplicate") +
                         " and " + Count(out.buffers.size(), "buffer") + " are dropped";
+  if (model.container.format == ContainerFormat::kSafetensors) {
+    if (candidates.size() != state.param_count) {
+      return InvalidArgumentError("the model has " + dropped + ", but param_groups lists " +
+                                  std::to_string(state.param_count) + ": frozen parameters or unrecognised buffers");
+    }
+    return OrderByStateShapes(std::move(candidates), checkpoint, state, std::move(out));
+  }
   if (state.group_params.size() != 1) {
     return InvalidArgumentError(
         "param_groups has " + std::to_string(state.group_params.size()) +

@@ -395,6 +395,7 @@ Status LoadParams(const std::string& checkpoint, const ParamSource& source, cons
   if (!params.ok()) return std::move(params).status().WithContext(path);
   m.params = std::move(params->params);
   m.order = std::move(params->order);
+  m.order_ambiguous = std::move(params->order_ambiguous);
   m.tied = std::move(params->tied);
   m.buffers = std::move(params->buffers);
   m.params_from = (source.model.empty() ? "" : "model state_dict ") +

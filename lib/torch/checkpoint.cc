@@ -10,6 +10,7 @@
 
 #include "torch/half_float.h"
 #include "torch/legacy_format.h"
+#include "torch/safetensors_format.h"
 
 namespace optstate {
 namespace {
@@ -166,10 +167,13 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
   switch (out.container.format) {
     case ContainerFormat::kZip: OPTSTATE_RETURN_IF_ERROR(ParseZipCheckpoint(cursor, options, out)); break;
     case ContainerFormat::kLegacy: OPTSTATE_RETURN_IF_ERROR(ParseLegacyCheckpoint(cursor, options, out)); break;
+    case ContainerFormat::kSafetensors:
+      OPTSTATE_RETURN_IF_ERROR(ParseSafetensorsCheckpoint(cursor, options, out));
+      break;
     case ContainerFormat::kZstd:
       return InvalidArgumentError("zstd content must be decompressed first (OpenCheckpoint does)");
   }
-  std::string where = out.container.format == ContainerFormat::kZip ? out.pickle_record : "main pickle";
+  std::string where = out.container.format == ContainerFormat::kLegacy ? "main pickle" : out.pickle_record;
   ScanGlobals(out.globals, where, /*nested=*/false, out.findings);
   ScanNestedPickles(out.graph, options.pickle, options.max_nested_pickle_depth, out.findings);
   std::vector<std::string> names;

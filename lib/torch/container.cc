@@ -2,6 +2,8 @@
 
 #include <zstd.h>
 
+#include "torch/safetensors_format.h"
+
 #include <array>
 #include <string>
 
@@ -26,6 +28,7 @@ std::optional<ContainerFormat> SniffFormat(ByteSpan data) {
   if (LooksLikeZip(data)) return ContainerFormat::kZip;
   if (StartsWith(data, kLegacyMagic)) return ContainerFormat::kLegacy;
   if (data.size() >= 4 && LoadU32LEUnchecked(data.data()) == kZstdMagic) return ContainerFormat::kZstd;
+  if (LooksLikeSafetensors(data)) return ContainerFormat::kSafetensors;
   return std::nullopt;
 }
 
@@ -111,6 +114,7 @@ std::string_view ContainerFormatName(ContainerFormat format) {
     case ContainerFormat::kZip: return "zip";
     case ContainerFormat::kLegacy: return "legacy";
     case ContainerFormat::kZstd: return "zstd";
+    case ContainerFormat::kSafetensors: return "safetensors";
   }
   return "unknown";
 }
@@ -120,7 +124,7 @@ StatusOr<ContainerInfo> InspectContainer(const ByteCursor& cursor, const Contain
   info.file_size = cursor.size();
   std::optional<ContainerFormat> format = SniffFormat(cursor.data());
   if (!format) {
-    return UnsupportedError("not a PyTorch checkpoint (zip, legacy or zstd): " +
+    return UnsupportedError("not a PyTorch checkpoint (zip, legacy, zstd) or safetensors file: " +
                             DescribeStart(cursor.data()));
   }
   info.format = *format;
@@ -128,6 +132,7 @@ StatusOr<ContainerInfo> InspectContainer(const ByteCursor& cursor, const Contain
     case ContainerFormat::kZip: OPTSTATE_RETURN_IF_ERROR(DescribeZip(cursor, options, info)); break;
     case ContainerFormat::kZstd: PeekZstd(cursor.data(), info); break;
     case ContainerFormat::kLegacy: break;  // its structure is in the pickles: reader layer
+    case ContainerFormat::kSafetensors: break;  // its header: safetensors_format.cc
   }
   return info;
 }

@@ -197,7 +197,7 @@ TEST(ContainerTest, UnknownBytesAreUnsupportedWithTheirStart) {
   StatusOr<ContainerInfo> info = InspectContainer(ByteCursor(AsBytes(text)), {});
   ASSERT_FALSE(info.ok());
   EXPECT_EQ(info.status().ToString(),
-            "unsupported: not a PyTorch checkpoint (zip, legacy or zstd): it starts with "
+            "unsupported: not a PyTorch checkpoint (zip, legacy, zstd) or safetensors file: it starts with "
             "7b 22 73 74 61 74 65 22");
 }
 

@@ -19,9 +19,9 @@
 
 namespace optstate {
 
-enum class ContainerFormat { kZip, kLegacy, kZstd };
+enum class ContainerFormat { kZip, kLegacy, kZstd, kSafetensors };
 
-std::string_view ContainerFormatName(ContainerFormat format);  // "zip", "legacy", "zstd"
+std::string_view ContainerFormatName(ContainerFormat format);  // "zip", "legacy", "zstd", "safetensors"
 
 struct ContainerInfo {
   ContainerFormat format = ContainerFormat::kZip;

@@ -30,6 +30,10 @@ struct ModelParams {
   std::string order;                 // how the order was decided, for reports
   std::vector<std::string> tied;     // "head.weight (tied to emb.weight)": dropped
   std::vector<std::string> buffers;  // dropped as buffers
+  // Parameters whose position the files leave open (safetensors keeps no
+  // module order; same-shape parameters matched by shape could be swapped):
+  // checks that depend only on shapes are sound, a mapping by name is not.
+  std::vector<std::string> order_ambiguous;
 };
 
 // A flat {name: tensor} dict at `path` of `checkpoint`; with an empty path, the

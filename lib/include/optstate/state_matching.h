@@ -105,6 +105,7 @@ struct MatchedState {
   std::vector<ParamInfo> params;
   std::string params_from;           // "manifest m.json", "model state_dict m.pt", "'model' in ckpt.pt"
   std::string order;                 // how the parameter order was decided
+  std::vector<std::string> order_ambiguous;  // ModelParams::order_ambiguous
   std::vector<std::string> tied;     // model entries dropped as tied duplicates
   std::vector<std::string> buffers;  // model entries dropped as buffers
   MatchReport match;
