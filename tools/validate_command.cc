@@ -1,5 +1,6 @@
 #include "validate_command.h"
 
+#include <algorithm>
 #include <iomanip>
 #include <memory>
 
@@ -53,9 +54,13 @@ void ReportText(const ValidationReport& r, std::ostream& out) {
 
 int RunValidate(const ValidateCommandOptions& o, CommandOutput& output) {
   if (o.list_rules) {
+    // Columns as wide as the longest id, so an id never runs into its severity.
+    size_t width = 0;
+    for (const RuleInfo& rule : ValidationRules()) width = std::max(width, std::string(rule.id).size());
     for (const RuleInfo& rule : ValidationRules()) {
-      output.out << std::left << std::setw(28) << rule.id << std::setw(9) << RuleSeverityName(rule.default_severity)
-                 << rule.checks << (rule.needs_values ? " (reads values)" : "") << "\n";
+      output.out << std::left << std::setw(static_cast<int>(width + 2)) << rule.id << std::setw(9)
+                 << RuleSeverityName(rule.default_severity) << rule.checks
+                 << (rule.needs_values ? " (reads values)" : "") << "\n";
     }
     return kExitOk;
   }
@@ -63,6 +68,7 @@ int RunValidate(const ValidateCommandOptions& o, CommandOutput& output) {
   ValidateOptions vo;
   vo.scan_values = !o.no_values;
   vo.read = o.read;
+  vo.state_key = o.state_key;
   if (!o.params.manifest.empty() || !o.params.model.empty() || !o.params.model_key.empty()) vo.params = o.params;
   if (!o.rules.empty()) {
     auto file = MappedFile::Open(o.rules);
@@ -95,6 +101,9 @@ CommandRunner AddValidateCommand(CLI::App& parent) {
                   "torch.save file, .zst, or DCP checkpoint directory; several files: the per-rank files\n"
                   "of one sharded save (in rank order, or named rank<N>), with --model once per rank");
   AddParamSourceFlags(*cmd, o->params, o->models);
+  cmd->add_option("--state-key", o->state_key,
+                  "Which optimizer state dict the parameter rules check when the file holds several\n"
+                  "(default: the only one); every other rule checks them all");
   cmd->add_option("--rules", o->rules,
                   "JSON rules file: {\"rules\": {\"<id>\": \"off|info|warning|error\"}} "
                   "(schemas/validate-rules.schema.json)");

@@ -24,6 +24,7 @@ struct ValidateCommandOptions {
   bool list_rules = false;
   ReadOptions read;
   ParamSource params;  // --manifest, --model, --model-key
+  std::string state_key;  // --state-key
 };
 
 int RunValidate(const ValidateCommandOptions& options, CommandOutput& output);

@@ -197,7 +197,7 @@ class ParamChecks {
 Status CheckAgainstParams(const Checkpoint& cp, ByteSpan bytes, const std::string& path, FindingSink& sink) {
   ValidationReport& r = sink.report();
   const ValidateOptions& o = sink.options();
-  StatusOr<OptimizerState> st = LocateOptimizerState(cp, "");
+  StatusOr<OptimizerState> st = LocateOptimizerState(cp, o.state_key);
   if (!st.ok()) {
     NoteParamRules(r, false, "no single optimizer state to check: " + std::string(st.status().message()));
     return Status();

@@ -14,6 +14,8 @@ Writes, for a small conv net (a BatchNorm among its modules) trained 3 seeded st
                              eta_min=0) stepped 3 times, so lr is 0 at the end of a healthy run
   cosine_to_zero_optim.pt    that optimizer's state_dict alone (groups keep initial_lr; no
                              scheduler state to say the schedule ended)
+  two_optimizers.pt          {model, optimizer (AdamW), optimizer_sgd (SGD over the same model)}:
+                             the parameter rules need --state-key to know which to check
 """
 import os
 import sys
@@ -73,6 +75,14 @@ def main():
     torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict()},
                os.path.join(out, "cosine_to_zero.pt"))
     torch.save(opt.state_dict(), os.path.join(out, "cosine_to_zero_optim.pt"))
+
+    model = net()
+    adamw = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sgd = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+    train(model, adamw)
+    train(model, sgd)
+    torch.save({"model": model.state_dict(), "optimizer": adamw.state_dict(), "optimizer_sgd": sgd.state_dict()},
+               os.path.join(out, "two_optimizers.pt"))
     print(torch.__version__, sorted(os.listdir(out)))
 
 

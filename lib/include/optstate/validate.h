@@ -59,6 +59,9 @@ struct ValidateOptions {
   std::optional<ParamSource> params;
   std::map<std::string, RuleSeverity> severities;  // overrides, from a rules file
   ReadOptions read;
+  // Which optimizer state dict the parameter rules check when the file holds
+  // several ("" = the only one); the other rules check every one.
+  std::string state_key;
 };
 
 // Errors only for input that cannot be read at all (exit 2); everything wrong
