@@ -32,10 +32,14 @@ class Validator {
 
   void Security() {
     for (const Finding& f : cp_.findings) {
-      std::string rule = f.code == "dangerous_global" ? "dangerous-global"
-                         : f.code == "global_not_allowlisted" ? "global-not-allowlisted"
-                         : f.code == "nested_global" ? "nested-pickle"
-                         : f.code == "zip_name_escapes" ? "zip-name-escapes" : "";
+      // inspect's finding codes are validate's rule ids; the findings about a
+      // pickle inside a bytes value (it, what it imports, that it could not be
+      // read) all fall under nested-pickle, as inspect reports them.
+      std::string rule = f.code == "dangerous-global" || f.code == "global-not-allowlisted" ||
+                                 f.code == "zip-name-escapes" || f.code == "nested-pickle"
+                             ? f.code
+                         : f.code == "nested-global" || f.code == "nested-pickle-unreadable" ? "nested-pickle"
+                                                                                              : "";
       if (!rule.empty()) Add(rule, f.where, f.message);
     }
   }

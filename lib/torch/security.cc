@@ -23,12 +23,12 @@ void ScanGraphBytes(const ObjectGraph& graph, const std::string& prefix, const P
     ByteCursor cursor(AsBytes(n.text));
     StatusOr<PickleResult> inner = ReadPickle(cursor, limits);
     if (!inner.ok()) {
-      findings.push_back({Severity::kWarning, "nested_pickle_unreadable", where,
+      findings.push_back({Severity::kWarning, "nested-pickle-unreadable", where,
                           "bytes value looks like a pickle but does not parse: " +
                               inner.status().ToString()});
       return true;
     }
-    findings.push_back({Severity::kWarning, "nested_pickle", where,
+    findings.push_back({Severity::kWarning, "nested-pickle", where,
                         "bytes value holds a pickle (" + std::to_string(n.text.size()) +
                             " bytes); code that unpickles it runs whatever it references"});
     ScanGlobals(inner->globals, where + " (nested pickle)", /*nested=*/true, findings);
@@ -58,20 +58,20 @@ void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where
     std::string loc = where + " offset " + std::to_string(g.offset);
     std::string name = g.module + "." + g.name;
     if (IsDangerousGlobal(g.module, g.name)) {
-      findings.push_back({Severity::kError, "dangerous_global", loc,
+      findings.push_back({Severity::kError, "dangerous-global", loc,
                           name + " can run code or reach the system; " + caller +
                               " would call it. Do not load this with pickle."});
     } else if (nested) {
-      findings.push_back({Severity::kWarning, "nested_global", loc,
+      findings.push_back({Severity::kWarning, "nested-global", loc,
                           name + " is imported by " + caller});
     } else if (IsAllowedOnceDistributedTensorImported(g.module, g.name)) {
       // torch.distributed.tensor registers these as safe globals when imported;
       // not all of its classes: FSDP2 + TP's _StridedShard stays refused.
-      findings.push_back({Severity::kInfo, "global_needs_import", loc,
+      findings.push_back({Severity::kInfo, "global-needs-import", loc,
                           name + " loads under torch 2.6's weights_only=True only after "
                                  "`import torch.distributed.tensor`"});
     } else if (!IsWeightsOnlyAllowed(g.module, g.name)) {
-      findings.push_back({Severity::kWarning, "global_not_allowlisted", loc,
+      findings.push_back({Severity::kWarning, "global-not-allowlisted", loc,
                           name + " is not on torch 2.6's weights_only allowlist: "
                                  "torch.load with the default weights_only=True refuses this file"});
     }
@@ -90,7 +90,7 @@ void ScanZipNames(const std::vector<std::string>& names, std::vector<Finding>& f
       start = end + 1;
     }
     if (escapes) {
-      findings.push_back({Severity::kError, "zip_name_escapes", "zip entry '" + name + "'",
+      findings.push_back({Severity::kError, "zip-name-escapes", "zip entry '" + name + "'",
                           "this name points outside the archive's directory: unzipping the file would write "
                           "there. torch.save never writes such names; the file was built or edited by hand."});
     }

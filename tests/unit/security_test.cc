@@ -31,17 +31,17 @@ std::vector<std::string> Codes(const std::string& fixture) {
 TEST(SecurityTest, HostilePicklesAreReportedAndNeverRun) {
   std::filesystem::remove(kMarker);
   EXPECT_EQ(Codes("testdata/hostile/os_system_global.pt"),
-            std::vector<std::string>{"error dangerous_global os_system_global/data.pkl offset 383"});
+            std::vector<std::string>{"error dangerous-global os_system_global/data.pkl offset 383"});
   EXPECT_EQ(Codes("testdata/hostile/os_system_stack_global.pt"),
-            std::vector<std::string>{"error dangerous_global os_system_stack_global/data.pkl offset 422"});
+            std::vector<std::string>{"error dangerous-global os_system_stack_global/data.pkl offset 422"});
   EXPECT_EQ(Codes("testdata/hostile/builtins_eval.pt"),
-            std::vector<std::string>{"error dangerous_global builtins_eval/data.pkl offset 383"});
+            std::vector<std::string>{"error dangerous-global builtins_eval/data.pkl offset 383"});
   EXPECT_EQ(Codes("testdata/hostile/nested_pickle_bytes.pt"),
-            (std::vector<std::string>{"warning nested_pickle extra",
-                                      "error dangerous_global extra (nested pickle) offset 28"}));
+            (std::vector<std::string>{"warning nested-pickle extra",
+                                      "error dangerous-global extra (nested pickle) offset 28"}));
   EXPECT_EQ(Codes("testdata/hostile/heavyball_rng_bytes.pt"),
-            (std::vector<std::string>{"warning nested_pickle extra",
-                                      "warning nested_global extra (nested pickle) offset 29"}));
+            (std::vector<std::string>{"warning nested-pickle extra",
+                                      "warning nested-global extra (nested pickle) offset 29"}));
   EXPECT_FALSE(std::filesystem::exists(kMarker)) << "a hostile pickle ran";
 }
 
@@ -52,27 +52,27 @@ TEST(SecurityTest, EveryHostileFileIsRefusedOrFlagged) {
   const std::map<std::string, std::string> want = {
       {"binbytes8_huge.pt", "refused: limit exceeded: BINBYTES8 of 4611686018427387904 bytes exceeds"},
       {"binunicode8_huge.pt", "refused: limit exceeded: BINUNICODE8 of 1099511627779 bytes exceeds"},
-      {"builtins_eval.pt", "flagged: error dangerous_global"},
-      {"builtins_exec.pt", "flagged: error dangerous_global"},
+      {"builtins_eval.pt", "flagged: error dangerous-global"},
+      {"builtins_exec.pt", "flagged: error dangerous-global"},
       {"dtensor_state_cycle.pt", "refused: corrupt data: DTensor without a _local_tensor"},
-      {"heavyball_rng_bytes.pt", "flagged: warning nested_pickle, warning nested_global"},
-      {"importlib_import_module.pt", "flagged: error dangerous_global"},
-      {"inst_os_system.pt", "flagged: error dangerous_global"},
+      {"heavyball_rng_bytes.pt", "flagged: warning nested-pickle, warning nested-global"},
+      {"importlib_import_module.pt", "flagged: error dangerous-global"},
+      {"inst_os_system.pt", "flagged: error dangerous-global"},
       {"long4_2g.pt", "refused: limit exceeded: integer of 2147483647 bytes (limit max_long_bytes, 1024)"},
       {"marks_million.pt", "refused: limit exceeded: more than 1000 open marks (limit max_depth)"},
-      {"memo_hidden_global.pt", "flagged: error dangerous_global"},
+      {"memo_hidden_global.pt", "flagged: error dangerous-global"},
       {"memo_index_2g.pt", "refused: corrupt data: memo index 2147483632 was never stored"},
       {"nested_million.pt", "refused: limit exceeded: objects nested deeper than 1000 levels (limit max_depth)"},
-      {"nested_pickle_bytes.pt", "flagged: warning nested_pickle, error dangerous_global"},
-      {"newobj_ex_subprocess.pt", "flagged: error dangerous_global"},
-      {"obj_os_system.pt", "flagged: error dangerous_global"},
-      {"os_system_global.pt", "flagged: error dangerous_global"},
-      {"os_system_stack_global.pt", "flagged: error dangerous_global"},
-      {"runpy_run_path.pt", "flagged: error dangerous_global"},
+      {"nested_pickle_bytes.pt", "flagged: warning nested-pickle, error dangerous-global"},
+      {"newobj_ex_subprocess.pt", "flagged: error dangerous-global"},
+      {"obj_os_system.pt", "flagged: error dangerous-global"},
+      {"os_system_global.pt", "flagged: error dangerous-global"},
+      {"os_system_stack_global.pt", "flagged: error dangerous-global"},
+      {"runpy_run_path.pt", "flagged: error dangerous-global"},
       {"storage_numel_2e40.pt", "refused: limit exceeded: storage '0': 4398046511104 bytes (limit max_storage_bytes)"},
-      {"subprocess_check_output.pt", "flagged: error dangerous_global"},
+      {"subprocess_check_output.pt", "flagged: error dangerous-global"},
       {"zip_name_absolute.pt", "refused: corrupt data: record '/etc/cron.d/job' lies outside the archive directory"},
-      {"zip_name_dotdot.pt", "flagged: error zip_name_escapes"},
+      {"zip_name_dotdot.pt", "flagged: error zip-name-escapes"},
       {"zstd_bomb.pt.zst", "refused: limit exceeded: zstd frames declare 18253611008 bytes of content, more than 268435456"},
       {"zstd_stream_bomb.pt.zst", "refused: limit exceeded: zstd content exceeds 268435456 bytes"},
       // Claims 15 GiB and holds 1 MiB; under the default cap see ReaderCorruptionTest.ZstdSizeThatLies.

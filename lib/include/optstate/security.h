@@ -19,7 +19,7 @@ std::string_view SeverityName(Severity s);  // "info", "warning", "error"
 
 struct Finding {
   Severity severity = Severity::kWarning;
-  std::string code;     // stable id: "dangerous_global", "global_not_allowlisted", ...
+  std::string code;     // stable id: "dangerous-global", "global-not-allowlisted", ...
   std::string where;    // "data.pkl offset 1203", or a path in the object tree
   std::string message;  // what it means for the user
 };
