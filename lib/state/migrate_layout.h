@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "optstate/optimizer_state.h"
 #include "optstate/param_manifest.h"
+#include "optstate/state_migrate.h"
 #include "torch/graph_builder.h"
 
 namespace optstate {
@@ -23,6 +25,36 @@ enum class LegacyFamily {
   kSoap1,   // 1.x ForeachSOAP: scale_by_soap_exp_avg(_sq) (projected), Q, GG; step in the first entry
   kAdamW2,  // 2.x ForeachAdamW: {0: {update_by_adam_exp_avg_0, ...}}, 3.x's names already
   kSoap2,   // 2.x ForeachSOAP: {0: {scale_by_soap_exp_avg_0, ..._Q_1, ...}}, no batch dimension
+};
+
+// A legacy state field and what HeavyBall 3.2 calls it.
+struct FieldName {
+  const char* legacy;
+  const char* heavyball3;
+};
+
+// Makes the tensors of the migrated layout in `r.checkpoint` (migrate_tensors.cc).
+// Views keep pointing into the input's bytes; computed storages are listed in
+// r.computed for WriteMigrated. Errors name `where`.
+class MigrateTensors {
+ public:
+  explicit MigrateTensors(MigrateResult& r) : r_(r) {}
+  // A tensor whose storage is computed when written (its plan: r.computed.back()).
+  NodeId ComputedTensor(GraphBuilder& b, DType dtype, const std::vector<int64_t>& shape);
+  // The float32 whole tensor at `id`, or an error naming `where`.
+  StatusOr<const TensorRef*> Float32Tensor(NodeId id, const std::string& where);
+  // The tensor (or None) at `id` with 3.x's leading batch dimension, same bytes.
+  StatusOr<NodeId> Batched(GraphBuilder& b, NodeId id, const std::string& where);
+  // One SOAP view from a 2.x view dict `fields` into `d`, renamed by `names`.
+  Status Soap2View(GraphBuilder& b, NodeId fields, NodeId d, const std::string& where,
+                   std::span<const FieldName> names);
+  // One SOAP view from a 0.x or 1.x entry: names[0] / names[1] are its moments;
+  // `rotate` projects the first into Q's eigenbasis (0.x kept it unprojected).
+  Status SoapView(GraphBuilder& b, NodeId fields, NodeId d, const std::string& where,
+                  std::span<const FieldName> names, bool rotate);
+
+ private:
+  MigrateResult& r_;
 };
 
 inline bool IsSoap(LegacyFamily f) {
