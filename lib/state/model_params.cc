@@ -101,21 +101,22 @@ bool NaturalLess(const std::string& a, const std::string& b) {
   return a.size() - i < b.size() - j;
 }
 
-// The shape of index `i`'s state (its first tensor other than `step`), or
-// nullopt when the index has no state entry or no such tensor.
-std::optional<std::vector<int64_t>> StateShapeAt(const Checkpoint& cp, const OptimizerState& state, size_t i) {
+// Each index's state shape (its first tensor other than `step`); nullopt
+// where the index has no state entry or no such tensor. One pass over the keys.
+std::vector<std::optional<std::vector<int64_t>>> StateShapes(const Checkpoint& cp, const OptimizerState& state) {
   const ObjectGraph& g = cp.graph;
+  std::vector<std::optional<std::vector<int64_t>>> out(state.param_count);
   for (const StateKey& k : state.keys) {
-    if ((k.kind != KeyKind::kIndex && k.kind != KeyKind::kStringIndex) || k.index != static_cast<int64_t>(i)) continue;
-    if (g.at(k.value).kind != NodeKind::kDict) return std::nullopt;
+    if (k.kind != KeyKind::kIndex && k.kind != KeyKind::kStringIndex) continue;
+    if (k.index < 0 || static_cast<size_t>(k.index) >= out.size() || g.at(k.value).kind != NodeKind::kDict) continue;
     for (auto [name, v] : g.at(k.value).entries) {
       if (g.at(v).kind != NodeKind::kTensor) continue;
       if (g.at(name).kind == NodeKind::kStr && g.at(name).text == "step") continue;
-      return cp.tensors[g.at(v).tensor].sizes;
+      out[static_cast<size_t>(k.index)] = cp.tensors[g.at(v).tensor].sizes;
+      break;
     }
-    return std::nullopt;
   }
-  return std::nullopt;
+  return out;
 }
 
 // safetensors sorts its header, so a model read from one has lost its
@@ -126,26 +127,26 @@ StatusOr<ModelParams> OrderByStateShapes(std::vector<ParamInfo> candidates, cons
                                          const OptimizerState& state, ModelParams out) {
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const ParamInfo& a, const ParamInfo& b) { return NaturalLess(a.name, b.name); });
-  std::map<std::vector<int64_t>, std::vector<size_t>> free_by_shape;  // candidate indices, natural order
-  for (size_t c = 0; c < candidates.size(); ++c) free_by_shape[candidates[c].shape].push_back(c);
-  std::map<std::vector<int64_t>, size_t> class_size;
-  for (auto& [shape, list] : free_by_shape) class_size[shape] = list.size();
+  // Per shape: its candidates in natural order, and how many are taken.
+  std::map<std::vector<int64_t>, std::pair<std::vector<size_t>, size_t>> free_by_shape;
+  for (size_t c = 0; c < candidates.size(); ++c) free_by_shape[candidates[c].shape].first.push_back(c);
+  const std::vector<std::optional<std::vector<int64_t>>> shapes = StateShapes(checkpoint, state);
   std::vector<std::optional<size_t>> chosen(state.param_count);
   std::vector<bool> used(candidates.size(), false);
   for (size_t i = 0; i < state.param_count; ++i) {
-    std::optional<std::vector<int64_t>> shape = StateShapeAt(checkpoint, state, i);
+    const std::optional<std::vector<int64_t>>& shape = shapes[i];
     if (!shape) continue;
     auto it = free_by_shape.find(*shape);
-    if (it == free_by_shape.end() || it->second.empty()) {
+    if (it == free_by_shape.end() || it->second.second == it->second.first.size()) {
       std::string s;
       for (size_t d = 0; d < shape->size(); ++d) s += (d ? ", " : "") + std::to_string((*shape)[d]);
       return InvalidArgumentError("state[" + std::to_string(i) + "] has shape [" + s + "], but the model has no " +
                                   (it == free_by_shape.end() ? "" : "more ") +
                                   "parameters of that shape: this state was saved for another model");
     }
-    chosen[i] = it->second.front();
-    used[it->second.front()] = true;
-    it->second.erase(it->second.begin());
+    const size_t c = it->second.first[it->second.second++];
+    chosen[i] = c;
+    used[c] = true;
   }
   std::vector<size_t> rest;  // indices without state take what is left, in natural order
   for (size_t c = 0; c < candidates.size(); ++c) {
@@ -158,7 +159,7 @@ StatusOr<ModelParams> OrderByStateShapes(std::vector<ParamInfo> candidates, cons
   for (size_t i = 0; i < state.param_count; ++i) {
     const ParamInfo& p = candidates[*chosen[i]];
     out.params.push_back(p);
-    if (class_size[p.shape] > 1 || (stateless > 1 && !StateShapeAt(checkpoint, state, i))) {
+    if (free_by_shape.at(p.shape).first.size() > 1 || (stateless > 1 && !shapes[i])) {
       out.order_ambiguous.push_back(p.name);
     }
   }
