@@ -116,27 +116,23 @@ Status MigrateTensors::SoapView(GraphBuilder& b, NodeId fields, NodeId d, const 
         (list_name[0] == 'Q' ? qs : ggs).push_back(b.New(NodeKind::kNone));
         continue;
       }
-      TensorRef copy = *t;
-      if (list_name[0] == 'Q') bases[i] = copy;
-      std::vector<int64_t> strides = WithBatchDim(copy.strides, n * n);
-      (list_name[0] == 'Q' ? qs : ggs).push_back(b.TensorOver(copy, WithBatchDim(copy.sizes, 1), strides));
+      if (list_name[0] == 'Q') bases[i] = *t;
+      OPTSTATE_ASSIGN_OR_RETURN(NodeId batched, Batched(b, item, what));
+      (list_name[0] == 'Q' ? qs : ggs).push_back(batched);
     }
   }
-  int64_t numel = 1;
   if (rotate) {
     NodeId rotated = ComputedTensor(b, DType::kFloat32, WithBatchDim(moment.sizes, 1));
     r_.computed.back().source = moment;
     r_.computed.back().bases = std::move(bases);
     b.Set(d, "scale_by_soap_exp_avg_2", rotated);
   } else {  // 1.x kept it in the eigenbasis already
-    for (int64_t s : moment.sizes) numel *= s;
-    b.Set(d, "scale_by_soap_exp_avg_2",
-          b.TensorOver(moment, WithBatchDim(moment.sizes, 1), WithBatchDim(moment.strides, numel)));
-    numel = 1;
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId batched, Batched(b, DictLookup(g, fields, m_name), where + " " + m_name));
+    b.Set(d, "scale_by_soap_exp_avg_2", batched);
   }
-  for (int64_t s : second.sizes) numel *= s;
-  b.Set(d, "scale_by_soap_exp_avg_sq_2",
-        b.TensorOver(second, WithBatchDim(second.sizes, 1), WithBatchDim(second.strides, numel)));
+  OPTSTATE_ASSIGN_OR_RETURN(NodeId second_batched,
+                            Batched(b, DictLookup(g, fields, v_name), where + " " + v_name));
+  b.Set(d, "scale_by_soap_exp_avg_sq_2", second_batched);
   b.Set(d, "scale_by_soap_Q_3", b.List(std::move(qs)));
   b.Set(d, "scale_by_soap_GG_3", b.List(std::move(ggs)));
   return Status();
