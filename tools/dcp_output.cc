@@ -28,6 +28,7 @@ void WriteReport(CommandOutput& output, const DcpOutputFlags& f, const DcpWriteR
                                     {"tensor_bytes", r.tensor_bytes}, {"largest_chunk_bytes", r.largest_chunk_bytes},
                                     {"metadata_bytes", r.metadata_bytes}, {"files", files},
                                     {"leftovers", r.leftovers}});
+    if (!f.rekeyed.is_null()) j["optimizer_keys"] = f.rekeyed;
     WriteJson(output, j);
     return;
   }
@@ -44,6 +45,7 @@ void WriteReport(CommandOutput& output, const DcpOutputFlags& f, const DcpWriteR
              << (r.largest_chunk_bytes == 0 ? std::string("every chunk copied by the kernel")
                                             : "largest chunk through memory " + HumanBytes(r.largest_chunk_bytes))
              << "\n";
+  if (!f.rekeyed_text.empty()) output.out << "  " << f.rekeyed_text << "\n";
   for (size_t rank = 0; rank < r.file_bytes.size(); ++rank) {
     output.out << "  __" << rank << "_0.distcp  " << HumanBytes(r.file_bytes[rank]) << "\n";
   }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "command.h"
 #include "optstate/dcp_writer.h"
 
@@ -23,6 +25,10 @@ struct DcpOutputFlags {
   bool verify_crc = false;
   bool quiet = false;
   bool distributed = false;
+  // Set by `open` when the command changed what it writes (export's index keys
+  // written as FQNs): one line of the text report, "optimizer_keys" in JSON.
+  std::string rekeyed_text;
+  nlohmann::ordered_json rekeyed;
 };
 
 // Adds the input (described by `input_help`; one, or with `rank_set` one or

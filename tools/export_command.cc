@@ -5,16 +5,96 @@
 #include <CLI/CLI.hpp>
 
 #include "optstate/dcp_export.h"
+#include "optstate/optimizer_state.h"
+#include "optstate/state_remap.h"
 #include "optstate/unshard.h"
+#include "shared_flags.h"
 
 namespace optstate::tools {
 namespace {
 
 constexpr const char* kName = "export";
 
+bool IndexKeyed(KeyKind k) { return k == KeyKind::kIndex || k == KeyKind::kStringIndex; }
+
+// torch's get/set_optimizer_state_dict (what FSDP2 and torchtitan load through)
+// key the optimizer's state by FQN; a DCP checkpoint keyed "0".."N-1" loads only
+// into a bare optimizer.state_dict(). So index keys are written as FQNs when the
+// names are known, and refused when they are not, unless --keys index asks for
+// torch_save_to_dcp's behaviour. On success `file` holds the remapped file.
+Status RekeyToFqn(ExportFlags& o, std::unique_ptr<CheckpointFile>& own, std::unique_ptr<MatchedState>& matched,
+                  const CheckpointFile*& file) {
+  if (o.keys == "index") return Status();
+  std::vector<std::string> paths;
+  if (!o.state_key.empty()) {
+    paths.push_back(o.state_key);
+  } else {
+    for (const std::string& path : FindOptimizerStates(own->checkpoint())) {
+      auto st = ReadOptimizerState(own->checkpoint(), path);
+      if (st.ok() && !st->keys.empty() && IndexKeyed(st->scheme)) paths.push_back(path);
+    }
+  }
+  if (paths.empty()) return Status();
+  const std::string keep = " Nothing was written.";
+  const std::string or_index =
+      "; or --keys index to write the indices as torch_save_to_dcp does (loadable only into a bare "
+      "optimizer.state_dict(), not through get/set_optimizer_state_dict).";
+  if (paths.size() > 1) {
+    std::string list;
+    for (const std::string& p : paths) list += (list.empty() ? "'" : ", '") + p + "'";
+    return InvalidArgumentError(o.input + ": " + std::to_string(paths.size()) + " optimizer states keyed by index (" +
+                                list + "); FQN keys are written for one: choose it with --state-key" + or_index +
+                                keep);
+  }
+  auto st = ReadOptimizerState(own->checkpoint(), paths.front());
+  if (!st.ok()) return st.status().WithContext(o.input);
+  if (!IndexKeyed(st->scheme)) {
+    if (o.keys == "fqn" && st->scheme != KeyKind::kFqn) {
+      return InvalidArgumentError(o.input + ": optimizer state at '" + paths.front() + "' is keyed by " +
+                                  std::string(KeyKindName(st->scheme)) + ": remap it first (optstate remap --to fqn)." +
+                                  keep);
+    }
+    return Status();
+  }
+  const std::string shown = paths.front().empty() ? "(root)" : "'" + paths.front() + "'";
+  const std::string where = o.input + ": optimizer state at " + shown + " is keyed by index";
+  auto m = MatchCheckpoint(std::move(own), paths.front(), o.params, ReadOptions{}, MatchOptions{});
+  if (!m.ok()) {
+    return InvalidArgumentError(where + ", and get/set_optimizer_state_dict expect FQNs, but the names are not known (" +
+                                std::string(m.status().message()) + "): give --model or --manifest" + or_index + keep);
+  }
+  if (!m->order_ambiguous.empty()) {
+    std::string list;
+    for (size_t i = 0; i < m->order_ambiguous.size() && i < 12; ++i) list += (i ? ", " : "") + m->order_ambiguous[i];
+    if (m->order_ambiguous.size() > 12) list += ", ...";
+    return InvalidArgumentError(where + ", and FQN keys need each index's parameter, but " + m->order + ": " + list +
+                                "; give --manifest (the training script's order)" + or_index + keep);
+  }
+  RemapOptions ro;
+  ro.to = KeyTarget::kFqn;
+  auto remapped = RemapState(m->file->checkpoint(), m->state, m->params, m->match, ro);
+  if (!remapped.ok()) return std::move(remapped).status().WithContext(o.input);
+  if (remapped->dropped > 0) {
+    for (const RemapEntry& e : remapped->entries) {
+      if (e.fate == "dropped") {
+        return InvalidArgumentError(where + ": entry " + e.input_key + " has no parameter (" + e.reason + ")" +
+                                    or_index + keep);
+      }
+    }
+  }
+  o.rekeyed = {{"state_path", paths.front()}, {"from", std::string(KeyKindName(st->scheme))}, {"to", "fqn"},
+               {"params_from", m->params_from}, {"entries", remapped->moved}};
+  o.rekeyed_text = "optimizer state at " + shown + ": " + std::to_string(remapped->moved) +
+                   " index keys written as FQNs (parameters from " + m->params_from + ")";
+  matched = std::make_unique<MatchedState>(std::move(*m));
+  matched->file->checkpoint() = std::move(remapped->checkpoint);
+  file = matched->file.get();
+  return Status();
+}
+
 }  // namespace
 
-int RunExport(DcpOutputFlags o, CommandOutput& output) {
+int RunExport(ExportFlags o, CommandOutput& output) {
   o.input = o.inputs.at(0);
   const bool rank_set = o.inputs.size() > 1;
   if (rank_set && o.distributed) {
@@ -27,6 +107,7 @@ int RunExport(DcpOutputFlags o, CommandOutput& output) {
   if (!refused.ok()) return ReportError(output, kName, refused, o.json);
   std::unique_ptr<CheckpointFile> own;
   std::unique_ptr<UnshardedRankSet> unsharded;
+  std::unique_ptr<MatchedState> matched;
   const CheckpointFile* file = nullptr;
   auto open = [&]() -> Status {
     ReadOptions read;
@@ -54,6 +135,7 @@ int RunExport(DcpOutputFlags o, CommandOutput& output) {
         }
       }
     }
+    if (!rank_set) OPTSTATE_RETURN_IF_ERROR(RekeyToFqn(o, own, matched, file));
     return Status();
   };
   auto write = [&](const DcpWriteOptions& wo, Coordinator* coordinator) {
@@ -63,7 +145,7 @@ int RunExport(DcpOutputFlags o, CommandOutput& output) {
 }
 
 CommandRunner AddExportCommand(CLI::App& parent) {
-  auto o = std::make_shared<DcpOutputFlags>();
+  auto o = std::make_shared<ExportFlags>();
   CLI::App* cmd = parent.add_subcommand(
       kName, "Write a torch.save file as a DCP checkpoint of M ranks (what torch_save_to_dcp does,\n"
              "sharded on dim 0 like FSDP2), for dcp.load into a sharded model");
@@ -72,13 +154,24 @@ CommandRunner AddExportCommand(CLI::App& parent) {
                     "(DTensor shards, in rank order or named rank<N>), unsharded first into a scratch file\n"
                     "beside the output (as `optstate unshard`; it needs the checkpoint's size in free space)",
                     /*rank_set=*/true);
+  cmd->add_option("--keys", o->keys,
+                  "What optimizer state keyed by index becomes. fqn: the names torch's\n"
+                  "get/set_optimizer_state_dict use (from the file's model, --model or --manifest);\n"
+                  "index: kept, as torch_save_to_dcp does (loads only into a bare optimizer.state_dict());\n"
+                  "auto (default): fqn, refused when the names are not known. Other keys are kept")
+      ->check(CLI::IsMember({"auto", "fqn", "index"}));
+  AddParamSourceFlags(*cmd, o->params);
+  cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is (default: every one found)");
   cmd->footer(
       "\nExamples:\n"
       "  optstate export consolidated.pt -o checkpoints/step_1000 --world-size 8\n"
       "  optstate export model_and_optim.pt -o dcp_dir --world-size 2 --json\n"
       "  optstate export fixed/rank0.optim.pt fixed/rank1.optim.pt -o dcp_optim --world-size 4\n"
-      "Optimizer state keyed 0..N-1 comes out keyed \"0\"..\"N-1\" (DCP makes every key a str),\n"
-      "as with torch's own torch_save_to_dcp: export FQN-keyed state (consolidate --to fqn, remap --to fqn).");
+      "  optstate export optimizer.bin --model model.safetensors -o dcp_dir --world-size 2\n"
+      "  optstate export plain_optimizer.pt --keys index -o dcp_dir --world-size 1\n"
+      "Optimizer state keyed by index is written keyed by FQN (optimizer.state.<fqn>.exp_avg), the layout\n"
+      "torch's get_optimizer_state_dict gives and dcp.load fills: the names come from the file's 'model'\n"
+      "entry, --model or --manifest, with DDP/compile/FSDP wrapper prefixes dropped as DSD drops them.");
   return [o](CommandOutput& output) { return RunExport(*o, output); };
 }
 

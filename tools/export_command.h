@@ -4,12 +4,21 @@
 #ifndef OPTSTATE_TOOLS_EXPORT_COMMAND_H_
 #define OPTSTATE_TOOLS_EXPORT_COMMAND_H_
 
+#include <string>
+
 #include "command.h"
 #include "dcp_output.h"
+#include "optstate/state_matching.h"
 
 namespace optstate::tools {
 
-int RunExport(DcpOutputFlags options, CommandOutput& output);
+struct ExportFlags : DcpOutputFlags {
+  std::string keys = "auto";  // auto | fqn | index: what index-keyed optimizer state becomes
+  ParamSource params;         // where the FQNs come from
+  std::string state_key;
+};
+
+int RunExport(ExportFlags options, CommandOutput& output);
 CommandRunner AddExportCommand(CLI::App& parent);
 
 }  // namespace optstate::tools

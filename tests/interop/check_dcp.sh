@@ -31,4 +31,11 @@ written reshard_3_to_2 fsdp2_3rank_dcp 2 reshard testdata/good/torch26/fsdp2_3ra
 written reshard_2_to_1 fsdp2_dcp 1 reshard testdata/good/torch26/fsdp2_dcp
 written export_to_3 fsdp2_dcp 3 export testdata/good/torch26/fsdp2_dcp.consolidated.pt
 written export_to_4 fsdp2_3rank_dcp 4 export testdata/good/torch26/fsdp2_3rank_dcp.consolidated.pt
-bash tests/interop/with_torch26.sh tests/interop/check_dcp.py "$scratch"
+bash tests/interop/with_torch26.sh tests/interop/check_dcp.py "$scratch" || exit 1
+# Index-keyed optimizer state exported with FQN keys, loaded through torch's DSD (check_export_fqn.py).
+fw=testdata/frameworks
+"$bin" export $fw/plain_torch26/adamw_rng_state.pt -o "$scratch/adamw_rng_state.dcp" --world-size 2 -q > /dev/null &&
+  "$bin" export $fw/wrapped_torch26/ddp.pt -o "$scratch/ddp.dcp" --world-size 2 -q > /dev/null &&
+  "$bin" export $fw/safetensors_torch26/unique/optimizer.bin --model $fw/safetensors_torch26/unique/model.safetensors \
+    -o "$scratch/safetensors_unique.dcp" --world-size 3 -q > /dev/null || { echo "FAIL export of index-keyed state"; exit 1; }
+bash tests/interop/with_torch26.sh tests/interop/check_export_fqn.py "$scratch"
