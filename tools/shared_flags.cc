@@ -53,7 +53,9 @@ void AddWriteFlags(CLI::App& cmd, bool& no_sync, bool& verify_crc) {
 }
 
 nlohmann::ordered_json ParamSourceJson(const MatchedState& m) {
-  return {{"from", m.params_from}, {"order", m.order}, {"tied", m.tied}, {"buffers", m.buffers}};
+  nlohmann::ordered_json j = {{"from", m.params_from}, {"order", m.order}, {"tied", m.tied}, {"buffers", m.buffers}};
+  if (!m.frozen.empty()) j["frozen"] = m.frozen;
+  return j;
 }
 
 nlohmann::ordered_json RemapEntriesJson(const std::vector<RemapEntry>& entries) {
@@ -79,6 +81,11 @@ void WriteParamSourceText(const MatchedState& m, std::ostream& out) {
   if (!m.buffers.empty()) {
     out << "  not params   buffers:";
     for (const std::string& b : m.buffers) out << " " << b;
+    out << "\n";
+  }
+  if (!m.frozen.empty()) {
+    out << "  frozen       in no param group:";
+    for (const std::string& f : m.frozen) out << " " << f;
     out << "\n";
   }
 }

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "pickle/graph_walk.h"
+#include "state/group_order.h"
 
 namespace optstate {
 namespace {
@@ -171,6 +172,72 @@ StatusOr<ModelParams> OrderByStateShapes(std::vector<ParamInfo> candidates, cons
   return out;
 }
 
+std::string NameList(const std::vector<ParamInfo>& candidates, const std::vector<size_t>& which) {
+  std::string list;
+  for (size_t i = 0; i < which.size() && i < 12; ++i) list += (i ? ", " : "") + candidates[which[i]].name;
+  if (which.size() > 12) list += ", ... (" + std::to_string(which.size()) + " in all)";
+  return list;
+}
+
+// Several groups or frozen parameters (group_order.h): each group a
+// subsequence of module order, every state shape its parameter's. Used only
+// when exactly one assignment fits.
+StatusOr<ModelParams> OrderByGroups(std::vector<ParamInfo> candidates, const Checkpoint& checkpoint,
+                                    const OptimizerState& state, const std::string& dropped, ModelParams out) {
+  const std::string manifest = "; write a manifest from the training script (README) and pass --manifest";
+  GroupOrderInput in;
+  size_t slot = 0;
+  for (const std::vector<NodeId>& group : state.group_params) {
+    for (NodeId id : group) {
+      const Node& n = checkpoint.graph.at(id);
+      if (n.kind != NodeKind::kInt || n.int_value != static_cast<int64_t>(slot)) {
+        return InvalidArgumentError("param_groups does not number its parameters 0.." +
+                                    std::to_string(state.param_count - 1) + " group by group as torch.optim does" +
+                                    manifest);
+      }
+      ++slot;
+    }
+    in.group_sizes.push_back(group.size());
+  }
+  for (const ParamInfo& p : candidates) in.candidate_shapes.push_back(p.shape);
+  in.index_shapes = StateShapes(checkpoint, state);
+  const std::string setup = Count(state.group_params.size(), "param group") + " listing " +
+                            std::to_string(state.param_count) + " of the model's " + dropped;
+  GroupOrder found = AssignInGroupOrder(in);
+  if (found.gave_up) {
+    return InvalidArgumentError(setup + ": too many ways to place them to search" + manifest);
+  }
+  if (found.fits == 0) {
+    return InvalidArgumentError(setup + ", but no assignment keeps each group in module order with every state "
+                                "shape its parameter's: the groups were not built from model.parameters(), or this "
+                                "state was saved for another model" + manifest);
+  }
+  if (found.fits > 1) {
+    return InvalidArgumentError(setup + ": several assignments keep each group in module order with every state "
+                                "shape its parameter's; these parameters could each be trained or frozen, or "
+                                "swapped: " + NameList(candidates, found.ambiguous) + manifest);
+  }
+  std::vector<bool> used(candidates.size(), false);
+  size_t index = 0;
+  for (size_t g = 0; g < state.group_params.size(); ++g) {
+    for (size_t k = 0; k < state.group_params[g].size(); ++k, ++index) {
+      ParamInfo p = candidates[found.candidate_of[index]];
+      used[found.candidate_of[index]] = true;
+      p.group = static_cast<int64_t>(g);
+      out.params.push_back(std::move(p));
+    }
+  }
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    if (!used[c]) out.frozen.push_back(candidates[c].name);
+  }
+  out.order = (state.group_params.size() == 1 ? std::string("module order")
+                                               : "module order within each of " +
+                                                     Count(state.group_params.size(), "param group")) +
+              (out.frozen.empty() ? "" : ", " + Count(out.frozen.size(), "frozen parameter") + " in none") +
+              ": the one assignment that fits every state shape (" + dropped + ")";
+  return out;
+}
+
 }  // namespace
 
 StatusOr<NodeId> LocateModelStateDict(const Checkpoint& cp, const std::string& path, std::string* found_at) {
@@ -270,21 +337,18 @@ StatusOr<ModelParams> ParamsFromModel(const Checkpoint& model, NodeId dict, cons
     }
     return OrderByStateShapes(std::move(candidates), checkpoint, state, std::move(out));
   }
-  if (state.group_params.size() != 1) {
-    return InvalidArgumentError(
-        "param_groups has " + std::to_string(state.group_params.size()) +
-        " groups: torch.optim numbers parameters group by group, an order a model state_dict does not "
-        "record; write a manifest from the training script (README) and pass --manifest");
+  if (state.group_params.size() == 1 && candidates.size() == state.param_count) {
+    out.params = std::move(candidates);
+    out.order = "model order (one param group; " + dropped + ")";
+    return out;
   }
-  if (candidates.size() != state.param_count) {
+  if (candidates.size() < state.param_count) {
     return InvalidArgumentError("the model has " + dropped + ", but param_groups lists " +
                                 std::to_string(state.param_count) +
-                                ": frozen parameters or unrecognised buffers make the order undecidable; "
+                                ": unrecognised buffers, or this state was saved for another model; "
                                 "write a manifest from the training script (README) and pass --manifest");
   }
-  out.params = std::move(candidates);
-  out.order = "model order (one param group; " + dropped + ")";
-  return out;
+  return OrderByGroups(std::move(candidates), checkpoint, state, dropped, std::move(out));
 }
 
 std::vector<std::string> CanonicalFqns(const std::vector<std::string>& names) {

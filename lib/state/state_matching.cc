@@ -398,6 +398,7 @@ Status LoadParams(const std::string& checkpoint, const ParamSource& source, cons
   m.order_ambiguous = std::move(params->order_ambiguous);
   m.tied = std::move(params->tied);
   m.buffers = std::move(params->buffers);
+  m.frozen = std::move(params->frozen);
   m.params_from = (source.model.empty() ? "" : "model state_dict ") +
                   (found_at.empty() ? path : "'" + found_at + "' in " + path);
   m.model_file = std::move(own);

@@ -11,8 +11,9 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 scratch=testdata/.remap-check
 wrapped=testdata/.remap-check-wrapped
-trap 'rm -rf "$scratch" "$wrapped"' EXIT
-rm -rf "$scratch" "$wrapped"
+groups=testdata/.remap-check-groups
+trap 'rm -rf "$scratch" "$wrapped" "$groups"' EXIT
+rm -rf "$scratch" "$wrapped" "$groups"
 remap() {  # remap SRC_NAME VARIANT ARGS...: $scratch/$line/NAME.VARIANT.pt
   local name=$1 variant=$2
   shift 2
@@ -48,10 +49,29 @@ for name in ddp compiled checkpoint_wrapped; do
   "$bin" remap --to fqn testdata/frameworks/wrapped_torch26/$name.pt -o "$wrapped/$name.fqn.pt" > /dev/null ||
     { echo "FAIL remap --to fqn $name"; exit 1; }
 done
+# Several param groups and frozen parameters, without a manifest: the assignment derived from the
+# file is the generator's truth (the same bytes as with its manifest), and torch 2.6's
+# set_optimizer_state_dict takes the FQN output (check_param_groups.py).
+mkdir -p "$groups/derived" "$groups/truth"
+for line in torch113 torch26; do
+  for name in hf_decay_split timm_ndim_split torchvision_norm frozen_embedding frozen_and_split; do
+    in=testdata/frameworks/groups_$line/$name.pt
+    for to in index fqn; do
+      "$bin" remap --to $to "$in" -o "$groups/derived/$name.$to.pt" > /dev/null &&
+        "$bin" remap --to $to --manifest "${in%.pt}.manifest.json" "$in" -o "$groups/truth/$name.$to.pt" > /dev/null ||
+        { echo "FAIL remap --to $to $in"; exit 1; }
+      cmp -s "$groups/derived/$name.$to.pt" "$groups/truth/$name.$to.pt" ||
+        { echo "FAIL $in --to $to: the order derived from the file is not its manifest's"; exit 1; }
+      [ $line = torch26 ] || rm "$groups/derived/$name.$to.pt"
+    done
+  done
+done
+echo "ok: 5 param-group cases x 2 torch versions x --to index/fqn: derived order == manifest truth"
 echo "== torch 1.13"
 /usr/bin/python3 tests/interop/check_remapped.py "$scratch" | grep -v '^ok'
 [ "${PIPESTATUS[0]}" = 0 ] || exit 1
 echo "== torch 2.6"
 bash tests/interop/with_torch26.sh tests/interop/check_remapped.py "$scratch" | grep -v '^ok'
 [ "${PIPESTATUS[0]}" = 0 ] || exit 1
-bash tests/interop/with_torch26.sh tests/interop/check_wrapped_fqn.py testdata/frameworks/wrapped_torch26 "$wrapped"
+bash tests/interop/with_torch26.sh tests/interop/check_wrapped_fqn.py testdata/frameworks/wrapped_torch26 "$wrapped" || exit 1
+bash tests/interop/with_torch26.sh tests/interop/check_param_groups.py testdata/frameworks/groups_torch26 "$groups/derived"

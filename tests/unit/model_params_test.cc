@@ -78,23 +78,53 @@ TEST(ModelParamsTest, TheModelEntryOfTheSameFileIsFound) {
   EXPECT_EQ(LocateModelStateDict(opt_only->checkpoint(), "", &found_at).status().code(), StatusCode::kNotFound);
 }
 
-// combined.pt splits weights and biases into two groups (weight decay): the
-// optimizer's numbering is not module order, so the model cannot give it.
-TEST(ModelParamsTest, SeveralParamGroupsNeedAManifest) {
-  StatusOr<ModelParams> p =
-      FromModel("testdata/good/torch113/combined.pt", "", "testdata/good/torch113/combined.pt", "optimizer");
-  EXPECT_EQ(p.status().ToString(),
-            "invalid argument: param_groups has 2 groups: torch.optim numbers parameters group by group, an order "
-            "a model state_dict does not record; write a manifest from the training script (README) and pass "
-            "--manifest");
+// combined.pt splits weights and biases into two groups (weight decay): each
+// group keeps module order, and only one assignment fits the state's shapes,
+// the one gen_fixtures.py built (decay: every weight but the norm's).
+TEST(ModelParamsTest, SeveralParamGroupsTakeTheOneAssignmentThatFits) {
+  for (const char* line : {"torch113", "torch26"}) {
+    const std::string file = std::string("testdata/good/") + line + "/combined.pt";
+    StatusOr<ModelParams> p = FromModel(file, "", file, "optimizer");
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_EQ(Names(p->params),
+              (std::vector<std::string>{"emb.weight", "fc1.weight", "fc2.weight", "head.weight", "fc1.bias",
+                                        "fc2.bias", "norm.weight", "norm.bias", "head.bias"}));
+    std::vector<int64_t> groups;
+    for (const ParamInfo& q : p->params) groups.push_back(q.group.value_or(-1));
+    EXPECT_EQ(groups, (std::vector<int64_t>{0, 0, 0, 0, 1, 1, 1, 1, 1}));
+    EXPECT_TRUE(p->frozen.empty());
+    EXPECT_EQ(p->order,
+              "module order within each of 2 param groups: the one assignment that fits every state shape (9 "
+              "parameters once 0 tied duplicates and 0 buffers are dropped)");
+  }
 }
 
-TEST(ModelParamsTest, ACountMismatchNeedsAManifest) {
+// Frozen parameters are skipped where the shapes allow only one choice, and
+// refused, naming what could move, where they allow several
+// (gen_param_groups.py records the truth in each case's manifest).
+TEST(ModelParamsTest, FrozenParametersAreSkippedOrTheAmbiguityNamed) {
+  const std::string dir = "testdata/frameworks/groups_torch26/";
+  StatusOr<ModelParams> p = FromModel(dir + "frozen_and_split.pt", "", dir + "frozen_and_split.pt", "optimizer");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(Names(p->params), (std::vector<std::string>{"q.weight", "k.weight", "head.weight", "q.bias", "k.bias",
+                                                        "norm.weight", "norm.bias", "head.bias"}));
+  EXPECT_EQ(p->frozen, (std::vector<std::string>{"emb.weight"}));
+  StatusOr<ModelParams> ambiguous =
+      FromModel(dir + "frozen_ambiguous.pt", "", dir + "frozen_ambiguous.pt", "optimizer");
+  EXPECT_EQ(ambiguous.status().ToString(),
+            "invalid argument: 1 param group listing 6 of the model's 9 parameters once 0 tied duplicates and 0 "
+            "buffers are dropped: several assignments keep each group in module order with every state shape its "
+            "parameter's; these parameters could each be trained or frozen, or swapped: q.weight, q.bias, "
+            "k.weight, k.bias, norm.weight, norm.bias; write a manifest from the training script (README) and "
+            "pass --manifest");
+}
+
+TEST(ModelParamsTest, FewerModelParametersThanIndicesIsRefused) {
   StatusOr<ModelParams> p = FromModel("testdata/good/torch113/heavyball_tied_model.pt", "",
                                       "testdata/good/torch113/heavyball_ptr_shape.pt", "");
   EXPECT_EQ(p.status().ToString(),
             "invalid argument: the model has 4 parameters once 1 tied duplicate and 3 buffers are dropped, but "
-            "param_groups lists 9: frozen parameters or unrecognised buffers make the order undecidable; write a "
+            "param_groups lists 9: unrecognised buffers, or this state was saved for another model; write a "
             "manifest from the training script (README) and pass --manifest");
 }
 

@@ -9,9 +9,11 @@
 //   one group of N indices, and the model has
 //   N parameters once tied duplicates and
 //   known buffers are dropped                 model order (what Optimizer(model.parameters()) gives)
-//   anything else                             kInvalidArgument asking for a manifest: e.g. two
-//                                             groups (the weight-decay split), frozen parameters,
-//                                             or buffers this code cannot recognise
+//   several groups, or frozen parameters      the one assignment that keeps each group in module
+//                                             order with every state shape its parameter's
+//                                             (group_order.h); refused when none or several fit
+//   a safetensors model (no module order)     the order the state's shapes give
+//   anything else                             kInvalidArgument asking for a manifest
 // A state_dict records no data_ptr, so pointer keys are then placed by shape only.
 #ifndef OPTSTATE_MODEL_PARAMS_H_
 #define OPTSTATE_MODEL_PARAMS_H_
@@ -30,6 +32,7 @@ struct ModelParams {
   std::string order;                 // how the order was decided, for reports
   std::vector<std::string> tied;     // "head.weight (tied to emb.weight)": dropped
   std::vector<std::string> buffers;  // dropped as buffers
+  std::vector<std::string> frozen;   // model parameters no param group lists
   // Parameters whose position the files leave open (safetensors keeps no
   // module order; same-shape parameters matched by shape could be swapped):
   // checks that depend only on shapes are sound, a mapping by name is not.

@@ -108,6 +108,7 @@ struct MatchedState {
   std::vector<std::string> order_ambiguous;  // ModelParams::order_ambiguous
   std::vector<std::string> tied;     // model entries dropped as tied duplicates
   std::vector<std::string> buffers;  // model entries dropped as buffers
+  std::vector<std::string> frozen;   // model parameters no param group lists
   MatchReport match;
   // The model state_dict the parameters came from, kept for its values (verify):
   // in a file of its own (model_file), or in the checkpoint itself (model_file
