@@ -208,7 +208,9 @@ int RunRankSet(const CollisionsOptions& o, CommandOutput& output) {
 
 int RunCollisions(const CollisionsOptions& o, CommandOutput& output) {
   if (o.paths.size() > 1 || o.models.size() > 1) return RunRankSet(o, output);
-  auto m = OpenAndMatch(o.path, o.state_key, o.params, o.read, o.match);
+  ParamSource source = o.params;
+  source.state_shapes_when_none = true;  // index keys alone: each index is its own parameter
+  auto m = OpenAndMatch(o.path, o.state_key, source, o.read, o.match);
   // Nothing was asked for and nothing found: the file alone may still show a
   // collision. (A missing optimizer state is NotFound too; RunAlone reports it
   // the same way when it looks for the state itself.)

@@ -34,6 +34,7 @@ void WriteText(const VerifyCommandOptions& o, const std::string& file, const Mat
   out << "  replayed     " << r.replayed << " of " << r.params << " parameters, one AdamW step each from "
       << (r.values_from_model        ? "the model's values"
           : !o.params.manifest.empty() ? "synthetic values (a manifest has none)"
+          : m.params_from_state        ? "synthetic values (no model)"
                                        : "synthetic values where the model's do not fit (DTensor shards)")
       << "\n";
   out << "  cold         " << r.cold.size() << (r.cold.empty() ? "" : ": state missing, zero or unmapped") << "\n";
@@ -76,7 +77,9 @@ int RunRankSet(const VerifyCommandOptions& o, CommandOutput& output) {
 
 int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
   if (o.paths.size() > 1 || o.models.size() > 1) return RunRankSet(o, output);
-  auto m = OpenAndMatch(o.path, o.state_key, o.params, o.read, o.match);
+  ParamSource source = o.params;
+  source.state_shapes_when_none = true;  // an optimizer.pt alone: replay on its own shapes
+  auto m = OpenAndMatch(o.path, o.state_key, source, o.read, o.match);
   if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
   auto report = VerifyState(*m, o.verify);
   if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.path), o.json);

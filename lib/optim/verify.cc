@@ -93,6 +93,11 @@ class Verifier {
       return r_;
     }
     OPTSTATE_RETURN_IF_ERROR(RefuseOtherAlgorithms());
+    if (m_.params_from_state) {
+      r_.notes.push_back("no model or manifest: the parameters are the state's own shapes and dtypes, so shape and "
+                         "dtype against the model were not checked (give --model or --manifest), and each replay "
+                         "starts from synthetic values");
+    }
     for (const CollisionGroup& c : m_.match.collisions) Add("", "collision", c.reason);
     for (size_t k : m_.match.orphans) Add("", "orphan", m_.state.keys[k].text + ": " + m_.match.keys[k].reason);
     size_t p = 0;

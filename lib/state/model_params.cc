@@ -351,6 +351,59 @@ StatusOr<ModelParams> ParamsFromModel(const Checkpoint& model, NodeId dict, cons
   return OrderByGroups(std::move(candidates), checkpoint, state, dropped, std::move(out));
 }
 
+namespace {
+
+// The shape and dtype of a state entry's first tensor other than `step`.
+void TakeStateShape(const Checkpoint& checkpoint, NodeId entry, ParamInfo& p) {
+  const ObjectGraph& g = checkpoint.graph;
+  if (g.at(entry).kind != NodeKind::kDict) return;
+  for (auto [name, v] : g.at(entry).entries) {
+    if (g.at(v).kind != NodeKind::kTensor) continue;
+    if (g.at(name).kind == NodeKind::kStr && g.at(name).text == "step") continue;
+    const TensorRef& t = checkpoint.tensors[g.at(v).tensor];
+    p.shape = t.is_dtensor ? t.global_sizes : t.sizes;
+    p.dtype = t.dtype;
+    uint64_t numel = 1;
+    for (int64_t d : p.shape) numel *= static_cast<uint64_t>(d);
+    p.nbytes = numel * GetDTypeInfo(t.dtype).element_size;
+    return;
+  }
+}
+
+}  // namespace
+
+ModelParams ParamsOfState(const Checkpoint& checkpoint, const OptimizerState& state) {
+  const ObjectGraph& g = checkpoint.graph;
+  ModelParams out;
+  // DSD's layout names each parameter in param_groups; torch.optim's numbers them.
+  std::map<std::string, size_t> by_name;
+  for (const std::vector<NodeId>& group : state.group_params) {
+    for (NodeId id : group) {
+      ParamInfo p;
+      p.dtype = DType::kFloat32;
+      if (g.at(id).kind == NodeKind::kStr) {
+        p.name = g.at(id).text;
+        by_name.emplace(p.name, out.params.size());
+      } else {
+        p.name = "index " + std::to_string(out.params.size());
+      }
+      out.params.push_back(std::move(p));
+    }
+  }
+  for (const StateKey& k : state.keys) {
+    if (k.kind == KeyKind::kFqn) {
+      auto it = by_name.find(k.fqn);
+      if (it != by_name.end()) TakeStateShape(checkpoint, k.value, out.params[it->second]);
+    } else if ((k.kind == KeyKind::kIndex || k.kind == KeyKind::kStringIndex) && k.index >= 0 &&
+               static_cast<size_t>(k.index) < out.params.size()) {
+      TakeStateShape(checkpoint, k.value, out.params[static_cast<size_t>(k.index)]);
+    }
+  }
+  out.order = "param_groups' order; shapes and dtypes are the state's own (no model or manifest), so nothing was "
+              "checked against a model";
+  return out;
+}
+
 std::vector<std::string> CanonicalFqns(const std::vector<std::string>& names) {
   bool ddp = !names.empty();
   for (const std::string& n : names) ddp &= n.starts_with("module.");

@@ -385,7 +385,18 @@ Status LoadParams(const std::string& checkpoint, const ParamSource& source, cons
   StatusOr<NodeId> dict = LocateModelStateDict(*model, source.model_key, &found_at);
   if (!dict.ok()) {
     Status s = std::move(dict).status();
-    if (source.model.empty() && source.model_key.empty() && s.code() == StatusCode::kNotFound) {
+    const bool none_given = source.model.empty() && source.model_key.empty() && s.code() == StatusCode::kNotFound;
+    const bool index_keys = (m.state.scheme == KeyKind::kIndex || m.state.scheme == KeyKind::kFqn) &&
+                            !m.state.mixed;
+    if (none_given && source.state_shapes_when_none && index_keys) {
+      ModelParams own_shapes = ParamsOfState(m.file->checkpoint(), m.state);
+      m.params = std::move(own_shapes.params);
+      m.order = std::move(own_shapes.order);
+      m.params_from = "the state's own shapes";
+      m.params_from_state = true;
+      return Status();
+    }
+    if (none_given) {
       s = NotFoundError("no parameter list: pass --manifest FILE or --model FILE (this checkpoint has no "
                         "'model', 'model_state_dict' or 'state_dict' entry; --model-key names another)");
     }

@@ -16,6 +16,10 @@ Writes, for a small conv net (a BatchNorm among its modules) trained 3 seeded st
                              scheduler state to say the schedule ended)
   two_optimizers.pt          {model, optimizer (AdamW), optimizer_sgd (SGD over the same model)}:
                              the parameter rules need --state-key to know which to check
+  adamw_optim_nan.pt         adamw_rng_state_nan.pt's optimizer alone (an optimizer.pt without any
+                             model: verify must still find the NaN)
+  adamw_optim_cold.pt        that optimizer alone with one parameter's moments zeroed (state that
+                             would change nothing: verify calls it cold without a model)
 """
 import os
 import sys
@@ -59,6 +63,11 @@ def main():
     torch.save(ckpt, os.path.join(out, "adamw_rng_state.pt"))
     ckpt["optimizer"]["state"][0]["exp_avg"].view(-1)[5] = float("nan")
     torch.save(ckpt, os.path.join(out, "adamw_rng_state_nan.pt"))
+    torch.save(ckpt["optimizer"], os.path.join(out, "adamw_optim_nan.pt"))
+    ckpt["optimizer"]["state"][0]["exp_avg"].view(-1)[5] = 0.0
+    ckpt["optimizer"]["state"][4]["exp_avg"].zero_()
+    ckpt["optimizer"]["state"][4]["exp_avg_sq"].zero_()
+    torch.save(ckpt["optimizer"], os.path.join(out, "adamw_optim_cold.pt"))
 
     model = net()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

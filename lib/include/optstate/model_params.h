@@ -55,6 +55,12 @@ ModelParams ParamsOfModel(const Checkpoint& model, NodeId dict);
 StatusOr<ModelParams> ParamsFromModel(const Checkpoint& model, NodeId dict, const Checkpoint& checkpoint,
                                       const OptimizerState& state);
 
+// For index- or FQN-keyed state with no model at all: param_groups' parameters
+// (named as it names them, or "index i"), each with the shape and dtype of its state's first tensor other than `step`
+// (empty shape when it has none). Checks against these compare the state with
+// itself, so callers must say which checks did not run.
+ModelParams ParamsOfState(const Checkpoint& checkpoint, const OptimizerState& state);
+
 // Parameter names as torch.distributed.checkpoint.state_dict (DSD) spells
 // them, which set_optimizer_state_dict looks up: the segments wrappers add
 // removed (`_orig_mod` of torch.compile, `_fsdp_wrapped_module` of FSDP1,

@@ -95,6 +95,11 @@ struct ParamSource {
   std::string manifest;   // --manifest FILE
   std::string model;      // --model FILE; "" = the checkpoint itself
   std::string model_key;  // path of the state_dict in that file; "" = find it
+  // With no manifest, no --model and no model in the checkpoint, index- or
+  // FQN-keyed state gives its own parameters (ParamsOfState): for the commands whose
+  // checks mean something without a model (verify, collisions), never for
+  // ones that would write names.
+  bool state_shapes_when_none = false;
 };
 
 // Everything `collisions` and `remap` start from: the checkpoint, its optimizer
@@ -109,6 +114,7 @@ struct MatchedState {
   std::vector<std::string> tied;     // model entries dropped as tied duplicates
   std::vector<std::string> buffers;  // model entries dropped as buffers
   std::vector<std::string> frozen;   // model parameters no param group lists
+  bool params_from_state = false;    // ParamSource::state_shapes_when_none was used
   MatchReport match;
   // The model state_dict the parameters came from, kept for its values (verify):
   // in a file of its own (model_file), or in the checkpoint itself (model_file
