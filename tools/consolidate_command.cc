@@ -36,6 +36,7 @@ int RunConsolidate(const ConsolidateCommandOptions& o, CommandOutput& output) {
                        {"largest_assembled_tensor_bytes", report->largest_tensor_bytes},
                        {"optimizer_states_rekeyed", report->optimizer_states},
                        {"unlisted_state", report->unlisted_state},
+                       {"unflattened_optimizers", report->unflattened},
                        {"bytes", report->write.bytes},
                        {"weights_only_loadable", report->write.unsafe_globals.empty()},
                        {"unsafe_globals", report->write.unsafe_globals}});
@@ -44,6 +45,11 @@ int RunConsolidate(const ConsolidateCommandOptions& o, CommandOutput& output) {
   output.out << o.output << ": " << HumanBytes(report->write.bytes) << " from " << o.input << "\n"
              << "  " << report->tensors << " tensors (" << HumanBytes(report->tensor_bytes) << ") from "
              << report->chunks << " chunks, " << report->bytes_items << " other values\n";
+  for (const std::string& path : report->unflattened) {
+    output.out << "  optimizer at " << (path.empty() ? "(root)" : "'" + path + "'")
+               << " was saved flattened (state.<fqn>.<field>, as torchtitan saves it): written as {state, "
+                  "param_groups}\n";
+  }
   if (co.keys == ConsolidateKeys::kIndex) {
     output.out << "  optimizer state keyed by index in " << report->optimizer_states << " optimizer state dict(s)\n";
     for (const std::string& s : report->unlisted_state) {

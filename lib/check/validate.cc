@@ -9,15 +9,19 @@
 #include "check/validate_params.h"
 #include "optstate/dcp_checkpoint.h"
 #include "optstate/dcp_consolidate.h"
+#include "optstate/optimizer_state.h"
 
 namespace optstate {
 namespace {
 
 // The rules needing the parameter list are noted by CheckAgainstParams.
-void NoteRules(const ValidateOptions& o, ValidationReport& r) {
+void NoteRules(const ValidateOptions& o, const Checkpoint& cp, ValidationReport& r) {
+  const bool has_optimizer = !FindOptimizerStates(cp).empty();
   for (const RuleInfo& rule : ValidationRules()) {
     if (rule.needs_params || rule.needs_rank_set) continue;
-    if (rule.needs_values && !o.scan_values) {
+    if (rule.needs_optimizer && !has_optimizer) {
+      r.skipped.emplace_back(rule.id, "no optimizer state in this checkpoint");
+    } else if (rule.needs_values && !o.scan_values) {
       r.skipped.emplace_back(rule.id, "--no-values");
     } else {
       r.checked.emplace_back(rule.id);
@@ -29,7 +33,6 @@ StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const Va
   ValidationReport r;
   r.input = dir;
   r.format = "dcp";
-  NoteRules(o, r);
   DcpMetadataLimits limits;
   limits.pickle = o.read.pickle;
   limits.check_layout = false;  // reported as findings below, not refused
@@ -45,6 +48,7 @@ StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const Va
     }
   }
   OPTSTATE_ASSIGN_OR_RETURN(DcpGraph graph, BuildDcpGraph(*dcp, ConsolidateKeys::kFqn, o.read));
+  NoteRules(o, graph.checkpoint, r);
   ReadOptions crc = o.read;
   crc.verify_crc = o.scan_values;
   TensorBytesReader read = [&](const TensorRef& t) { return ReadDcpTensor(*dcp, graph, t, crc); };
@@ -77,7 +81,7 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
   ValidationReport r;
   r.input = path;
   r.format = std::string(ContainerFormatName(cp.container.format));
-  NoteRules(o, r);
+  NoteRules(o, cp, r);
   TensorBytesReader reader = [&](const TensorRef& t) -> StatusOr<std::vector<std::byte>> {
     OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, ReadTensorBytes(file->bytes(), cp, t));
     if (t.storage >= 0) {

@@ -221,7 +221,7 @@ Status CheckAgainstParams(const Checkpoint& cp, ByteSpan bytes, const std::strin
     }
     const std::string& model_path = source.model.empty() ? path : source.model;
     std::string found_at;
-    StatusOr<NodeId> dict = LocateModelStateDict(*model, source.model_key, &found_at);
+    StatusOr<NodeId> dict = LocateModelStateDict(*model, source.model_key, &found_at, &*st);
     if (!dict.ok()) {
       // Asked for explicitly, a model that is not there is an input error.
       if (o.params) return std::move(dict).status().WithContext(model_path);

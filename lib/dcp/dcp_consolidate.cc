@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "dcp/flattened_optimizer.h"
 #include "optstate/optimizer_state.h"
 #include "pickle/graph_walk.h"
 #include "torch/graph_builder.h"
@@ -170,6 +171,7 @@ StatusOr<DcpGraph> BuildDcpGraph(const DcpCheckpoint& dcp, ConsolidateKeys keys,
     OPTSTATE_RETURN_IF_ERROR_CTX(tree.Place(e, leaf), dcp.dir() + "/.metadata");
   }
   cp.graph.root = tree.root();
+  report.unflattened = UnflattenOptimizers(cp, b);
   if (keys == ConsolidateKeys::kIndex) RekeyToIndices(cp, b, report);
   return out;
 }

@@ -240,7 +240,8 @@ StatusOr<ModelParams> OrderByGroups(std::vector<ParamInfo> candidates, const Che
 
 }  // namespace
 
-StatusOr<NodeId> LocateModelStateDict(const Checkpoint& cp, const std::string& path, std::string* found_at) {
+StatusOr<NodeId> LocateModelStateDict(const Checkpoint& cp, const std::string& path, std::string* found_at,
+                                      const OptimizerState* state) {
   const ObjectGraph& g = cp.graph;
   if (!path.empty()) {
     std::optional<NodeId> node = FindPath(g, g.root, path);
@@ -261,6 +262,20 @@ StatusOr<NodeId> LocateModelStateDict(const Checkpoint& cp, const std::string& p
     if (v != kNoNode && IsModuleStateDict(g, v)) {
       *found_at = key;
       return v;
+    }
+  }
+  if (state != nullptr && g.at(g.root).kind == NodeKind::kDict && state->param_count > 0) {
+    size_t found = 0;
+    for (const std::vector<NodeId>& group : state->group_params) {
+      for (NodeId id : group) {
+        if (g.at(id).kind != NodeKind::kStr) continue;
+        NodeId v = DictLookup(g, g.root, g.at(id).text);
+        found += v != kNoNode && g.at(v).kind == NodeKind::kTensor;
+      }
+    }
+    if (found == state->param_count) {
+      *found_at = "";
+      return g.root;
     }
   }
   return NotFoundError("no model state_dict: the root is no {name: tensor} dict (every value a tensor) and has "

@@ -382,7 +382,7 @@ Status LoadParams(const std::string& checkpoint, const ParamSource& source, cons
     model = &own->checkpoint();
   }
   std::string found_at;
-  StatusOr<NodeId> dict = LocateModelStateDict(*model, source.model_key, &found_at);
+  StatusOr<NodeId> dict = LocateModelStateDict(*model, source.model_key, &found_at, &m.state);
   if (!dict.ok()) {
     Status s = std::move(dict).status();
     const bool none_given = source.model.empty() && source.model_key.empty() && s.code() == StatusCode::kNotFound;

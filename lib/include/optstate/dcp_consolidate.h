@@ -42,6 +42,9 @@ struct ConsolidateReport {
   uint64_t tensor_bytes = 0;
   uint64_t largest_tensor_bytes = 0;  // the largest tensor assembled in memory (0: none was)
   size_t optimizer_states = 0;        // rekeyed to indices (kIndex)
+  // Optimizers saved flattened (DSD's flatten_optimizer_state_dict, torchtitan),
+  // rebuilt as {"state", "param_groups"}: their paths, "" for the root.
+  std::vector<std::string> unflattened;
   // State entries kept under their name because no param_group lists them (kIndex).
   std::vector<std::string> unlisted_state;
   WriteReport write;

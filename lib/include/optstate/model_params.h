@@ -41,9 +41,12 @@ struct ModelParams {
 
 // A flat {name: tensor} dict at `path` of `checkpoint`; with an empty path, the
 // root when it is one, else the root's "model" (or "model_state_dict",
-// "state_dict") entry. `*found_at` receives the path used ("" = root).
+// "state_dict") entry, else, given the optimizer `state` that names its
+// parameters (DSD's layout), the root itself when every name is a tensor
+// there: torchtitan saves the model's entries at the top level, beside
+// "optimizer". `*found_at` receives the path used ("" = root).
 StatusOr<NodeId> LocateModelStateDict(const Checkpoint& checkpoint, const std::string& path,
-                                      std::string* found_at);
+                                      std::string* found_at, const OptimizerState* state = nullptr);
 
 // Every parameter of the model state_dict at `dict`, in module order, with tied
 // duplicates and known buffers dropped (what model.parameters() would give, as

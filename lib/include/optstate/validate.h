@@ -30,6 +30,7 @@ struct RuleInfo {
   bool needs_values = false;     // reads tensor bytes (skipped under --no-values)
   bool needs_params = false;     // needs the parameter list (--model, --manifest, or the file's own model)
   bool needs_rank_set = false;   // compares the files of a sharded save: not listed for one file
+  bool needs_optimizer = false;  // looks at optimizer state: skipped when the checkpoint holds none
 };
 
 // Every rule, in report order. Ids are stable: rules files and CI configs name them.
