@@ -10,21 +10,29 @@ StatusOr<std::vector<ParamInfo>> ParseParamManifest(std::string_view text) {
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return CorruptError("not valid JSON");
   // json::value() throws on a type mismatch, so every field is type-checked by hand.
-  if (!doc.is_object() || !doc.contains("format") || !doc["format"].is_string() ||
-      doc["format"].get<std::string>() != "optstate-param-manifest") {
-    return InvalidArgumentError("not a parameter manifest: \"format\" must be \"optstate-param-manifest\"");
+  // A plain JSON list of parameters (what a one-line json.dump of the training
+  // script's list gives) is the params array alone.
+  const bool plain_list = doc.is_array();
+  if (!plain_list) {
+    if (!doc.is_object() || !doc.contains("format") || !doc["format"].is_string() ||
+        doc["format"].get<std::string>() != "optstate-param-manifest") {
+      return InvalidArgumentError(
+          "not a parameter manifest: \"format\" must be \"optstate-param-manifest\" (or the file a plain list of "
+          "parameters)");
+    }
+    if (!doc.contains("version") || !doc["version"].is_number_integer() || doc["version"].get<int64_t>() != 1) {
+      return UnsupportedError("manifest version " + (doc.contains("version") ? doc["version"].dump() : "(none)") +
+                              "; this optstate reads version 1");
+    }
+    if (!doc.contains("params") || !doc["params"].is_array()) {
+      return InvalidArgumentError("params: expected an array");
+    }
   }
-  if (!doc.contains("version") || !doc["version"].is_number_integer() || doc["version"].get<int64_t>() != 1) {
-    return UnsupportedError("manifest version " + (doc.contains("version") ? doc["version"].dump() : "(none)") +
-                            "; this optstate reads version 1");
-  }
-  if (!doc.contains("params") || !doc["params"].is_array()) {
-    return InvalidArgumentError("params: expected an array");
-  }
+  const nlohmann::json& list = plain_list ? doc : doc["params"];
   std::vector<ParamInfo> out;
-  for (size_t i = 0; i < doc["params"].size(); ++i) {
-    const nlohmann::json& p = doc["params"][i];
-    std::string where = "params[" + std::to_string(i) + "]";
+  for (size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& p = list[i];
+    std::string where = (plain_list ? "[" : "params[") + std::to_string(i) + "]";
     if (!p.is_object()) return InvalidArgumentError(where + ": expected an object");
     ParamInfo info;
     if (!p.contains("name") || !p["name"].is_string() || p["name"].get<std::string>().empty()) {

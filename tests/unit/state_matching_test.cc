@@ -215,13 +215,31 @@ TEST(StateMatchingTest, ManifestErrorsNameTheField) {
                 .ToString(),
             "invalid argument: params[0].shape: expected an array of non-negative integers");
   EXPECT_EQ(ParseParamManifest("{\"format\": 3}").status().ToString(),
-            "invalid argument: not a parameter manifest: \"format\" must be \"optstate-param-manifest\"");
+            "invalid argument: not a parameter manifest: \"format\" must be \"optstate-param-manifest\" (or the "
+            "file a plain list of parameters)");
   EXPECT_EQ(ParseParamManifest("{\"format\": \"optstate-param-manifest\", \"version\": 1, \"params\": "
                                "[{\"name\": \"w\", \"shape\": [2], \"dtype\": 7}]}")
                 .status()
                 .ToString(),
             "invalid argument: params[0].dtype: unknown dtype ''");
   EXPECT_EQ(ParseParamManifest("not json").status().code(), StatusCode::kCorrupt);
+  EXPECT_EQ(ParseParamManifest("[{\"name\": \"w\", \"shape\": [2], \"dtype\": \"float32\"}, 3]").status().ToString(),
+            "invalid argument: [1]: expected an object");
+}
+
+// A plain JSON list of parameters is the params array alone, read the same way.
+TEST(StateMatchingTest, APlainListIsAManifest) {
+  auto params = ParseParamManifest(
+      "[{\"name\": \"emb.weight\", \"shape\": [10, 4], \"dtype\": \"float32\", \"group\": 0},"
+      " {\"name\": \"head.bias\", \"shape\": [10], \"dtype\": \"bfloat16\", \"data_ptr\": 4096}]");
+  ASSERT_TRUE(params.ok()) << params.status().ToString();
+  ASSERT_EQ(params->size(), 2u);
+  EXPECT_EQ((*params)[0].name, "emb.weight");
+  EXPECT_EQ((*params)[0].shape, (std::vector<int64_t>{10, 4}));
+  EXPECT_EQ((*params)[0].group, 0);
+  EXPECT_EQ((*params)[1].dtype, DType::kBFloat16);
+  EXPECT_EQ((*params)[1].data_ptr, 4096u);
+  EXPECT_EQ((*params)[1].nbytes, 20u);
 }
 
 }  // namespace
