@@ -25,6 +25,7 @@ nlohmann::ordered_json ReportJson(const ValidationReport& r) {
   doc["rules"] = J::array();
   for (const std::string& id : r.checked) doc["rules"].push_back({{"id", id}, {"status", "checked"}});
   for (const auto& [id, why] : r.skipped) doc["rules"].push_back({{"id", id}, {"status", "skipped"}, {"reason", why}});
+  doc["allowlisted_globals"] = r.allowlisted;
   return doc;
 }
 
@@ -48,6 +49,7 @@ void ReportText(const ValidationReport& r, std::ostream& out) {
     out << "  skipped [" << ids << "]: " << r.skipped[i].second << "\n";
     i = j;
   }
+  for (const std::string& a : r.allowlisted) out << "  allowlisted by the rules file: " << a << "\n";
 }
 
 }  // namespace
@@ -75,7 +77,8 @@ int RunValidate(const ValidateCommandOptions& o, CommandOutput& output) {
     if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
     auto rules = ParseRulesFile(AsChars(file->bytes()));
     if (!rules.ok()) return ReportError(output, kName, std::move(rules).status().WithContext(o.rules), o.json);
-    vo.severities = std::move(*rules);
+    vo.severities = std::move(rules->severities);
+    vo.allowed_globals = std::move(rules->allowed_globals);
   }
   bool rank_set = o.paths.size() > 1 || o.models.size() > 1;
   auto report = rank_set ? ValidateRankSet(o.paths, o.models, vo) : Validate(o.path, vo);

@@ -31,7 +31,12 @@ class Validator {
   }
 
   void Security() {
+    std::map<std::string, size_t> allowlisted;
     for (const Finding& f : cp_.findings) {
+      if (!f.global.empty() && f.code != "dangerous-global" && sink_.options().allowed_globals.count(f.global)) {
+        ++allowlisted[f.global];
+        continue;
+      }
       // inspect's finding codes are validate's rule ids; the findings about a
       // pickle inside a bytes value (it, what it imports, that it could not be
       // read) all fall under nested-pickle, as inspect reports them.
@@ -41,6 +46,9 @@ class Validator {
                          : f.code == "nested-global" || f.code == "nested-pickle-unreadable" ? "nested-pickle"
                                                                                               : "";
       if (!rule.empty()) Add(rule, f.where, f.message);
+    }
+    for (const auto& [name, n] : allowlisted) {
+      sink_.report().allowlisted.push_back(name + " (" + std::to_string(n) + (n == 1 ? " reference)" : " references)"));
     }
   }
 

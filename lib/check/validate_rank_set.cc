@@ -51,6 +51,10 @@ StatusOr<ValidationReport> ValidateRankSet(const std::vector<std::string>& given
   std::vector<std::pair<std::tuple<std::string, std::string, std::string>, RuleSeverity>> order;
   for (size_t r = 0; r < reports.size(); ++r) {
     merged.value_bytes += reports[r].value_bytes;
+    for (const std::string& a : reports[r].allowlisted) {
+      const std::string each = (files.size() > 1 ? "rank " + std::to_string(r) + ": " : "") + a;
+      merged.allowlisted.push_back(each);
+    }
     for (const ValidationFinding& f : reports[r].findings) {
       auto key = std::make_tuple(f.rule, f.path, f.message);
       auto [it, fresh] = ranks_of.emplace(key, std::vector<size_t>{});

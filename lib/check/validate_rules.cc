@@ -5,6 +5,8 @@
 #include "check/finding_sink.h"
 #include "optstate/validate.h"
 
+#include "optstate/security.h"
+
 namespace optstate {
 
 std::string_view RuleSeverityName(RuleSeverity s) {
@@ -85,22 +87,55 @@ const std::vector<RuleInfo>& ValidationRules() {
   return kRules;
 }
 
-StatusOr<std::map<std::string, RuleSeverity>> ParseRulesFile(std::string_view text) {
+StatusOr<RulesFile> ParseRulesFile(std::string_view text) {
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) return InvalidArgumentError("rules file: not a JSON object");
+  const char* shape =
+      "rules file: needs {\"rules\": {\"<rule id>\": \"off|info|warning|error\"}} and/or {\"allow_globals\": "
+      "[\"module.name\", ...]}";
   auto rules = doc.find("rules");
-  if (rules == doc.end() || !rules->is_object()) {
-    return InvalidArgumentError("rules file: needs {\"rules\": {\"<rule id>\": \"off|info|warning|error\"}}");
+  auto globals = doc.find("allow_globals");
+  if ((rules == doc.end() && globals == doc.end()) || (rules != doc.end() && !rules->is_object())) {
+    return InvalidArgumentError(shape);
   }
-  std::map<std::string, RuleSeverity> out;
-  for (auto it = rules->begin(); it != rules->end(); ++it) {
-    bool known = false;
-    for (const RuleInfo& r : ValidationRules()) known |= r.id == it.key();
-    if (!known) return InvalidArgumentError("rules file: unknown rule '" + it.key() + "' (optstate validate --list-rules)");
-    if (!it->is_string() || !RuleSeverityFromName(it->get<std::string>())) {
-      return InvalidArgumentError("rules file: rule '" + it.key() + "' needs one of \"off\", \"info\", \"warning\", \"error\"");
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    if (it.key() != "rules" && it.key() != "allow_globals") {
+      return InvalidArgumentError("rules file: unknown key '" + it.key() + "'; " + shape);
     }
-    out[it.key()] = *RuleSeverityFromName(it->get<std::string>());
+  }
+  RulesFile out;
+  if (rules != doc.end()) {
+    for (auto it = rules->begin(); it != rules->end(); ++it) {
+      bool known = false;
+      for (const RuleInfo& r : ValidationRules()) known |= r.id == it.key();
+      if (!known) {
+        return InvalidArgumentError("rules file: unknown rule '" + it.key() + "' (optstate validate --list-rules)");
+      }
+      if (!it->is_string() || !RuleSeverityFromName(it->get<std::string>())) {
+        return InvalidArgumentError("rules file: rule '" + it.key() +
+                                    "' needs one of \"off\", \"info\", \"warning\", \"error\"");
+      }
+      out.severities[it.key()] = *RuleSeverityFromName(it->get<std::string>());
+    }
+  }
+  if (globals != doc.end()) {
+    if (!globals->is_array()) return InvalidArgumentError(shape);
+    for (size_t i = 0; i < globals->size(); ++i) {
+      const nlohmann::json& g = (*globals)[i];
+      const std::string where = "rules file: allow_globals[" + std::to_string(i) + "]";
+      if (!g.is_string()) return InvalidArgumentError(where + ": expected a string \"module.name\"");
+      const std::string name = g.get<std::string>();
+      const size_t dot = name.rfind('.');
+      if (dot == std::string::npos || dot == 0 || dot + 1 == name.size()) {
+        return InvalidArgumentError(where + ": '" + name + "' is not \"module.name\"");
+      }
+      // A rules file must not be a way to wave code execution through.
+      if (IsDangerousGlobal(name.substr(0, dot), name.substr(dot + 1))) {
+        return InvalidArgumentError(where + ": '" + name + "' can run code or reach the system; it cannot be "
+                                    "allowlisted");
+      }
+      out.allowed_globals.insert(name);
+    }
   }
   return out;
 }

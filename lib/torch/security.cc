@@ -25,12 +25,12 @@ void ScanGraphBytes(const ObjectGraph& graph, const std::string& prefix, const P
     if (!inner.ok()) {
       findings.push_back({Severity::kWarning, "nested-pickle-unreadable", where,
                           "bytes value looks like a pickle but does not parse: " +
-                              inner.status().ToString()});
+                              inner.status().ToString(), ""});
       return true;
     }
     findings.push_back({Severity::kWarning, "nested-pickle", where,
                         "bytes value holds a pickle (" + std::to_string(n.text.size()) +
-                            " bytes); code that unpickles it runs whatever it references"});
+                            " bytes); code that unpickles it runs whatever it references", ""});
     ScanGlobals(inner->globals, where + " (nested pickle)", /*nested=*/true, findings);
     if (levels_left > 1) {
       ScanGraphBytes(inner->graph, where + " > ", limits, levels_left - 1, findings);
@@ -60,20 +60,20 @@ void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where
     if (IsDangerousGlobal(g.module, g.name)) {
       findings.push_back({Severity::kError, "dangerous-global", loc,
                           name + " can run code or reach the system; " + caller +
-                              " would call it. Do not load this with pickle."});
+                              " would call it. Do not load this with pickle.", name});
     } else if (nested) {
       findings.push_back({Severity::kWarning, "nested-global", loc,
-                          name + " is imported by " + caller});
+                          name + " is imported by " + caller, name});
     } else if (IsAllowedOnceDistributedTensorImported(g.module, g.name)) {
       // torch.distributed.tensor registers these as safe globals when imported;
       // not all of its classes: FSDP2 + TP's _StridedShard stays refused.
       findings.push_back({Severity::kInfo, "global-needs-import", loc,
                           name + " loads under torch 2.6's weights_only=True only after "
-                                 "`import torch.distributed.tensor`"});
+                                 "`import torch.distributed.tensor`", name});
     } else if (!IsWeightsOnlyAllowed(g.module, g.name)) {
       findings.push_back({Severity::kWarning, "global-not-allowlisted", loc,
                           name + " is not on torch 2.6's weights_only allowlist: "
-                                 "torch.load with the default weights_only=True refuses this file"});
+                                 "torch.load with the default weights_only=True refuses this file", name});
     }
   }
 }
@@ -92,7 +92,7 @@ void ScanZipNames(const std::vector<std::string>& names, std::vector<Finding>& f
     if (escapes) {
       findings.push_back({Severity::kError, "zip-name-escapes", "zip entry '" + name + "'",
                           "this name points outside the archive's directory: unzipping the file would write "
-                          "there. torch.save never writes such names; the file was built or edited by hand."});
+                          "there. torch.save never writes such names; the file was built or edited by hand.", ""});
     }
   }
 }

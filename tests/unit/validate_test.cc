@@ -155,8 +155,8 @@ TEST(ValidateTest, UnreadableInputIsAnErrorNotAFinding) {
 TEST(ValidateTest, RulesFiles) {
   auto good = ParseRulesFile(R"({"rules": {"non-finite": "warning", "crc-mismatch": "off"}})");
   ASSERT_TRUE(good.ok());
-  EXPECT_EQ(good->at("non-finite"), RuleSeverity::kWarning);
-  EXPECT_EQ(good->at("crc-mismatch"), RuleSeverity::kOff);
+  EXPECT_EQ(good->severities.at("non-finite"), RuleSeverity::kWarning);
+  EXPECT_EQ(good->severities.at("crc-mismatch"), RuleSeverity::kOff);
   EXPECT_EQ(ParseRulesFile(R"({"rules": {"nope": "error"}})").status().ToString(),
             "invalid argument: rules file: unknown rule 'nope' (optstate validate --list-rules)");
   EXPECT_EQ(ParseRulesFile(R"({"rules": {"non-finite": "fatal"}})").status().ToString(),
@@ -164,11 +164,41 @@ TEST(ValidateTest, RulesFiles) {
   EXPECT_EQ(ParseRulesFile("[1, 2").status().ToString(), "invalid argument: rules file: not a JSON object");
   // An error turned off no longer fails the gate.
   ValidateOptions o;
-  o.severities = *ParseRulesFile(R"({"rules": {"state-keys-not-canonical": "off"}})");
+  o.severities = ParseRulesFile(R"({"rules": {"state-keys-not-canonical": "off"}})")->severities;
   auto r = Validate(testing::RepoPath("testdata/good/torch113/heavyball_ptr_shape.pt"), o);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->findings.empty());
   EXPECT_FALSE(r->failed());
+}
+
+// accelerate's RNG file pickles numpy's RNG state: three globals outside torch's
+// allowlist. A rules file names them; the warnings go, every other rule stays,
+// and a dangerous global cannot be allowlisted.
+TEST(ValidateTest, RulesFilesAllowlistGlobalsByName) {
+  const std::string rng = testing::RepoPath("testdata/frameworks/accelerate_rng_torch113/random_states_0.pkl");
+  auto plain = Validate(rng, {});
+  ASSERT_TRUE(plain.ok());
+  ASSERT_EQ(plain->findings.size(), 3u);
+  EXPECT_EQ(plain->findings[0].rule, "global-not-allowlisted");
+  auto rules = ParseRulesFile(R"({"allow_globals": ["numpy.core.multiarray._reconstruct", "numpy.ndarray"]})");
+  ASSERT_TRUE(rules.ok()) << rules.status().ToString();
+  ValidateOptions o;
+  o.allowed_globals = rules->allowed_globals;
+  auto r = Validate(rng, o);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->findings.size(), 1u);
+  EXPECT_NE(r->findings[0].message.find("numpy.dtype"), std::string::npos);
+  EXPECT_EQ(r->allowlisted, (std::vector<std::string>{"numpy.core.multiarray._reconstruct (1 reference)",
+                                                      "numpy.ndarray (1 reference)"}));
+  EXPECT_EQ(r->checked, plain->checked);
+  EXPECT_EQ(ParseRulesFile(R"({"allow_globals": ["os.system"]})").status().ToString(),
+            "invalid argument: rules file: allow_globals[0]: 'os.system' can run code or reach the system; it "
+            "cannot be allowlisted");
+  EXPECT_EQ(ParseRulesFile(R"({"allow_globals": ["numpy"]})").status().ToString(),
+            "invalid argument: rules file: allow_globals[0]: 'numpy' is not \"module.name\"");
+  EXPECT_EQ(ParseRulesFile(R"({"allow": []})").status().ToString(),
+            "invalid argument: rules file: needs {\"rules\": {\"<rule id>\": \"off|info|warning|error\"}} and/or "
+            "{\"allow_globals\": [\"module.name\", ...]}");
 }
 
 TEST(ValidateTest, JUnitHasOneCasePerRuleAndFailsOnErrors) {

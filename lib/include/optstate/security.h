@@ -22,6 +22,7 @@ struct Finding {
   std::string code;     // stable id: "dangerous-global", "global-not-allowlisted", ...
   std::string where;    // "data.pkl offset 1203", or a path in the object tree
   std::string message;  // what it means for the user
+  std::string global;   // "module.name" for findings about one global, else ""
 };
 
 // Findings for the globals one pickle references. `where` prefixes each

@@ -9,6 +9,7 @@
 #define OPTSTATE_VALIDATE_H_
 
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,9 @@ struct ValidationReport {
   std::vector<ValidationFinding> findings;
   std::vector<std::string> checked;    // rule ids that ran
   std::vector<std::pair<std::string, std::string>> skipped;  // rule id, why
+  // Globals the rules file allowlists that this checkpoint references, with
+  // how often ("numpy.dtype (2 references)"): not findings, but not hidden.
+  std::vector<std::string> allowlisted;
   uint64_t value_bytes = 0;            // tensor bytes read
   bool failed() const;                 // some finding at error severity
 };
@@ -59,6 +63,9 @@ struct ValidateOptions {
   // checkpoint's own model entry if it has one (else those rules are skipped).
   std::optional<ParamSource> params;
   std::map<std::string, RuleSeverity> severities;  // overrides, from a rules file
+  // "module.name" globals a rules file allowlists: their global-not-allowlisted
+  // and nested-pickle findings are dropped (never a dangerous one's).
+  std::set<std::string> allowed_globals;
   ReadOptions read;
   // Which optimizer state dict the parameter rules check when the file holds
   // several ("" = the only one); the other rules check every one.
@@ -80,7 +87,11 @@ StatusOr<ValidationReport> ValidateRankSet(const std::vector<std::string>& files
 
 // {"rules": {"<id>": "off" | "info" | "warning" | "error"}} (schemas/validate-rules.schema.json).
 // Unknown ids and severities are errors naming them.
-StatusOr<std::map<std::string, RuleSeverity>> ParseRulesFile(std::string_view json_text);
+struct RulesFile {
+  std::map<std::string, RuleSeverity> severities;
+  std::set<std::string> allowed_globals;
+};
+StatusOr<RulesFile> ParseRulesFile(std::string_view json_text);
 
 }  // namespace optstate
 
