@@ -71,23 +71,31 @@ nlohmann::ordered_json RemapEntriesJson(const std::vector<RemapEntry>& entries) 
   return out;
 }
 
+namespace {
+
+// "  label   a b c ..." wrapped under the first name at about 100 columns, so
+// a model's 60 BatchNorm buffers stay readable.
+void WrappedList(std::ostream& out, const std::string& label, const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  const std::string indent(15, ' ');
+  std::string line = label;
+  for (const std::string& n : names) {
+    if (line.size() > indent.size() + 1 && line.size() + 1 + n.size() > 100) {
+      out << line << "\n";
+      line = indent.substr(0, indent.size() - 1);
+    }
+    line += " " + n;
+  }
+  out << line << "\n";
+}
+
+}  // namespace
+
 void WriteParamSourceText(const MatchedState& m, std::ostream& out) {
   out << "  parameters   " << m.params.size() << " from " << m.params_from << ", in " << m.order << "\n";
-  if (!m.tied.empty()) {
-    out << "  not params   tied duplicates:";
-    for (const std::string& t : m.tied) out << " " << t;
-    out << "\n";
-  }
-  if (!m.buffers.empty()) {
-    out << "  not params   buffers:";
-    for (const std::string& b : m.buffers) out << " " << b;
-    out << "\n";
-  }
-  if (!m.frozen.empty()) {
-    out << "  frozen       in no param group:";
-    for (const std::string& f : m.frozen) out << " " << f;
-    out << "\n";
-  }
+  WrappedList(out, "  not params   tied duplicates:", m.tied);
+  WrappedList(out, "  not params   buffers:", m.buffers);
+  WrappedList(out, "  frozen       in no param group:", m.frozen);
 }
 
 std::function<void(uint64_t, uint64_t)> PercentProgress(std::ostream& err, std::string_view command) {

@@ -20,6 +20,8 @@ project's rule (their code is not used or copied):
   frozen_ambiguous    embedding and first projection frozen: the projection has the same shapes as
                       the trained one, so several assignments fit the file (it must be refused,
                       naming the parameters)
+  many_buffers        AdamW, torchvision's norm split, over 20 conv + BatchNorm blocks: 60 buffers
+                      (reports must wrap the list)
 """
 import json
 import os
@@ -87,6 +89,17 @@ def torchvision_groups(model, wd=1e-4, norm_wd=0.0):
     return [{"params": other, "weight_decay": wd}, {"params": norm, "weight_decay": norm_wd}]
 
 
+class Blocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(*[nn.Sequential(nn.Conv2d(3, 3, 1, bias=False), nn.BatchNorm2d(3))
+                                      for _ in range(20)])
+        self.fc = nn.Linear(3 * 8 * 8, 10)
+
+    def forward(self, x):
+        return self.fc(self.blocks(x).flatten(1))
+
+
 def trainable(model):
     return [p for p in model.parameters() if p.requires_grad]
 
@@ -137,6 +150,9 @@ def cases():
     m.emb.requires_grad_(False)
     m.q.requires_grad_(False)
     yield "frozen_ambiguous", m, torch.optim.AdamW(trainable(m), lr=1e-3), False
+    torch.manual_seed(0)
+    m = Blocks()
+    yield "many_buffers", m, torch.optim.AdamW(torchvision_groups(m), lr=1e-3), True
 
 
 def main():

@@ -49,8 +49,8 @@ def main():
         print(f"ok: {name}: {len(opt.param_groups)} groups, {index} parameters on their own state, frozen {frozen}")
         checked += 1
     dist.destroy_process_group()
-    if checked != 5:
-        raise SystemExit(f"FAIL: {checked} cases checked, expected 5")
+    if checked != 6:
+        raise SystemExit(f"FAIL: {checked} cases checked, expected 6")
     return 0
 
 

@@ -54,7 +54,7 @@ done
 # set_optimizer_state_dict takes the FQN output (check_param_groups.py).
 mkdir -p "$groups/derived" "$groups/truth"
 for line in torch113 torch26; do
-  for name in hf_decay_split timm_ndim_split torchvision_norm frozen_embedding frozen_and_split; do
+  for name in hf_decay_split timm_ndim_split torchvision_norm frozen_embedding frozen_and_split many_buffers; do
     in=testdata/frameworks/groups_$line/$name.pt
     for to in index fqn; do
       "$bin" remap --to $to "$in" -o "$groups/derived/$name.$to.pt" > /dev/null &&
@@ -66,7 +66,7 @@ for line in torch113 torch26; do
     done
   done
 done
-echo "ok: 5 param-group cases x 2 torch versions x --to index/fqn: derived order == manifest truth"
+echo "ok: 6 param-group cases x 2 torch versions x --to index/fqn: derived order == manifest truth"
 echo "== torch 1.13"
 /usr/bin/python3 tests/interop/check_remapped.py "$scratch" | grep -v '^ok'
 [ "${PIPESTATUS[0]}" = 0 ] || exit 1
