@@ -15,6 +15,7 @@ constexpr const char* kName = "verify";
 nlohmann::ordered_json ReportJson(const std::string& file, const MatchedState& m, const VerifyReport& r) {
   nlohmann::ordered_json doc = {{"file", file}, {"params_source", ParamSourceJson(m)},
                                 {"state_path", m.state.path}, {"scheme", KeyKindName(m.state.scheme)},
+                                {"algorithm", r.algorithm}, {"replay_applicable", r.replay_applicable},
                                 {"params", r.params}, {"replayed", r.replayed},
                                 {"values_from_model", r.values_from_model}, {"cold", r.cold},
                                 {"notes", r.notes}};
@@ -31,16 +32,23 @@ void WriteText(const VerifyCommandOptions& o, const std::string& file, const Mat
   out << file << ": optimizer state at " << (m.state.path.empty() ? "(root)" : m.state.path) << ", keys "
       << KeyKindName(m.state.scheme) << "\n";
   WriteParamSourceText(m, out);
-  out << "  replayed     " << r.replayed << " of " << r.params << " parameters, one AdamW step each from "
+  out << "  algorithm    " << r.algorithm << "\n";
+  if (!r.replay_applicable) {
+    out << "  replayed     not applicable: verify replays Adam/AdamW only\n";
+  } else {
+    out << "  replayed     " << r.replayed << " of " << r.params << " parameters, one AdamW step each from "
       << (r.values_from_model        ? "the model's values"
           : !o.params.manifest.empty() ? "synthetic values (a manifest has none)"
           : m.params_from_state        ? "synthetic values (no model)"
                                        : "synthetic values where the model's do not fit (DTensor shards)")
       << "\n";
+  }
   out << "  cold         " << r.cold.size() << (r.cold.empty() ? "" : ": state missing, zero or unmapped") << "\n";
   for (const std::string& n : r.notes) out << "  note: " << n << "\n";
   if (r.findings.empty()) {
-    out << "clean: every parameter has state that fits it and changes its update\n";
+    out << (r.replay_applicable ? "clean: every parameter has state that fits it and changes its update\n"
+                                : "clean: every parameter has state that fits it (whether it changes the update "
+                                  "was not replayed)\n");
   } else {
     out << r.findings.size() << (r.findings.size() == 1 ? " finding:\n" : " findings:\n");
     for (const VerifyFinding& f : r.findings) {
@@ -102,6 +110,10 @@ CommandRunner AddVerifyCommand(CLI::App& parent) {
   AddParamSourceFlags(*cmd, o->params, o->models);
   cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is (default: find it)");
   cmd->add_option("--probe-seed", o->verify.probe_seed, "Seed of the probe gradient")->capture_default_str();
+  cmd->add_option("--optimizer", o->verify.optimizer,
+                  "The algorithm the state was saved by, when the file's fields do not say it the way you\n"
+                  "know it (default: recognised from state fields and group keys)")
+      ->check(CLI::IsMember({"adam", "adamw", "sgd", "adagrad", "rmsprop"}));
   cmd->add_flag("--json", o->json, "Write JSON (schemas/verify.schema.json)");
   cmd->footer(
       "\nExit codes: 0 clean; 1 findings; 2 unreadable.\n"

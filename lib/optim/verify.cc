@@ -6,7 +6,9 @@
 #include <optional>
 #include <sstream>
 
+#include "optim/optimizer_family.h"
 #include "optim/synthetic_values.h"
+#include "optim/verify_unreplayed.h"
 #include "optstate/adamw.h"
 #include "optstate/optimizer_state.h"
 
@@ -84,6 +86,12 @@ class Verifier {
   StatusOr<VerifyReport> Run(const CheckpointFile* model, NodeId model_dict) {
     r_.params = m_.params.size();
     r_.values_from_model = model != nullptr;
+    OptimizerFamily family = RecogniseOptimizer(m_.file->checkpoint(), m_.state);
+    if (!o_.optimizer.empty() && o_.optimizer != family.name) {
+      family = {o_.optimizer, "--optimizer " + o_.optimizer + " (the file's fields say " + family.name + ")"};
+    }
+    r_.algorithm = family.name;
+    r_.replay_applicable = family.replayable();
     const KeyKind scheme = m_.state.scheme;
     if ((scheme != KeyKind::kIndex && scheme != KeyKind::kFqn) || m_.state.mixed) {
       Add("", "non-canonical-keys",
@@ -94,12 +102,21 @@ class Verifier {
     }
     OPTSTATE_RETURN_IF_ERROR(RefuseOtherAlgorithms());
     if (m_.params_from_state) {
-      r_.notes.push_back("no model or manifest: the parameters are the state's own shapes and dtypes, so shape and "
-                         "dtype against the model were not checked (give --model or --manifest), and each replay "
-                         "starts from synthetic values");
+      r_.notes.push_back(std::string("no model or manifest: the parameters are the state's own shapes and dtypes, "
+                                     "so shape and dtype against the model were not checked (give --model or "
+                                     "--manifest)") +
+                         (family.replayable() ? ", and each replay starts from synthetic values" : ""));
     }
     for (const CollisionGroup& c : m_.match.collisions) Add("", "collision", c.reason);
     for (size_t k : m_.match.orphans) Add("", "orphan", m_.state.keys[k].text + ": " + m_.match.keys[k].reason);
+    if (!family.replayable()) {
+      OPTSTATE_RETURN_IF_ERROR(CheckWithoutReplay(m_, family, r_));
+      return r_;
+    }
+    if (family.name == "adam") {  // adam-or-adamw says itself what the file cannot tell
+      r_.notes.push_back("Adam state: replayed with AdamW's step (weight decay decoupled), which tells warm from "
+                         "cold state the same way");
+    }
     size_t p = 0;
     for (size_t gi = 0; gi < m_.state.group_params.size(); ++gi) {
       NodeId group = g_.at(DictLookup(g_, m_.state.node, "param_groups")).items[gi];

@@ -33,10 +33,15 @@ struct VerifyReport {
   bool values_from_model = false;   // every replay started from the model's values (else synthetic:
                                     // a manifest only, or DTensor shards of the model's tensors)
   std::vector<std::string> notes;   // how the replay differed from the saved hyperparameters
+  // The algorithm the state was saved by (optim/optimizer_family.h), or the
+  // one --optimizer named; replayed only for the Adam family.
+  std::string algorithm;
+  bool replay_applicable = true;
 };
 
 struct VerifyOptions {
   uint64_t probe_seed = 0;  // the probe gradient is a pure function of this and the parameter index
+  std::string optimizer;    // "" = recognised from the file; adam, adamw, sgd, adagrad, rmsprop
 };
 
 // `m` comes from OpenAndMatch. Parameter values are read from the model

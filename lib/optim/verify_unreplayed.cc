@@ -1,0 +1,125 @@
+#include "optim/verify_unreplayed.h"
+
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "pickle/graph_walk.h"
+
+namespace optstate {
+namespace {
+
+std::string Shape(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+double GroupNumber(const ObjectGraph& g, NodeId group, const char* key) {
+  NodeId v = DictLookup(g, group, key);
+  if (v == kNoNode) return 0;
+  if (g.at(v).kind == NodeKind::kFloat) return g.at(v).float_value;
+  if (g.at(v).kind == NodeKind::kInt) return static_cast<double>(g.at(v).int_value);
+  return 0;
+}
+
+class UnreplayedChecks {
+ public:
+  UnreplayedChecks(const MatchedState& m, const OptimizerFamily& family, VerifyReport& r)
+      : m_(m), family_(family), g_(m.file->checkpoint().graph), r_(r) {}
+
+  Status Run() {
+    NodeId groups = DictLookup(g_, m_.state.node, "param_groups");
+    size_t p = 0;
+    for (size_t gi = 0; gi < m_.state.group_params.size(); ++gi) {
+      NodeId group = g_.at(groups).items[gi];
+      // SGD without momentum keeps no state (torch 2.x: a None momentum_buffer).
+      const bool stateless = family_.name == "sgd" && GroupNumber(g_, group, "momentum") == 0;
+      std::map<double, std::string> steps;
+      for (size_t i = 0; i < m_.state.group_params[gi].size() && p < m_.params.size(); ++i, ++p) {
+        OPTSTATE_RETURN_IF_ERROR(Param(p, stateless, steps));
+      }
+      if (steps.size() > 1) {
+        std::string list;
+        for (const auto& [s, name] : steps) {
+          std::ostringstream text;
+          text << s;
+          list += (list.empty() ? "" : ", ") + text.str() + " (" + name + ")";
+        }
+        Add("", "step-mismatch", "param_groups[" + std::to_string(gi) + "] has different steps: " + list);
+      }
+    }
+    r_.notes.push_back("replay not applicable: the state is " + family_.name + "'s (" + family_.evidence +
+                       "), and verify replays Adam/AdamW only; shapes, dtypes, finite values and steps were "
+                       "checked, warm vs cold was not");
+    return Status();
+  }
+
+ private:
+  void Add(const std::string& param, const std::string& check, const std::string& message) {
+    r_.findings.push_back({param, check, message});
+  }
+
+  Status Param(size_t p, bool stateless, std::map<double, std::string>& steps) {
+    const ParamInfo& info = m_.params[p];
+    const ParamMatch& pm = m_.match.params[p];
+    if (pm.collided) return Status();
+    if (pm.keys.empty()) {
+      if (!stateless) {
+        Add(info.name, "no-state", "no state entry: the optimizer never stepped it, or its state went elsewhere");
+      }
+      return Status();
+    }
+    const StateKey& key = m_.state.keys[pm.keys.front()];
+    if (pm.keys.size() > 1 || key.nested_views || g_.at(key.value).kind != NodeKind::kDict) return Status();
+    const Checkpoint& cp = m_.file->checkpoint();
+    for (auto [name, v] : g_.at(key.value).entries) {
+      if (g_.at(name).kind != NodeKind::kStr) continue;
+      const std::string& field = g_.at(name).text;
+      if (field == "step") {
+        std::optional<double> s = NumberValue(cp, m_.file->bytes(), v);
+        if (s) steps.emplace(*s, info.name);
+        continue;
+      }
+      if (g_.at(v).kind != NodeKind::kTensor) continue;  // SGD's None momentum_buffer
+      const TensorRef& t = cp.tensors[g_.at(v).tensor];
+      const std::vector<int64_t>& shape = t.is_dtensor ? t.global_sizes : t.sizes;
+      if (!info.shape.empty() || info.nbytes > 0) {
+        if (shape != info.shape) {
+          Add(info.name, "shape", field + " has shape " + Shape(shape) + ", the parameter " + Shape(info.shape));
+          continue;
+        }
+      }
+      if (t.dtype != info.dtype && t.dtype != DType::kFloat32) {
+        Add(info.name, "dtype", field + " is " + std::string(GetDTypeInfo(t.dtype).name) + ", the parameter " +
+                                    std::string(GetDTypeInfo(info.dtype).name));
+        continue;
+      }
+      StatusOr<std::vector<float>> values = ReadTensorAsFloat(m_.file->bytes(), cp, t);
+      if (!values.ok()) {
+        Add(info.name, "dtype", field + ": " + std::string(values.status().message()));
+        continue;
+      }
+      for (size_t i = 0; i < values->size(); ++i) {
+        if (!std::isfinite((*values)[i])) {
+          Add(info.name, "non-finite", field + " is non-finite at element " + std::to_string(i));
+          break;
+        }
+      }
+    }
+    return Status();
+  }
+
+  const MatchedState& m_;
+  const OptimizerFamily& family_;
+  const ObjectGraph& g_;
+  VerifyReport& r_;
+};
+
+}  // namespace
+
+Status CheckWithoutReplay(const MatchedState& m, const OptimizerFamily& family, VerifyReport& report) {
+  return UnreplayedChecks(m, family, report).Run();
+}
+
+}  // namespace optstate
