@@ -1,12 +1,16 @@
 #include "validate_command.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <iomanip>
+#include <set>
 #include <memory>
 
 #include <CLI/CLI.hpp>
 
+#include "optstate/dcp_checkpoint.h"
 #include "optstate/file_io.h"
+#include "optstate/framework_dir.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {
@@ -52,6 +56,80 @@ void ReportText(const ValidationReport& r, std::ostream& out) {
   for (const std::string& a : r.allowlisted) out << "  allowlisted by the rules file: " << a << "\n";
 }
 
+// One report of a framework directory for JUnit: every file's findings, their
+// paths prefixed with the file; a rule checked if it ran on some file, skipped
+// (with the first reason) if it ran on none.
+ValidationReport MergedForJUnit(const std::string& dir, const std::vector<std::pair<std::string, ValidationReport>>& all) {
+  ValidationReport merged;
+  merged.input = dir;
+  std::set<std::string> checked;
+  for (const auto& [file, r] : all) {
+    for (ValidationFinding f : r.findings) {
+      f.path = file + ": " + f.path;
+      merged.findings.push_back(std::move(f));
+    }
+    checked.insert(r.checked.begin(), r.checked.end());
+  }
+  merged.checked.assign(checked.begin(), checked.end());
+  std::set<std::string> skipped;
+  for (const auto& [file, r] : all) {
+    for (const auto& [id, why] : r.skipped) {
+      if (!checked.count(id) && skipped.insert(id).second) merged.skipped.emplace_back(id, file + ": " + why);
+    }
+  }
+  return merged;
+}
+
+// A framework's checkpoint directory: each file checked on its own, the
+// optimizer against the model file beside it (unless --model/--manifest say otherwise).
+int RunFrameworkDir(const ValidateCommandOptions& o, const ValidateOptions& vo, const FrameworkDir& fd,
+                    CommandOutput& output) {
+  using J = nlohmann::ordered_json;
+  std::vector<std::pair<std::string, ValidationReport>> reports;
+  J files = J::array();
+  bool failed = false;
+  const FrameworkFile* model = fd.Find("model");
+  for (const FrameworkFile& f : fd.files) {
+    J entry = {{"role", f.role}, {"path", f.path}};
+    if (!f.checkpoint) {
+      entry["report"] = nullptr;
+      files.push_back(std::move(entry));
+      continue;
+    }
+    ValidateOptions each = vo;
+    if (f.role == "optimizer" && !vo.params && model != nullptr && fd.layout != "deepspeed") {
+      each.params = ParamSource{"", model->path, ""};
+    }
+    if (f.role != "optimizer") each.params.reset();
+    auto r = Validate(f.path, each);
+    if (!r.ok()) return ReportError(output, kName, r.status(), o.json);
+    failed |= r->failed();
+    entry["report"] = ReportJson(*r);
+    files.push_back(std::move(entry));
+    reports.emplace_back(f.path, std::move(*r));
+  }
+  if (!o.junit.empty()) {
+    Status s = WriteFileAtomically(o.junit, ValidationJUnit(MergedForJUnit(o.path, reports)));
+    if (!s.ok()) return ReportError(output, kName, s, o.json);
+  }
+  if (o.json) {
+    WriteJson(output, J{{"directory", o.path}, {"layout", fd.layout}, {"passed", !failed}, {"files", files},
+                        {"missing", fd.missing}});
+    return failed ? kExitFindings : kExitOk;
+  }
+  output.out << o.path << ": " << fd.layout << " checkpoint directory, " << fd.files.size() << " files: "
+             << (failed ? "FAILED" : "passed") << "\n";
+  for (const std::string& m : fd.missing) output.out << "  missing: " << m << "\n";
+  for (const FrameworkFile& f : fd.files) {
+    if (!f.checkpoint) output.out << "  " << f.path << ": not a checkpoint (listed, not checked)\n";
+  }
+  for (const auto& [file, r] : reports) {
+    output.out << "\n";
+    ReportText(r, output.out);
+  }
+  return failed ? kExitFindings : kExitOk;
+}
+
 }  // namespace
 
 int RunValidate(const ValidateCommandOptions& o, CommandOutput& output) {
@@ -81,6 +159,12 @@ int RunValidate(const ValidateCommandOptions& o, CommandOutput& output) {
     vo.allowed_globals = std::move(rules->allowed_globals);
   }
   bool rank_set = o.paths.size() > 1 || o.models.size() > 1;
+  std::error_code ec;
+  if (!rank_set && std::filesystem::is_directory(o.path, ec) && !IsDcpDirectory(o.path)) {
+    auto fd = FindFrameworkFiles(o.path);
+    if (!fd.ok()) return ReportError(output, kName, fd.status(), o.json);
+    return RunFrameworkDir(o, vo, *fd, output);
+  }
   auto report = rank_set ? ValidateRankSet(o.paths, o.models, vo) : Validate(o.path, vo);
   if (!report.ok()) return ReportError(output, kName, report.status(), o.json);
   if (!o.junit.empty()) {
@@ -101,15 +185,18 @@ CommandRunner AddValidateCommand(CLI::App& parent) {
       kName, "Check a checkpoint for CI: rules with stable ids (broken state keys, lr=0 leaks, untrained\n"
              "init state, non-finite values, unsafe pickles, CRC mismatches, DCP chunk layout); exit 1 on errors");
   cmd->add_option("path", o->paths,
-                  "torch.save file, .zst, or DCP checkpoint directory; several files: the per-rank files\n"
-                  "of one sharded save (in rank order, or named rank<N>), with --model once per rank");
+                  "torch.save file, .zst, DCP checkpoint directory, or a framework's checkpoint\n"
+                  "directory (HF Trainer checkpoint-N/, accelerate save_state, DeepSpeed global_stepN/:\n"
+                  "each file checked, the optimizer against the model beside it); several files: the\n"
+                  "per-rank files of one sharded save (in rank order, or named rank<N>), with --model once\n"
+                  "per rank");
   AddParamSourceFlags(*cmd, o->params, o->models);
   cmd->add_option("--state-key", o->state_key,
                   "Which optimizer state dict the parameter rules check when the file holds several\n"
                   "(default: the only one); every other rule checks them all");
   cmd->add_option("--rules", o->rules,
-                  "JSON rules file: {\"rules\": {\"<id>\": \"off|info|warning|error\"}} "
-                  "(schemas/validate-rules.schema.json)");
+                  "JSON rules file: {\"rules\": {\"<id>\": \"off|info|warning|error\"},\n"
+                  "\"allow_globals\": [\"module.name\", ...]} (schemas/validate-rules.schema.json)");
   cmd->add_option("--junit", o->junit, "Also write a JUnit XML report here (one test case per rule)");
   cmd->add_flag("--no-values", o->no_values, "Structure only: do not read tensor bytes (rules that need them are skipped)");
   cmd->add_flag("--list-rules", o->list_rules, "List every rule with its default severity, and exit");
@@ -118,6 +205,7 @@ CommandRunner AddValidateCommand(CLI::App& parent) {
       "\nExamples:\n"
       "  optstate validate checkpoint.pt\n"
       "  optstate validate checkpoints/step_1000 --junit reports/optstate.xml\n"
+      "  optstate validate output/checkpoint-500                         (HF Trainer: model, optimizer, rng, ...)\n"
       "  optstate validate --no-values --rules ci-rules.json checkpoint.pt --json\n"
       "  optstate validate --manifest params.json heavyball_fsdp.pt     (counts, groups, collisions, orphans, shapes)\n"
       "  optstate validate --model model.pt checkpoints/step_1000       (a DCP directory against a model state_dict)\n"

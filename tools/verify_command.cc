@@ -1,8 +1,13 @@
 #include "verify_command.h"
 
+#include <filesystem>
+
 #include <memory>
 
 #include <CLI/CLI.hpp>
+
+#include "optstate/dcp_checkpoint.h"
+#include "optstate/framework_dir.h"
 
 #include "optstate/rank_set.h"
 #include "shared_flags.h"
@@ -87,14 +92,34 @@ int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
   if (o.paths.size() > 1 || o.models.size() > 1) return RunRankSet(o, output);
   ParamSource source = o.params;
   source.state_shapes_when_none = true;  // an optimizer.pt alone: replay on its own shapes
-  auto m = OpenAndMatch(o.path, o.state_key, source, o.read, o.match);
+  std::string path = o.path;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec) && !IsDcpDirectory(path)) {
+    // A framework's directory: its optimizer file, against the model file beside it.
+    auto fd = FindFrameworkFiles(path);
+    if (!fd.ok()) return ReportError(output, kName, fd.status(), o.json);
+    const FrameworkFile* optimizer = fd->Find("optimizer");
+    const FrameworkFile* model = fd->Find("model");
+    if (optimizer == nullptr) {
+      return ReportError(output, kName, NotFoundError(path + ": " + fd->layout + " directory without an optimizer "
+                                                      "file"), o.json);
+    }
+    path = optimizer->path;
+    if (model != nullptr && source.manifest.empty() && source.model.empty()) source.model = model->path;
+  } else if (IsDcpDirectory(path)) {
+    return ReportError(output, kName,
+                       UnsupportedError(path + ": a DCP directory; verify reads torch.save files: run optstate "
+                                        "consolidate " + path + " -o whole.pt, then verify whole.pt"),
+                       o.json);
+  }
+  auto m = OpenAndMatch(path, o.state_key, source, o.read, o.match);
   if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
   auto report = VerifyState(*m, o.verify);
   if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.path), o.json);
   if (o.json) {
-    WriteJson(output, ReportJson(o.path, *m, *report));
+    WriteJson(output, ReportJson(path, *m, *report));
   } else {
-    WriteText(o, o.path, *m, *report, output.out);
+    WriteText(o, path, *m, *report, output.out);
   }
   return report->findings.empty() ? kExitOk : kExitFindings;
 }
