@@ -12,7 +12,6 @@ import os
 import sys
 
 import torch
-import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -22,10 +21,9 @@ from gen_param_groups import cases  # noqa: E402
 
 def main():
     fixtures, scratch = sys.argv[1], sys.argv[2]
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29534")
-    os.environ.setdefault("USE_LIBUV", "0")
-    dist.init_process_group("gloo", rank=0, world_size=1)
+    # One process, no process group: DSD and dcp.load work without one, and a gloo group
+    # here hung about one run in three (a futex wait after init, never reproduced without it).
+    torch.set_num_threads(1)
     checked = 0
     for name, model, opt, _ in cases():
         path = os.path.join(scratch, f"{name}.fqn.pt")
@@ -48,7 +46,6 @@ def main():
             raise SystemExit(f"FAIL {name}: a frozen parameter got state")
         print(f"ok: {name}: {len(opt.param_groups)} groups, {index} parameters on their own state, frozen {frozen}")
         checked += 1
-    dist.destroy_process_group()
     if checked != 6:
         raise SystemExit(f"FAIL: {checked} cases checked, expected 6")
     return 0
