@@ -2,28 +2,52 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <regex>
+#include <cctype>
+#include <initializer_list>
+#include <string_view>
 
 namespace optstate {
 namespace {
 
+// `name` is `stem`, an optional "_<digits>" (a rank or an index), then one of
+// `exts`: optimizer.bin, optimizer_1.bin, rng_state_3.pth.
+bool StemIndexExt(std::string_view name, std::string_view stem, std::initializer_list<std::string_view> exts) {
+  if (!name.starts_with(stem)) return false;
+  std::string_view rest = name.substr(stem.size());
+  if (rest.starts_with("_")) {
+    size_t digits = 1;
+    while (digits < rest.size() && std::isdigit(static_cast<unsigned char>(rest[digits]))) ++digits;
+    if (digits == 1) return false;
+    rest.remove_prefix(digits);
+  }
+  for (std::string_view ext : exts) {
+    if (rest == ext) return true;
+  }
+  return false;
+}
+
 // What a file is, by the names HF Trainer (trainer.py's _save_checkpoint and
 // its constants), accelerate (save_accelerator_state) and DeepSpeed
-// (engine.save_checkpoint) give them.
+// (engine.save_checkpoint) give them. Plain string tests: std::regex trips
+// GCC 12's -Wmaybe-uninitialized in the sanitized build.
 std::string RoleOf(const std::string& name) {
-  static const std::vector<std::pair<std::regex, std::string>> kRoles = {
-      {std::regex(R"((model|pytorch_model)(_\d+)?(-\d{5}-of-\d{5})?\.(safetensors|bin))"), "model"},
-      {std::regex(R"(optimizer(_\d+)?\.(pt|bin))"), "optimizer"},
-      {std::regex(R"(scheduler(_\d+)?\.(pt|bin))"), "scheduler"},
-      {std::regex(R"(rng_state(_\d+)?\.pth|random_states_\d+\.pkl)"), "rng"},
-      {std::regex(R"(scaler(_\d+)?\.pt)"), "scaler"},
-      {std::regex(R"(sampler(_\d+)?\.bin)"), "sampler"},
-      {std::regex(R"(mp_rank_\d+_model_states\.pt|zero_pp_rank_\d+_mp_rank_\d+_model_states\.pt)"), "model"},
-      {std::regex(R"(.*_optim_states\.pt)"), "optimizer"},
-  };
-  for (const auto& [pattern, role] : kRoles) {
-    if (std::regex_match(name, pattern)) return role;
+  const std::string_view n = name;
+  // model.safetensors, pytorch_model.bin, model-00001-of-00003.safetensors
+  for (std::string_view stem : {"model", "pytorch_model"}) {
+    if (StemIndexExt(n, stem, {".safetensors", ".bin"})) return "model";
+    if (n.starts_with(stem) && n.substr(stem.size()).starts_with("-") && n.find("-of-") != std::string_view::npos &&
+        (n.ends_with(".safetensors") || n.ends_with(".bin"))) {
+      return "model";
+    }
   }
+  if (StemIndexExt(n, "optimizer", {".pt", ".bin"})) return "optimizer";
+  if (StemIndexExt(n, "scheduler", {".pt", ".bin"})) return "scheduler";
+  if (StemIndexExt(n, "rng_state", {".pth"})) return "rng";
+  if (n.starts_with("random_states_") && n.ends_with(".pkl")) return "rng";
+  if (StemIndexExt(n, "scaler", {".pt"})) return "scaler";
+  if (StemIndexExt(n, "sampler", {".bin"})) return "sampler";
+  if (n.ends_with("_model_states.pt")) return "model";      // mp_rank_00_, zero_pp_rank_R_mp_rank_00_
+  if (n.ends_with("_optim_states.pt")) return "optimizer";  // (bf16_)zero_pp_rank_R_mp_rank_00_
   return "";
 }
 
