@@ -62,7 +62,8 @@ optim::StepScalars Scalars(const AdamWHyper& h, float step) {
   double bc1 = 1 - std::pow(h.beta1, static_cast<double>(step));
   double bc2 = 1 - std::pow(h.beta2, static_cast<double>(step));
   optim::StepScalars s;
-  s.decay = static_cast<float>(1 - h.lr * h.weight_decay);
+  s.decay = h.decoupled_weight_decay ? static_cast<float>(1 - h.lr * h.weight_decay) : 1.0f;
+  s.l2 = h.decoupled_weight_decay ? 0.0f : static_cast<float>(h.weight_decay);
   s.one_minus_beta1 = static_cast<float>(1 - h.beta1);
   s.beta2 = static_cast<float>(h.beta2);
   s.one_minus_beta2 = static_cast<float>(1 - h.beta2);

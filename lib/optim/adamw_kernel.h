@@ -1,4 +1,4 @@
-// The AdamW inner loop, written once as plain C++ and compiled three times
+// The Adam / AdamW inner loop, written once as plain C++ and compiled three times
 // (adamw_generic.cc, adamw_avx2.cc, adamw_avx512.cc) with different target
 // flags, so GCC vectorises it for each instruction set; adamw.cc picks one at
 // run time. Every file that includes this is built with -ffp-contract=off:
@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "optim/kernel_dispatch.h"
 #include "torch/half_float.h"
 
 namespace optstate::optim {
@@ -23,6 +24,7 @@ struct StepScalars {
   float neg_step_size;     // -lr / (1 - beta1^step)
   float inv_bias_correction2_sqrt;  // 1 / sqrt(1 - beta2^step), from double
   float eps;
+  float l2;                // Adam's coupled weight decay (added to the gradient); 0 for AdamW
   bool amsgrad;
   bool maximize;
 };
@@ -68,7 +70,7 @@ struct Convert<_Float16> {
 
 // Which variant of the loop: each combination is compiled separately, so no
 // loop branches per element.
-enum LoopFlags : int { kAmsgrad = 1, kMaximize = 2, kHasGrad = 4, kLerpFromEnd = 8 };
+enum LoopFlags : int { kAmsgrad = 1, kMaximize = 2, kHasGrad = 4, kLerpFromEnd = 8, kL2 = 16 };
 
 // The order of operations follows torch's single-tensor AdamW and ATen's
 // kernels: lerp as self + w * (end - self) for w < 0.5 and end - (end - self)
@@ -82,11 +84,13 @@ inline void AdamWLoop(P* __restrict param, const P* __restrict grad, float* __re
                       float* __restrict vmax, int64_t n, const StepScalars& s) {
   const float decay = s.decay, w = s.one_minus_beta1, one_minus_w = 1.0f - w;
   const float beta2 = s.beta2, omb2 = s.one_minus_beta2;
-  const float nss = s.neg_step_size, inv_bc2 = s.inv_bias_correction2_sqrt, eps = s.eps;
+  const float nss = s.neg_step_size, inv_bc2 = s.inv_bias_correction2_sqrt, eps = s.eps, l2 = s.l2;
   for (int64_t i = 0; i < n; ++i) {
     float g = (kFlags & kHasGrad) ? Convert<P>::Load(grad[i]) : 0.0f;
     if (kFlags & kMaximize) g = -g;
-    float p = Convert<P>::Load(param[i]) * decay;
+    float p = Convert<P>::Load(param[i]);
+    if (kFlags & kL2) g = g + l2 * p;  // Adam: grad.add(param, alpha=weight_decay)
+    p = p * decay;
     float mi = (kFlags & kLerpFromEnd) ? g - (g - m[i]) * one_minus_w : m[i] + w * (g - m[i]);
     float vi = v[i] * beta2 + (omb2 * g) * g;
     m[i] = mi;
@@ -111,16 +115,8 @@ inline void RunChunkAs(const Chunk& c) {
   int64_t n = c.end - c.begin;
   const StepScalars& s = c.s;
   int flags = (s.amsgrad ? kAmsgrad : 0) | (s.maximize ? kMaximize : 0) | (g ? kHasGrad : 0) |
-              (s.one_minus_beta1 < 0.5f ? 0 : kLerpFromEnd);
-  switch (flags) {
-#define OPTSTATE_ADAMW_CASE(f) \
-  case f: return AdamWLoop<P, f>(p, g, m, v, vmax, n, s);
-    OPTSTATE_ADAMW_CASE(0) OPTSTATE_ADAMW_CASE(1) OPTSTATE_ADAMW_CASE(2) OPTSTATE_ADAMW_CASE(3)
-    OPTSTATE_ADAMW_CASE(4) OPTSTATE_ADAMW_CASE(5) OPTSTATE_ADAMW_CASE(6) OPTSTATE_ADAMW_CASE(7)
-    OPTSTATE_ADAMW_CASE(8) OPTSTATE_ADAMW_CASE(9) OPTSTATE_ADAMW_CASE(10) OPTSTATE_ADAMW_CASE(11)
-    OPTSTATE_ADAMW_CASE(12) OPTSTATE_ADAMW_CASE(13) OPTSTATE_ADAMW_CASE(14) OPTSTATE_ADAMW_CASE(15)
-#undef OPTSTATE_ADAMW_CASE
-  }
+              (s.one_minus_beta1 < 0.5f ? 0 : kLerpFromEnd) | (s.l2 != 0.0f ? kL2 : 0);
+  DispatchFlags<32>(flags, [&](auto f) { AdamWLoop<P, decltype(f)::value>(p, g, m, v, vmax, n, s); });
 }
 
 inline void RunChunkImpl(const Chunk& c) {

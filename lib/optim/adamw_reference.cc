@@ -1,4 +1,4 @@
-// AdamWStepReference: torch.optim.AdamW's single-tensor algorithm written out
+// AdamWStepReference: torch.optim.AdamW's (and Adam's) single-tensor algorithm written out
 // one element at a time, the yardstick for the vectorised kernels (built with
 // -fno-tree-vectorize -ffp-contract=off). Deliberately shares no code with
 // adamw_kernel.h beyond the dtype conversions (half_float.h), which must round as c10 does.
@@ -27,7 +27,8 @@ Status AdamWStepReference(std::span<const AdamWTensor> tensors, const AdamWHyper
     double step_size = h.lr / bias_correction1;
     double bias_correction2_sqrt = std::sqrt(bias_correction2);
     // Python scalars meet float32 tensors: each is rounded to float once.
-    float decay = static_cast<float>(1 - h.lr * h.weight_decay);
+    float decay = h.decoupled_weight_decay ? static_cast<float>(1 - h.lr * h.weight_decay) : 1.0f;
+    float l2 = h.decoupled_weight_decay ? 0.0f : static_cast<float>(h.weight_decay);
     float lerp_weight = static_cast<float>(1 - h.beta1);
     float beta2 = static_cast<float>(h.beta2);
     float sq_weight = static_cast<float>(1 - h.beta2);
@@ -39,8 +40,11 @@ Status AdamWStepReference(std::span<const AdamWTensor> tensors, const AdamWHyper
     for (int64_t i = 0; i < t.numel; ++i) {
       float grad = t.grad == nullptr ? 0.0f : LoadAsFloat(t.grad, t.dtype, static_cast<size_t>(i));
       if (h.maximize) grad = -grad;
-      // param.mul_(1 - lr * weight_decay)
-      float param = LoadAsFloat(t.param, t.dtype, static_cast<size_t>(i)) * decay;
+      float param = LoadAsFloat(t.param, t.dtype, static_cast<size_t>(i));
+      // Adam: grad = grad.add(param, alpha=weight_decay)
+      if (l2 != 0.0f) grad = grad + l2 * param;
+      // AdamW: param.mul_(1 - lr * weight_decay)
+      param = param * decay;
       // exp_avg.lerp_(grad, 1 - beta1)
       float exp_avg = t.exp_avg[i];
       if (lerp_weight < 0.5f) {

@@ -19,6 +19,7 @@ mkdir -p "$stage"
 echo "== torch 1.13 (Debian bookworm)"
 /usr/bin/python3 testdata/gen/gen_fixtures.py "$stage/torch113"
 /usr/bin/python3 testdata/gen/gen_adamw_parity.py "$stage/torch113"
+/usr/bin/python3 testdata/gen/gen_optimizer_parity.py "$stage/torch113"
 zstd -19 -q -f "$stage/torch113/adamw_index.pt" -o "$stage/torch113/adamw_index.pt.zst"
 /usr/bin/python3 -c 'import sys; sys.path.insert(0, "testdata/gen"); import describe
 describe.write_expected(sys.argv[1], "adamw_index.pt compressed with zstd -19")' \
@@ -35,6 +36,7 @@ rel=${stage#"$repo"/}
 case "$rel" in /*) echo "OUTDIR must be inside the repository" >&2; exit 2 ;; esac
 testdata/gen/torch26-python.sh testdata/gen/gen_fixtures.py "$rel/torch26"
 testdata/gen/torch26-python.sh testdata/gen/gen_adamw_parity.py "$rel/torch26"
+testdata/gen/torch26-python.sh testdata/gen/gen_optimizer_parity.py "$rel/torch26"
 testdata/gen/torch26-python.sh testdata/gen/gen_dcp_fsdp2.py "$rel/torch26"
 # Hostile DCP metadata, made from the new 2-rank checkpoint; its data-file
 # symlinks point at testdata/good/torch26/fsdp2_dcp (valid once moved in place).

@@ -1,4 +1,5 @@
-// AdamW with torch.optim.AdamW's semantics, fused: one pass over memory per
+// AdamW with torch.optim.AdamW's semantics (and Adam's, with
+// decoupled_weight_decay false), fused: one pass over memory per
 // element (read param, grad, exp_avg, exp_avg_sq; write param, exp_avg,
 // exp_avg_sq; plus max_exp_avg_sq with amsgrad), vectorised for AVX2 and
 // AVX-512 with the choice made at run time, and spread over threads across and
@@ -38,6 +39,9 @@ struct AdamWHyper {
   double weight_decay = 1e-2;
   bool amsgrad = false;
   bool maximize = false;
+  // false: torch.optim.Adam's coupled (L2) decay: g += weight_decay * param
+  // before the moments, and no param *= 1 - lr * weight_decay.
+  bool decoupled_weight_decay = true;
 };
 
 // One parameter and its state, as raw memory. `param` and `grad` are float32,

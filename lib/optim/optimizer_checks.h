@@ -1,0 +1,22 @@
+// What the fused kernel and its scalar reference both check before a step, so
+// that they refuse the same input with the same words. Internal to lib/.
+#ifndef OPTSTATE_OPTIM_OPTIMIZER_CHECKS_H_
+#define OPTSTATE_OPTIM_OPTIMIZER_CHECKS_H_
+
+#include <span>
+
+#include "optim/adamw_kernel.h"
+#include "optstate/optimizer_step.h"
+
+namespace optstate {
+namespace optim {
+StatusOr<ParamType> ParamTypeOf(DType dtype);
+}  // namespace optim
+
+// Hyperparameters as torch's constructors bound them, and every tensor
+// complete for the algorithm (SGD, Adagrad, RMSprop; Adam(W) check their own).
+Status CheckOptimizerTensors(Algorithm a, std::span<const OptimizerTensor> tensors, const OptimizerHyper& h);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_OPTIM_OPTIMIZER_CHECKS_H_
