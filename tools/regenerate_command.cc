@@ -69,7 +69,12 @@ int RunRegenerate(const RegenerateCommandOptions& o, CommandOutput& output) {
       return v;
     };
   }
-  run.scheme = *scheme;  // CLI11 checked the name
+  run.scheme = *scheme;  // CLI11 checked the names
+  run.algorithm = *AlgorithmFromName(o.optimizer);
+  const OptimizerHyper defaults = OptimizerHyper::Defaults(run.algorithm);
+  for (const auto& [option, field] : o.numbers) {
+    if (option->count() == 0) run.hyper.*field = defaults.*field;
+  }
   run.kernel.threads = o.threads;
   run.kernel.isa = o.isa == "generic" ? Isa::kGeneric : o.isa == "avx2" ? Isa::kAvx2 : o.isa == "avx512" ? Isa::kAvx512 : Isa::kAuto;
   run.write.zstd = o.zstd;
@@ -86,14 +91,14 @@ int RunRegenerate(const RegenerateCommandOptions& o, CommandOutput& output) {
   if (o.json) {
     WriteJson(output, {{"output", o.output}, {"key_scheme", o.key_scheme}, {"params", report->params},
                        {"state_entries", report->state_entries}, {"param_bytes", report->param_bytes},
-                       {"state_bytes", report->state_bytes}, {"steps", run.steps}, {"seed", run.seed},
+                       {"state_bytes", report->state_bytes}, {"optimizer", o.optimizer}, {"steps", run.steps}, {"seed", run.seed},
                        {"with_model", run.with_model}, {"bytes", report->write.bytes},
                        {"isa", IsaName(run.kernel.isa == Isa::kAuto ? DetectIsa() : run.kernel.isa)}});
     return kExitOk;
   }
   output.out << o.output << ": " << HumanBytes(report->write.bytes) << "; " << report->params << " parameters ("
              << HumanBytes(report->param_bytes) << "), " << report->state_entries << " state entries keyed "
-             << o.key_scheme << ", " << run.steps << " AdamW steps, seed " << run.seed << "\n";
+             << o.key_scheme << ", " << run.steps << " " << o.optimizer << " steps, seed " << run.seed << "\n";
   if (!o.quiet) output.err << "optstate regenerate: done in " << static_cast<int>(seconds * 10) / 10.0 << " s\n";
   return kExitOk;
 }
@@ -101,7 +106,8 @@ int RunRegenerate(const RegenerateCommandOptions& o, CommandOutput& output) {
 CommandRunner AddRegenerateCommand(CLI::App& parent) {
   auto o = std::make_shared<RegenerateCommandOptions>();
   CLI::App* cmd = parent.add_subcommand(
-      kName, "Write a realistic AdamW checkpoint: K fused AdamW steps with seeded synthetic gradients,\n"
+      kName, "Write a realistic optimizer checkpoint: K fused steps of torch.optim's AdamW (or Adam, SGD,\n"
+             "Adagrad, RMSprop) with seeded synthetic gradients, laid out as torch saves that class and\n"
              "keyed the way you choose (including HeavyBall's broken layouts)");
   cmd->add_option("-o,--output", o->output, "Output checkpoint (temporary file beside it, then renamed)")->required();
   cmd->add_option("--synthetic", o->synthetic, "A transformer-like model of this many bytes of float32 parameters (4GiB)");
@@ -115,16 +121,31 @@ CommandRunner AddRegenerateCommand(CLI::App& parent) {
   cmd->add_option("--split-rows", o->run.split_rows, "ptr-shape: split parameters with more rows into views of N rows");
   cmd->add_flag("--with-model", o->run.with_model, "Save {'model': state_dict, 'optimizer': ...} in one file");
   cmd->add_option("--manifest-out", o->manifest_out, "Also write the parameters with the data_ptr their keys use");
-  cmd->add_option("--steps", o->run.steps, "AdamW steps")->capture_default_str();
+  cmd->add_option("--optimizer", o->optimizer, "The torch.optim algorithm whose steps and state layout to write")
+      ->check(CLI::IsMember({"adamw", "adam", "sgd", "adagrad", "rmsprop"}))
+      ->capture_default_str();
+  cmd->add_option("--steps", o->run.steps, "Optimizer steps")->capture_default_str();
   cmd->add_option("--seed", o->run.seed, "Seed of the synthetic values and gradients")->capture_default_str();
-  cmd->add_option("--lr", o->run.hyper.lr)->capture_default_str();
-  cmd->add_option("--beta1", o->run.hyper.beta1)->capture_default_str();
-  cmd->add_option("--beta2", o->run.hyper.beta2)->capture_default_str();
-  cmd->add_option("--eps", o->run.hyper.eps)->capture_default_str();
-  cmd->add_option("--weight-decay", o->run.hyper.weight_decay)->capture_default_str();
-  cmd->add_flag("--amsgrad", o->run.hyper.amsgrad);
-  cmd->add_option("--threads", o->threads, "Threads for the AdamW kernel (default: all)");
-  cmd->add_option("--isa", o->isa, "AdamW kernel: auto (the best this CPU has), generic, avx2 or avx512")
+  // Defaults are torch's for the --optimizer chosen (applied in RunRegenerate).
+  auto number = [&](const char* name, double OptimizerHyper::*field, const char* help) {
+    o->numbers.emplace_back(cmd->add_option(name, o->run.hyper.*field, help), field);
+  };
+  number("--lr", &OptimizerHyper::lr, "Learning rate (default: torch's, 1e-3; Adagrad and RMSprop 1e-2)");
+  number("--beta1", &OptimizerHyper::beta1, "Adam(W) (default 0.9)");
+  number("--beta2", &OptimizerHyper::beta2, "Adam(W) (default 0.999)");
+  number("--eps", &OptimizerHyper::eps, "Adam(W), Adagrad, RMSprop (default 1e-8; Adagrad 1e-10)");
+  number("--weight-decay", &OptimizerHyper::weight_decay, "(default 0; AdamW 0.01)");
+  number("--momentum", &OptimizerHyper::momentum, "SGD, RMSprop (default 0)");
+  number("--dampening", &OptimizerHyper::dampening, "SGD (default 0)");
+  number("--lr-decay", &OptimizerHyper::lr_decay, "Adagrad (default 0)");
+  number("--initial-accumulator-value", &OptimizerHyper::initial_accumulator_value, "Adagrad (default 0)");
+  number("--alpha", &OptimizerHyper::alpha, "RMSprop (default 0.99)");
+  cmd->add_flag("--amsgrad", o->run.hyper.amsgrad, "Adam(W)");
+  cmd->add_flag("--nesterov", o->run.hyper.nesterov, "SGD");
+  cmd->add_flag("--centered", o->run.hyper.centered, "RMSprop");
+  cmd->add_flag("--maximize", o->run.hyper.maximize);
+  cmd->add_option("--threads", o->threads, "Threads for the fused kernel (default: all)");
+  cmd->add_option("--isa", o->isa, "Fused kernel: auto (the best this CPU has), generic, avx2 or avx512")
       ->check(CLI::IsMember({"auto", "generic", "avx2", "avx512"}))
       ->capture_default_str();
   cmd->add_flag("--zstd", o->zstd, "Compress the output with zstd");
@@ -135,6 +156,7 @@ CommandRunner AddRegenerateCommand(CLI::App& parent) {
       "\nExit codes: 0 written; 2 could not do the job.\n"
       "\nExamples:\n"
       "  optstate regenerate --synthetic 4GiB -o big.pt\n"
+      "  optstate regenerate --model model.pt --optimizer sgd --momentum 0.9 --nesterov --with-model -o sgd.pt\n"
       "  optstate regenerate --synthetic 64MiB --key-scheme ptr-shape --split-rows 256 --manifest-out params.json -o hb.pt\n"
       "  optstate regenerate --model model.pt --key-scheme ptr-shape-fsdp --with-model -o fsdp_bug.pt");
   return [o](CommandOutput& output) { return RunRegenerate(*o, output); };

@@ -1,12 +1,19 @@
 // `optstate regenerate (--synthetic SIZE | --manifest M | --model F) -o OUT`:
-// a realistic AdamW checkpoint, in any key scheme, without Python.
+// a realistic optimizer checkpoint (AdamW, Adam, SGD, Adagrad or RMSprop), in
+// any key scheme, without Python.
 #ifndef OPTSTATE_TOOLS_REGENERATE_COMMAND_H_
 #define OPTSTATE_TOOLS_REGENERATE_COMMAND_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "command.h"
 #include "optstate/regenerate.h"
+
+namespace CLI {
+class Option;
+}  // namespace CLI
 
 namespace optstate::tools {
 
@@ -24,7 +31,11 @@ struct RegenerateCommandOptions {
   bool zstd = false;
   bool json = false;
   bool quiet = false;
+  std::string optimizer = "adamw";
   RegenerateOptions run;
+  // The numeric hyperparameter options: one not given takes the default of
+  // the --optimizer chosen (torch's), not AdamW's.
+  std::vector<std::pair<CLI::Option*, double OptimizerHyper::*>> numbers;
 };
 
 // Exit 0 written; 2 could not do the job.

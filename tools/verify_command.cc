@@ -21,6 +21,7 @@ nlohmann::ordered_json ReportJson(const std::string& file, const MatchedState& m
   nlohmann::ordered_json doc = {{"file", file}, {"params_source", ParamSourceJson(m)},
                                 {"state_path", m.state.path}, {"scheme", KeyKindName(m.state.scheme)},
                                 {"algorithm", r.algorithm}, {"replay_applicable", r.replay_applicable},
+                                {"replayed_with", r.replayed_with},
                                 {"params", r.params}, {"replayed", r.replayed},
                                 {"values_from_model", r.values_from_model}, {"cold", r.cold},
                                 {"notes", r.notes}};
@@ -39,9 +40,9 @@ void WriteText(const VerifyCommandOptions& o, const std::string& file, const Mat
   WriteParamSourceText(m, out);
   out << "  algorithm    " << r.algorithm << "\n";
   if (!r.replay_applicable) {
-    out << "  replayed     not applicable: verify replays Adam/AdamW only\n";
+    out << "  replayed     not applicable: verify replays SGD, Adam, AdamW, Adagrad, RMSprop\n";
   } else {
-    out << "  replayed     " << r.replayed << " of " << r.params << " parameters, one AdamW step each from "
+    out << "  replayed     " << r.replayed << " of " << r.params << " parameters, one " << r.replayed_with << " step each from "
       << (r.values_from_model        ? "the model's values"
           : !o.params.manifest.empty() ? "synthetic values (a manifest has none)"
           : m.params_from_state        ? "synthetic values (no model)"
@@ -51,9 +52,10 @@ void WriteText(const VerifyCommandOptions& o, const std::string& file, const Mat
   out << "  cold         " << r.cold.size() << (r.cold.empty() ? "" : ": state missing, zero or unmapped") << "\n";
   for (const std::string& n : r.notes) out << "  note: " << n << "\n";
   if (r.findings.empty()) {
-    out << (r.replay_applicable ? "clean: every parameter has state that fits it and changes its update\n"
-                                : "clean: every parameter has state that fits it (whether it changes the update "
-                                  "was not replayed)\n");
+    out << (!r.replay_applicable ? "clean: every parameter has state that fits it (whether it changes the update "
+                                   "was not replayed)\n"
+            : r.replayed == 0    ? "clean: the algorithm keeps no state here, so there was nothing to replay\n"
+                                 : "clean: every parameter has state that fits it and changes its update\n");
   } else {
     out << r.findings.size() << (r.findings.size() == 1 ? " finding:\n" : " findings:\n");
     for (const VerifyFinding& f : r.findings) {
@@ -127,8 +129,9 @@ int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
 CommandRunner AddVerifyCommand(CLI::App& parent) {
   auto o = std::make_shared<VerifyCommandOptions>();
   CLI::App* cmd = parent.add_subcommand(
-      kName, "Check that AdamW state belongs to and acts on the model's parameters: shapes, steps, finite\n"
-             "values, and a replayed step that tells live state from cold (missing, zero or unmapped)");
+      kName, "Check that optimizer state belongs to and acts on the model's parameters: shapes, steps,\n"
+             "finite values, and a replayed step of its algorithm (SGD, Adam, AdamW, Adagrad, RMSprop,\n"
+             "HeavyBall 3.x AdamW) that tells live state from cold (missing, zero or unmapped)");
   cmd->add_option("path", o->paths,
                   "Checkpoint holding the optimizer state; several: the per-rank files of one sharded save")
       ->required();

@@ -1,5 +1,5 @@
 // Which torch.optim algorithm an optimizer state dict was saved by, from its
-// state fields and group hyperparameters: verify replays only what it knows,
+// state fields and group hyperparameters: verify replays what it knows,
 // and reports the rest as "replay not applicable" instead of broken AdamW.
 #ifndef OPTSTATE_OPTIM_OPTIMIZER_FAMILY_H_
 #define OPTSTATE_OPTIM_OPTIMIZER_FAMILY_H_
@@ -16,7 +16,7 @@ struct OptimizerFamily {
   // "heavyball3-adamw", "sgd", "adagrad", "rmsprop", "unknown".
   std::string name;
   std::string evidence;  // what decided it, for the report
-  bool replayable() const { return name.starts_with("adam") || name == "heavyball3-adamw"; }
+  bool replayable() const { return name != "unknown"; }
 };
 
 OptimizerFamily RecogniseOptimizer(const Checkpoint& checkpoint, const OptimizerState& state);

@@ -47,7 +47,7 @@ void Generate(std::vector<float>& values, std::byte* out, DType dtype, uint64_t 
 }
 
 // What one storage of the output holds.
-enum class Field { kParam, kStep, kExpAvg, kExpAvgSq, kMaxExpAvgSq };
+enum class Field { kParam, kStep, kState0, kState1, kState2 };  // state slots: optimizer_step.h
 struct StorageJob {
   size_t group;
   size_t member;        // kParam: which parameter of the group
@@ -61,7 +61,7 @@ struct StorageJob {
 struct Computed {
   size_t group = SIZE_MAX;
   std::vector<std::vector<std::byte>> params;  // final values, one per member, in the parameter dtype
-  std::vector<float> m, v, vmax;
+  std::vector<float> state[3];  // StateSlots order
   float step = 0;
 };
 
@@ -74,6 +74,61 @@ struct JobBuilder : GraphBuilder {
   }
   std::vector<StorageJob> jobs;  // parallel to the storages
 };
+
+// The param group as torch 2.6's class writes it: its constructor arguments in
+// its own order (foreach and fused None, capturable and differentiable False);
+// "params" is added by the caller.
+NodeId GroupHyperparameters(GraphBuilder& b, Algorithm a, const OptimizerHyper& h) {
+  NodeId group = b.Dict();
+  auto none = [&] { return b.New(NodeKind::kNone); };
+  b.Set(group, "lr", b.Float(h.lr));
+  switch (a) {
+    case Algorithm::kAdamW:
+    case Algorithm::kAdam:
+      b.Set(group, "betas", b.Tuple({b.Float(h.beta1), b.Float(h.beta2)}));
+      b.Set(group, "eps", b.Float(h.eps));
+      b.Set(group, "weight_decay", b.Float(h.weight_decay));
+      b.Set(group, "amsgrad", b.Bool(h.amsgrad));
+      b.Set(group, "maximize", b.Bool(h.maximize));
+      b.Set(group, "foreach", none());
+      b.Set(group, "capturable", b.Bool(false));
+      b.Set(group, "differentiable", b.Bool(false));
+      b.Set(group, "fused", none());
+      break;
+    case Algorithm::kSgd:
+      b.Set(group, "momentum", b.Float(h.momentum));
+      b.Set(group, "dampening", b.Float(h.dampening));
+      b.Set(group, "weight_decay", b.Float(h.weight_decay));
+      b.Set(group, "nesterov", b.Bool(h.nesterov));
+      b.Set(group, "maximize", b.Bool(h.maximize));
+      b.Set(group, "foreach", none());
+      b.Set(group, "differentiable", b.Bool(false));
+      b.Set(group, "fused", none());
+      break;
+    case Algorithm::kAdagrad:
+      b.Set(group, "lr_decay", b.Float(h.lr_decay));
+      b.Set(group, "eps", b.Float(h.eps));
+      b.Set(group, "weight_decay", b.Float(h.weight_decay));
+      b.Set(group, "initial_accumulator_value", b.Float(h.initial_accumulator_value));
+      b.Set(group, "foreach", none());
+      b.Set(group, "maximize", b.Bool(h.maximize));
+      b.Set(group, "differentiable", b.Bool(false));
+      b.Set(group, "fused", none());
+      break;
+    case Algorithm::kRmsprop:
+      b.Set(group, "momentum", b.Float(h.momentum));
+      b.Set(group, "alpha", b.Float(h.alpha));
+      b.Set(group, "eps", b.Float(h.eps));
+      b.Set(group, "centered", b.Bool(h.centered));
+      b.Set(group, "weight_decay", b.Float(h.weight_decay));
+      b.Set(group, "capturable", b.Bool(false));
+      b.Set(group, "foreach", none());
+      b.Set(group, "maximize", b.Bool(h.maximize));
+      b.Set(group, "differentiable", b.Bool(false));
+      break;
+  }
+  return group;
+}
 
 }  // namespace
 
@@ -102,7 +157,7 @@ StatusOr<RegenerateReport> Regenerate(const std::vector<ParamInfo>& params_in, c
   std::vector<ParamInfo> params = params_in;
   for (ParamInfo& p : params) {
     if (p.dtype != DType::kFloat32 && p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) {
-      return InvalidArgumentError(p.name + ": AdamW regenerates float32, bfloat16 and float16 parameters, not " +
+      return InvalidArgumentError(p.name + ": regenerate steps float32, bfloat16 and float16 parameters, not " +
                                   std::string(GetDTypeInfo(p.dtype).name));
     }
     p.nbytes = static_cast<uint64_t>(Numel(p.shape)) * GetDTypeInfo(p.dtype).element_size;
@@ -132,17 +187,23 @@ StatusOr<RegenerateReport> Regenerate(const std::vector<ParamInfo>& params_in, c
   JobBuilder b(cp);
   RegenerateReport report;
   NodeId state = b.Dict();
+  const std::vector<StateSlot> slots = StateSlots(o.algorithm, o.hyper);
+  const bool keeps_state = KeepsStep(o.algorithm) || slots.front().kept;  // plain SGD keeps none
   auto add_entry = [&](size_t g, NodeId key, const std::vector<int64_t>& shape, uint64_t offset) {
+    if (!keeps_state) return;  // torch 2.x writes no entry at all
     NodeId entry = b.Dict();
     uint64_t bytes = static_cast<uint64_t>(Numel(shape)) * 4;
-    b.Set(entry, "step", b.Tensor(DType::kFloat32, {}, {g, 0, Field::kStep, 0, 4}));
-    b.Set(entry, "exp_avg", b.Tensor(DType::kFloat32, shape, {g, 0, Field::kExpAvg, offset, bytes}));
-    b.Set(entry, "exp_avg_sq", b.Tensor(DType::kFloat32, shape, {g, 0, Field::kExpAvgSq, offset, bytes}));
-    if (o.hyper.amsgrad) {
-      b.Set(entry, "max_exp_avg_sq", b.Tensor(DType::kFloat32, shape, {g, 0, Field::kMaxExpAvgSq, offset, bytes}));
+    if (KeepsStep(o.algorithm)) {
+      b.Set(entry, "step", b.Tensor(DType::kFloat32, {}, {g, 0, Field::kStep, 0, 4}));
+      report.state_bytes += 4;
+    }
+    static constexpr Field kSlotField[3] = {Field::kState0, Field::kState1, Field::kState2};
+    for (size_t k = 0; k < slots.size(); ++k) {
+      if (!slots[k].kept) continue;
+      b.Set(entry, slots[k].name, b.Tensor(DType::kFloat32, shape, {g, 0, kSlotField[k], offset, bytes}));
+      report.state_bytes += bytes;
     }
     b.Set(state, key, entry);
-    report.state_bytes += 4 + bytes * (o.hyper.amsgrad ? 3 : 2);
     ++report.state_entries;
   };
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -174,17 +235,7 @@ StatusOr<RegenerateReport> Regenerate(const std::vector<ParamInfo>& params_in, c
       }
     }
   }
-  NodeId group = b.Dict();
-  b.Set(group, "lr", b.Float(o.hyper.lr));
-  b.Set(group, "betas", b.Tuple({b.Float(o.hyper.beta1), b.Float(o.hyper.beta2)}));
-  b.Set(group, "eps", b.Float(o.hyper.eps));
-  b.Set(group, "weight_decay", b.Float(o.hyper.weight_decay));
-  b.Set(group, "amsgrad", b.Bool(o.hyper.amsgrad));
-  b.Set(group, "maximize", b.Bool(o.hyper.maximize));
-  b.Set(group, "foreach", b.New(NodeKind::kNone));
-  b.Set(group, "capturable", b.Bool(false));
-  b.Set(group, "differentiable", b.Bool(false));
-  b.Set(group, "fused", b.New(NodeKind::kNone));
+  NodeId group = GroupHyperparameters(b, o.algorithm, o.hyper);
   std::vector<NodeId> ids;
   for (size_t i = 0; i < params.size(); ++i) {
     ids.push_back(o.scheme == KeyScheme::kFqn ? b.Str(params[i].name) : b.Int(static_cast<int64_t>(i)));
@@ -218,9 +269,14 @@ StatusOr<RegenerateReport> Regenerate(const std::vector<ParamInfo>& params_in, c
     c = Computed();
     c.group = g;
     const int64_t n = Numel(params[groups[g].front()].shape);
-    c.m.assign(static_cast<size_t>(n), 0.0f);
-    c.v.assign(static_cast<size_t>(n), 0.0f);
-    if (o.hyper.amsgrad) c.vmax.assign(static_cast<size_t>(n), 0.0f);
+    for (size_t k = 0; k < slots.size(); ++k) {
+      if (slots[k].kept) c.state[k].assign(static_cast<size_t>(n), 0.0f);
+    }
+    OptimizerTensor fresh;
+    fresh.numel = n;
+    fresh.step = &c.step;
+    for (size_t k = 0; k < 3; ++k) fresh.state[k] = c.state[k].empty() ? nullptr : c.state[k].data();
+    InitOptimizerState(o.algorithm, o.hyper, fresh);
     std::vector<float> values(static_cast<size_t>(n)), grads(static_cast<size_t>(n));
     for (size_t member : groups[g]) {
       const ParamInfo& p = params[member];
@@ -237,16 +293,13 @@ StatusOr<RegenerateReport> Regenerate(const std::vector<ParamInfo>& params_in, c
       Generate(values, param.data(), p.dtype, o.seed, member, 0, 0.05f, !o.initial_values);
       for (int s = 1; s <= o.steps; ++s) {
         Generate(grads, grad.data(), p.dtype, o.seed, member, s, 0.01f, true);
-        AdamWTensor t;
+        OptimizerTensor t = fresh;
         t.param = param.data();
         t.grad = grad.data();
         t.dtype = p.dtype;
-        t.exp_avg = c.m.data();
-        t.exp_avg_sq = c.v.data();
-        t.max_exp_avg_sq = o.hyper.amsgrad ? c.vmax.data() : nullptr;
-        t.step = &c.step;
-        t.numel = n;
-        OPTSTATE_RETURN_IF_ERROR(AdamWStep(std::span<const AdamWTensor>(&t, 1), o.hyper, o.kernel));
+        t.fresh_momentum_buffer = s == 1 && member == groups[g].front();  // FSDP groups share one buffer
+        OPTSTATE_RETURN_IF_ERROR(OptimizerStep(o.algorithm, std::span<const OptimizerTensor>(&t, 1), o.hyper,
+                                               o.kernel));
       }
       c.params.push_back(std::move(param));
     }
@@ -264,9 +317,9 @@ StatusOr<RegenerateReport> Regenerate(const std::vector<ParamInfo>& params_in, c
     switch (job.field) {
       case Field::kParam: base = c.params[job.member].data(); break;
       case Field::kStep: base = reinterpret_cast<const std::byte*>(&c.step); break;
-      case Field::kExpAvg: base = reinterpret_cast<const std::byte*>(c.m.data()); break;
-      case Field::kExpAvgSq: base = reinterpret_cast<const std::byte*>(c.v.data()); break;
-      case Field::kMaxExpAvgSq: base = reinterpret_cast<const std::byte*>(c.vmax.data()); break;
+      case Field::kState0: base = reinterpret_cast<const std::byte*>(c.state[0].data()); break;
+      case Field::kState1: base = reinterpret_cast<const std::byte*>(c.state[1].data()); break;
+      case Field::kState2: base = reinterpret_cast<const std::byte*>(c.state[2].data()); break;
     }
     done += job.nbytes;
     if (o.progress) o.progress(done, total);

@@ -40,18 +40,13 @@ class UnreplayedChecks {
         OPTSTATE_RETURN_IF_ERROR(Param(p, stateless, steps));
       }
       if (steps.size() > 1) {
-        std::string list;
-        for (const auto& [s, name] : steps) {
-          std::ostringstream text;
-          text << s;
-          list += (list.empty() ? "" : ", ") + text.str() + " (" + name + ")";
-        }
-        Add("", "step-mismatch", "param_groups[" + std::to_string(gi) + "] has different steps: " + list);
+        Add("", "step-mismatch", "param_groups[" + std::to_string(gi) + "] has different steps: " + StepList(steps));
       }
     }
     r_.notes.push_back("replay not applicable: the state is " + family_.name + "'s (" + family_.evidence +
-                       "), and verify replays Adam/AdamW only; shapes, dtypes, finite values and steps were "
-                       "checked, warm vs cold was not");
+                       "), which verify cannot replay (it replays SGD, Adam, AdamW, Adagrad, RMSprop and "
+                       "HeavyBall 3.x's AdamW); shapes, dtypes, finite values and steps were checked, warm vs cold "
+                       "was not");
     return Status();
   }
 
@@ -117,6 +112,41 @@ class UnreplayedChecks {
 };
 
 }  // namespace
+
+std::string StepList(const std::map<double, std::string>& steps) {
+  std::string list;
+  for (const auto& [s, name] : steps) {
+    std::ostringstream text;
+    text << s;  // 3, 12.5
+    list += (list.empty() ? "" : ", ") + text.str() + " (" + name + ")";
+  }
+  return list;
+}
+
+Status RefuseSoapState(const MatchedState& m) {
+  const ObjectGraph& g = m.file->checkpoint().graph;
+  for (const StateKey& key : m.state.keys) {
+    const Node& v = g.at(key.value);
+    if (v.kind != NodeKind::kDict) continue;
+    std::vector<NodeId> dicts{key.value};
+    if (key.nested_views) {
+      dicts.clear();
+      for (auto [view, d] : v.entries) dicts.push_back(d);
+    }
+    for (NodeId d : dicts) {
+      if (g.at(d).kind != NodeKind::kDict) continue;
+      for (auto [name, value] : g.at(d).entries) {
+        const Node& n = g.at(name);
+        if (n.kind == NodeKind::kStr && (n.text.starts_with("scale_by_soap_") || n.text == "Q" || n.text == "GG")) {
+          return UnsupportedError("state entry " + key.text + " holds '" + n.text +
+                                  "': SOAP state; verify replays torch.optim's SGD, Adam, AdamW, Adagrad and "
+                                  "RMSprop and HeavyBall 3.x's AdamW, so nothing was checked");
+        }
+      }
+    }
+  }
+  return Status();
+}
 
 Status CheckWithoutReplay(const MatchedState& m, const OptimizerFamily& family, VerifyReport& report) {
   return UnreplayedChecks(m, family, report).Run();

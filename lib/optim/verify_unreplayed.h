@@ -1,14 +1,26 @@
-// verify for state whose algorithm it cannot replay (SGD, Adagrad, RMSprop,
-// unknown): the checks that need no replay (every parameter has state where
+// verify for state whose algorithm it cannot replay (one it does not know,
+// or --optimizer naming one outside the family): the checks that need no replay (every parameter has state where
 // the algorithm keeps any, shapes and dtypes fit, values finite, steps agree
 // in a group), and a note that warm vs cold was not judged.
 #ifndef OPTSTATE_OPTIM_VERIFY_UNREPLAYED_H_
 #define OPTSTATE_OPTIM_VERIFY_UNREPLAYED_H_
 
+#include <map>
+#include <string>
+
 #include "optim/optimizer_family.h"
 #include "optstate/verify.h"
 
 namespace optstate {
+
+// "3 (a.weight), 12.5 (b.bias)": each step value as Python prints a float
+// step, with the first parameter that has it; for step-mismatch findings.
+std::string StepList(const std::map<double, std::string>& steps);
+
+// HeavyBall SOAP state (what migrate writes for it) is refused as a whole,
+// naming it, so that no parameter is reported as checked or as broken: its
+// preconditioner is nothing verify's replays could judge.
+Status RefuseSoapState(const MatchedState& m);
 
 Status CheckWithoutReplay(const MatchedState& m, const OptimizerFamily& family, VerifyReport& report);
 

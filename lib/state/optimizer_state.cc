@@ -179,6 +179,16 @@ StatusOr<OptimizerState> ReadOptimizerState(const Checkpoint& cp, const std::str
     o.keys.push_back(std::move(key));
   }
   o.mixed = kinds.size() > 1;
+  // No state at all (plain SGD, an optimizer never stepped): the keys it would
+  // have are what param_groups lists, ints or names.
+  if (o.keys.empty()) {
+    for (const std::vector<NodeId>& ids : o.group_params) {
+      if (ids.empty()) continue;
+      if (g.at(ids.front()).kind == NodeKind::kInt) o.scheme = KeyKind::kIndex;
+      if (g.at(ids.front()).kind == NodeKind::kStr) o.scheme = KeyKind::kFqn;
+      break;
+    }
+  }
   size_t best = 0;
   for (auto [kind, n] : kinds) {
     if (n > best) {

@@ -37,6 +37,38 @@ def check_model_amsgrad(s):
     return None
 
 
+FAMILY = {"sgd": "SGD", "sgd_plain": "SGD", "adam": "Adam", "adagrad": "Adagrad", "rmsprop": "RMSprop"}
+
+
+def check_family(s, name):
+    """torch's own class takes the file: same group keys and state fields as it writes, and a step runs."""
+    sd = load(os.path.join(s, f"family_{name}.pt"))
+    group = sd["optimizer"]["param_groups"][0]
+    cls = getattr(torch.optim, FAMILY[name])
+    params = [torch.nn.Parameter(t.clone()) for t in sd["model"].values()]
+    hyper = {k: v for k, v in group.items() if k != "params"}
+    if not cf.TORCH2:  # 1.13's classes lack some of 2.6's arguments
+        hyper = {k: v for k, v in hyper.items() if k not in ("fused", "capturable", "differentiable")}
+    opt = cls(params, **hyper)
+    for p in params:
+        p.grad = torch.full_like(p, 0.01)
+    opt.step()  # the fields torch itself keeps for these hyperparameters
+    want_fields = {k for k in opt.state[params[0]]} if opt.state else set()
+    if cf.TORCH2 and list(opt.state_dict()["param_groups"][0]) != list(group):
+        return f"group keys {list(group)} != torch's {list(opt.state_dict()['param_groups'][0])}"
+    loaded = cls(params, **hyper)
+    loaded.load_state_dict(sd["optimizer"])
+    got_fields = set(sd["optimizer"]["state"][0]) if sd["optimizer"]["state"] else set()
+    if cf.TORCH2 and got_fields != want_fields:
+        return f"state fields {sorted(got_fields)} != torch's {sorted(want_fields)}"
+    for st in loaded.state.values():
+        for k, v in st.items():
+            if torch.is_tensor(v) and not torch.isfinite(v).all():
+                return f"non-finite {k}"
+    loaded.step()
+    return None
+
+
 def check_fqn(s):
     sd = load(os.path.join(s, "fqn.pt"))
     names = sd["param_groups"][0]["params"]
@@ -82,6 +114,7 @@ def main():
     checks = {
         "with model, amsgrad: AdamW.load_state_dict and a step": lambda: check_model_amsgrad(s),
         "fqn keys": lambda: check_fqn(s),
+        **{f"--optimizer {n}: torch.optim.{FAMILY[n]} takes it": (lambda n=n: check_family(s, n)) for n in FAMILY},
         "--model: its weights are the starting values": lambda: check_model_start(s),
         "ptr-shape with split views, remapped: the canonical state of the same seed":
             lambda: same_state(os.path.join(s, "ptr.remapped.pt"), plain),

@@ -32,6 +32,14 @@ quiet remap --manifest $s/ptr.manifest.json $s/str.pt -o $s/str.remapped.pt
 run regenerate --synthetic 1MiB --key-scheme ptr-shape-fsdp --with-model -o $s/fsdp.pt
 # --model: its weights are the starting values (at lr=0 they come back unchanged).
 run regenerate --model testdata/good/torch113/heavyball_tied_model.pt --lr 0 --with-model -o $s/model_lr0.pt
+# The rest of the family, laid out as torch saves each class.
+run regenerate --synthetic 1MiB --with-model --optimizer sgd --momentum 0.9 --nesterov --weight-decay 1e-4 -o $s/family_sgd.pt
+run regenerate --synthetic 1MiB --with-model --optimizer sgd -o $s/family_sgd_plain.pt
+run regenerate --synthetic 1MiB --with-model --optimizer adam --amsgrad --weight-decay 1e-2 -o $s/family_adam.pt
+run regenerate --synthetic 1MiB --with-model --optimizer adagrad --lr-decay 1e-3 --initial-accumulator-value 0.1 \
+  -o $s/family_adagrad.pt
+run regenerate --synthetic 1MiB --with-model --optimizer rmsprop --centered --momentum 0.5 -o $s/family_rmsprop.pt
+for f in sgd sgd_plain adam adagrad rmsprop; do quiet verify $s/family_$f.pt; done
 "$bin" collisions $s/fsdp.pt > /dev/null
 [ $? = 1 ] || { echo "FAIL collisions on the ptr-shape-fsdp file should exit 1"; exit 1; }
 echo "== torch 1.13"

@@ -10,8 +10,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "optim/synthetic_values.h"
 #include "optstate/checkpoint.h"
 #include "optstate/optimizer_state.h"
+#include "optstate/optimizer_step.h"
 
 namespace optstate {
 namespace {
@@ -118,11 +120,83 @@ TEST(RegenerateTest, BadParametersAreRefused) {
   std::string path = Temp("bad.pt");
   EXPECT_EQ(Regenerate(params, o, path).status().ToString(),
             "invalid argument: " + params[1].name +
-                ": AdamW regenerates float32, bfloat16 and float16 parameters, not int64");
+                ": regenerate steps float32, bfloat16 and float16 parameters, not int64");
   o.steps = 0;
   EXPECT_EQ(Regenerate(SyntheticParams(100 << 10), o, path).status().ToString(),
             "invalid argument: steps must be at least 1");
   EXPECT_FALSE(fs::exists(path));
+}
+
+// --optimizer: each algorithm's state fields in torch's order, and values that
+// are exactly the scalar reference's K steps from the same synthetic start
+// (FillSynthetic, as regenerate draws them).
+TEST(RegenerateTest, EachAlgorithmWritesItsOwnState) {
+  ParamInfo p;
+  p.name = "w";
+  p.shape = {3, 5};
+  p.dtype = DType::kFloat32;
+  struct Case {
+    Algorithm algorithm;
+    std::vector<std::string> fields;  // of the entry, in order
+  };
+  for (const Case& c : {Case{Algorithm::kSgd, {"momentum_buffer"}}, Case{Algorithm::kAdam, {"step", "exp_avg",
+                                                                                            "exp_avg_sq"}},
+                        Case{Algorithm::kAdagrad, {"step", "sum"}},
+                        Case{Algorithm::kRmsprop, {"step", "square_avg", "momentum_buffer", "grad_avg"}}}) {
+    SCOPED_TRACE(std::string(AlgorithmName(c.algorithm)));
+    RegenerateOptions o;
+    o.algorithm = c.algorithm;
+    o.hyper = OptimizerHyper::Defaults(c.algorithm);
+    o.hyper.momentum = 0.9;
+    o.hyper.centered = true;
+    o.hyper.initial_accumulator_value = 0.1;
+    o.with_model = true;
+    o.write.durability = Durability::kUnsynced;
+    std::string path = Temp("family.pt");
+    auto r = Regenerate({p}, o, path);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    auto f = OpenCheckpoint(path);
+    ASSERT_TRUE(f.ok());
+    const ObjectGraph& g = (*f)->checkpoint().graph;
+    const Node& state_dict = g.at(DictLookup(g, DictLookup(g, g.root, "optimizer"), "state"));
+    ASSERT_EQ(state_dict.entries.size(), 1u);
+    NodeId entry = state_dict.entries.front().second;
+    std::vector<std::string> fields;
+    for (auto [k, v] : g.at(entry).entries) fields.push_back(g.at(k).text);
+    EXPECT_EQ(fields, c.fields);
+    // The same three steps by the reference, from regenerate's own synthetic start.
+    std::vector<float> param(15), grad(15), state[3];
+    FillSynthetic(param.data(), 15, 0, 0, 0, 0, 0.05f);
+    float step = 0;
+    OptimizerTensor t;
+    t.param = param.data();
+    t.grad = grad.data();
+    t.numel = 15;
+    t.step = &step;
+    std::vector<StateSlot> slots = StateSlots(c.algorithm, o.hyper);
+    for (size_t k = 0; k < slots.size(); ++k) {
+      if (slots[k].kept) state[k].assign(15, 0.0f);
+      t.state[k] = slots[k].kept ? state[k].data() : nullptr;
+    }
+    InitOptimizerState(c.algorithm, o.hyper, t);
+    for (int s = 1; s <= 3; ++s) {
+      FillSynthetic(grad.data(), 15, 0, 0, s, 0, 0.01f);
+      ASSERT_TRUE(OptimizerStepReference(c.algorithm, std::span<const OptimizerTensor>(&t, 1), o.hyper).ok());
+      t.fresh_momentum_buffer = false;
+    }
+    auto read = [&](NodeId id) {
+      auto v = ReadTensorAsFloat((*f)->bytes(), (*f)->checkpoint(), (*f)->checkpoint().tensors[g.at(id).tensor]);
+      EXPECT_TRUE(v.ok());
+      return *v;
+    };
+    EXPECT_EQ(read(DictLookup(g, DictLookup(g, g.root, "model"), "w")), param);
+    for (size_t k = 0; k < slots.size(); ++k) {
+      if (slots[k].kept) {
+        EXPECT_EQ(read(DictLookup(g, entry, slots[k].name)), state[k]) << slots[k].name;
+      }
+    }
+    fs::remove(path);
+  }
 }
 
 }  // namespace

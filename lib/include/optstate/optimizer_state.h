@@ -51,7 +51,7 @@ struct OptimizerState {
   std::vector<StateKey> keys;    // state dict order
   std::vector<std::vector<NodeId>> group_params;  // param_groups[g]["params"] items
   size_t param_count = 0;        // params across groups
-  KeyKind scheme = KeyKind::kOther;  // the kind of most keys
+  KeyKind scheme = KeyKind::kOther;  // the kind of most keys; without any, of param_groups' ids
   bool mixed = false;            // more than one kind present
 };
 

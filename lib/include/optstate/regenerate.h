@@ -1,4 +1,5 @@
-// Realistic optimizer checkpoints without Python: K fused AdamW steps with
+// Realistic optimizer checkpoints without Python: K fused steps of torch.optim's
+// AdamW (or Adam, SGD, Adagrad, RMSprop: optimizer_step.h) with
 // seeded synthetic gradients on a list of parameters, written in the key
 // scheme asked for, including the broken layouts optstate exists to repair.
 //
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "optstate/adamw.h"
+#include "optstate/optimizer_step.h"
 #include "optstate/checkpoint_writer.h"
 #include "optstate/param_manifest.h"
 
@@ -34,7 +36,9 @@ std::optional<KeyScheme> KeySchemeFromName(std::string_view name);
 struct RegenerateOptions {
   int steps = 3;
   uint64_t seed = 0;
-  AdamWHyper hyper;
+  Algorithm algorithm = Algorithm::kAdamW;
+  // Its hyperparameters; written into the param group as torch 2.6 writes that class's.
+  OptimizerHyper hyper = OptimizerHyper::Defaults(Algorithm::kAdamW);
   KeyScheme scheme = KeyScheme::kIndex;
   int64_t split_rows = 0;     // ptr-shape: parameters with more rows are split on dim 0 into views
   bool with_model = false;    // {"model": state_dict, "optimizer": ...} instead of the optimizer alone

@@ -1,6 +1,8 @@
-// Does a checkpoint's AdamW state actually belong to, and act on, the model's
-// parameters? Static checks on every entry, then a replay: one AdamW step
-// with a fixed probe gradient, once with the loaded state and once with fresh
+// Does a checkpoint's optimizer state actually belong to, and act on, the
+// model's parameters? Static checks on every entry, then a replay: one step of
+// the algorithm that saved it (torch.optim's SGD, Adam, AdamW, Adagrad or
+// RMSprop, recognised from the file or named by VerifyOptions::optimizer;
+// optimizer_step.h) with a fixed probe gradient, once with the loaded state and once with fresh
 // state. A parameter whose two updates come out identical is "cold": its state
 // is missing, zero, or was never mapped to it (what HeavyBall's pointer keys
 // did silently). HeavyBall 3.x's AdamW entries ({0: {update_by_adam_exp_avg_0,
@@ -20,8 +22,8 @@ namespace optstate {
 struct VerifyFinding {
   std::string param;    // "" for findings about the whole state
   std::string check;    // stable id: "no-state", "non-canonical-keys", "shape", "dtype", "step-mismatch",
-                        // "negative-exp-avg-sq", "non-finite", "cold", "non-finite-update", "unreplayable",
-                        // "no-step"
+                        // "negative-exp-avg-sq", "negative-accumulator" (Adagrad's sum, RMSprop's
+                        // square_avg), "non-finite", "cold", "non-finite-update", "unreplayable", "no-step"
   std::string message;
 };
 
@@ -34,9 +36,12 @@ struct VerifyReport {
                                     // a manifest only, or DTensor shards of the model's tensors)
   std::vector<std::string> notes;   // how the replay differed from the saved hyperparameters
   // The algorithm the state was saved by (optim/optimizer_family.h), or the
-  // one --optimizer named; replayed only for the Adam family.
+  // one --optimizer named; replayed unless it is "unknown".
   std::string algorithm;
   bool replay_applicable = true;
+  // The step each replay ran: "SGD", "Adam", "AdamW" (also for adam-or-adamw),
+  // "Adagrad", "RMSprop", "HeavyBall 3.x AdamW"; "" when not applicable.
+  std::string replayed_with;
 };
 
 struct VerifyOptions {
