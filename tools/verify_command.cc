@@ -1,14 +1,13 @@
 #include "verify_command.h"
 
 #include <filesystem>
-
 #include <memory>
 
 #include <CLI/CLI.hpp>
 
 #include "optstate/dcp_checkpoint.h"
+#include "optstate/dcp_consolidate.h"
 #include "optstate/framework_dir.h"
-
 #include "optstate/rank_set.h"
 #include "shared_flags.h"
 
@@ -88,6 +87,16 @@ int RunRankSet(const VerifyCommandOptions& o, CommandOutput& output) {
   return clean ? kExitOk : kExitFindings;
 }
 
+// An error about the scratch copy of a DCP directory names the directory.
+Status NameInput(const Status& s, const std::string& scratch, const std::string& input) {
+  std::string text(s.message());
+  if (scratch == input) return s;
+  for (size_t at = text.find(scratch); at != std::string::npos; at = text.find(scratch, at)) {
+    text.replace(at, scratch.size(), input);
+  }
+  return Status(s.code(), text);
+}
+
 }  // namespace
 
 int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
@@ -108,16 +117,34 @@ int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
     }
     path = optimizer->path;
     if (model != nullptr && source.manifest.empty() && source.model.empty()) source.model = model->path;
-  } else if (IsDcpDirectory(path)) {
-    return ReportError(output, kName,
-                       UnsupportedError(path + ": a DCP directory; verify reads torch.save files: run optstate "
-                                        "consolidate " + path + " -o whole.pt, then verify whole.pt"),
-                       o.json);
+  }
+  // A DCP directory: consolidated as dcp_to_torch_save would, into a scratch
+  // copy in the temporary directory (never beside the input), then verified.
+  std::unique_ptr<ConsolidatedDcp> consolidated;
+  if (IsDcpDirectory(path)) {
+    ConsolidateOptions co;
+    co.read = o.read;
+    auto c = ConsolidatedDcp::Create(path, std::filesystem::temp_directory_path(ec).string(), co);
+    if (!c.ok()) return ReportError(output, kName, c.status(), o.json);  // its messages name the files
+    consolidated = std::move(*c);
+    path = consolidated->path();
   }
   auto m = OpenAndMatch(path, o.state_key, source, o.read, o.match);
-  if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
+  if (!m.ok()) return ReportError(output, kName, NameInput(m.status(), path, o.path), o.json);
   auto report = VerifyState(*m, o.verify);
   if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.path), o.json);
+  if (consolidated) {
+    // Name what the user gave, not the scratch copy.
+    for (size_t at = m->params_from.find(path); at != std::string::npos; at = m->params_from.find(path, at)) {
+      m->params_from.replace(at, path.size(), o.path);
+    }
+    report->notes.insert(report->notes.begin(),
+                         "a DCP directory: verified on its consolidation (" +
+                             std::to_string(consolidated->report().tensors) + " tensors from " +
+                             std::to_string(consolidated->report().chunks) +
+                             " chunks, FQN keys as dcp_to_torch_save gives them), a scratch copy removed after");
+    path = o.path;
+  }
   if (o.json) {
     WriteJson(output, ReportJson(path, *m, *report));
   } else {
@@ -148,6 +175,8 @@ CommandRunner AddVerifyCommand(CLI::App& parent) {
       "\nExamples:\n"
       "  optstate verify checkpoint.pt                 # the parameters from its own 'model' entry\n"
       "  optstate verify --model model.pt optimizer.pt\n"
+      "  optstate verify checkpoints/step_1000         # DCP: consolidated to a scratch copy in $TMPDIR\n"
+      "  optstate verify output/checkpoint-500         # HF Trainer / accelerate: optimizer vs model file\n"
       "  optstate verify --manifest params.json --json optimizer.pt\n"
       "  optstate verify rank0.optim.pt rank1.optim.pt --model rank0.model.pt --model rank1.model.pt");
   return [o](CommandOutput& output) {

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "dcp/flattened_optimizer.h"
+#include "io/staging_directory.h"
 #include "optstate/optimizer_state.h"
 #include "pickle/graph_walk.h"
 #include "torch/graph_builder.h"
@@ -218,6 +219,23 @@ StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::
   OPTSTATE_ASSIGN_OR_RETURN(report.write,
                             WriteNewCheckpointFromPieces(cp, cp.graph.root, output, source, options.write, release));
   return report;
+}
+
+ConsolidatedDcp::~ConsolidatedDcp() = default;
+
+StatusOr<std::unique_ptr<ConsolidatedDcp>> ConsolidatedDcp::Create(const std::string& dcp_dir,
+                                                                   const std::string& scratch_parent,
+                                                                   const ConsolidateOptions& options) {
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<DcpCheckpoint> dcp, OpenDcpCheckpoint(dcp_dir));
+  std::unique_ptr<ConsolidatedDcp> out(new ConsolidatedDcp);
+  OPTSTATE_ASSIGN_OR_RETURN(out->scratch_,
+                            StagingDirectory::Create(scratch_parent + "/optstate-consolidated", false));
+  ConsolidateOptions o = options;
+  o.keys = ConsolidateKeys::kFqn;
+  o.write.durability = Durability::kUnsynced;  // scratch, removed when done
+  out->path_ = out->scratch_->path() + "/consolidated.pt";
+  OPTSTATE_ASSIGN_OR_RETURN(out->report_, ConsolidateDcp(*dcp, out->path_, o));
+  return out;
 }
 
 }  // namespace optstate

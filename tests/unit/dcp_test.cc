@@ -4,6 +4,8 @@
 // tensor for tensor.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <map>
 #include <string>
@@ -180,6 +182,27 @@ TEST(DcpConsolidateTest, ToIndexKeysStateInParamGroupOrder) {
   std::string keys;
   for (auto [k, v] : g.at(*state).entries) keys += ValueText(g, k) + " ";
   EXPECT_EQ(keys, "0 1 2 3 4 5 6 7 8 ");
+}
+
+// verify's scratch consolidation: a torch.save file while the object lives,
+// nothing left after, and nothing left when consolidation fails.
+TEST(DcpConsolidateTest, ScratchCopyIsRemovedWithIt) {
+  const std::string parent = ::testing::TempDir() + "consolidated-scratch-" + std::to_string(::getpid());
+  std::filesystem::create_directories(parent);
+  std::string path;
+  {
+    auto c = ConsolidatedDcp::Create(testing::RepoPath("testdata/good/torch26/fsdp2_dcp"), parent, {});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    path = (*c)->path();
+    EXPECT_EQ((*c)->report().tensors, 36u);
+    auto f = OpenCheckpoint(path);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+  auto bad = ConsolidatedDcp::Create(testing::RepoPath("testdata/hostile/dcp/missing_file"), parent, {});
+  EXPECT_EQ(bad.status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(std::filesystem::is_empty(parent));
+  std::filesystem::remove_all(parent);
 }
 
 }  // namespace
