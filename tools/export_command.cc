@@ -64,9 +64,7 @@ Status RekeyToFqn(ExportFlags& o, std::unique_ptr<CheckpointFile>& own, std::uni
                                 std::string(m.status().message()) + "): give --model or --manifest" + or_index + keep);
   }
   if (!m->order_ambiguous.empty()) {
-    std::string list;
-    for (size_t i = 0; i < m->order_ambiguous.size() && i < 12; ++i) list += (i ? ", " : "") + m->order_ambiguous[i];
-    if (m->order_ambiguous.size() > 12) list += ", ...";
+    const std::string list = FirstNames(m->order_ambiguous);
     return InvalidArgumentError(where + ", and FQN keys need each index's parameter, but " + m->order + ": " + list +
                                 "; give --manifest (the training script's order)" + or_index + keep);
   }

@@ -163,9 +163,7 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
   if (o.to == "fqn" && !m->order_ambiguous.empty()) {
     // Index keys stay right whatever the order; names would not.
-    std::string list;
-    for (size_t i = 0; i < m->order_ambiguous.size() && i < 12; ++i) list += (i ? ", " : "") + m->order_ambiguous[i];
-    if (m->order_ambiguous.size() > 12) list += ", ...";
+    const std::string list = FirstNames(m->order_ambiguous);
     ReportError(output, kName,
                 InvalidArgumentError(o.input + ": --to fqn needs each index's parameter, but " + m->order + ": " +
                                      list + "; give --manifest (the training script's order) or keep --to index"),

@@ -110,4 +110,11 @@ std::function<void(uint64_t, uint64_t)> PercentProgress(std::ostream& err, std::
   };
 }
 
+std::string FirstNames(const std::vector<std::string>& names) {
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < 12; ++i) list += (i ? ", " : "") + names[i];
+  if (names.size() > 12) list += ", ...";
+  return list;
+}
+
 }  // namespace optstate::tools

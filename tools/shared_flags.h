@@ -40,6 +40,10 @@ nlohmann::ordered_json RemapEntriesJson(const std::vector<RemapEntry>& entries);
 // "  parameters   9 from manifest m.json" plus the dropped model entries, for text reports.
 void WriteParamSourceText(const MatchedState& m, std::ostream& out);
 
+// "a, b, c" of the first 12 names, then ", ..." when there are more: the
+// parameters an error names without flooding the terminal.
+std::string FirstNames(const std::vector<std::string>& names);
+
 // Progress on stderr every 10%: "optstate <command>: 40% (1.2 GiB of 3.0 GiB)";
 // nothing for jobs under 64 MiB.
 std::function<void(uint64_t done, uint64_t total)> PercentProgress(std::ostream& err, std::string_view command);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "optim/optimizer_family.h"
 #include "optim/replay_steps.h"
@@ -126,6 +127,13 @@ class Verifier {
 
  private:
   void Add(const std::string& param, const std::string& check, const std::string& message) {
+    // A model from safetensors keeps no module order: a same-shape parameter's
+    // name is the state shapes' best guess, and the finding says so.
+    if (!param.empty() && guessed_.count(param)) {
+      r_.findings.push_back({param, check, message + " (the name is a guess: this parameter shares its shape with "
+                                                     "another, and the model file keeps no order; --manifest tells)"});
+      return;
+    }
     r_.findings.push_back({param, check, message});
   }
 
@@ -376,6 +384,7 @@ class Verifier {
   VerifyReport r_;
   float group_step_ = 0;  // HeavyBall 3.x: this group's counter
   Replay replay_;
+  std::set<std::string> guessed_{m_.order_ambiguous.begin(), m_.order_ambiguous.end()};
 };
 
 }  // namespace

@@ -4,10 +4,12 @@
 // planted NaN found, exactly as the generator's truth.json records.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "fixtures.h"
+#include "optstate/framework_dir.h"
 #include "optstate/state_matching.h"
 #include "optstate/verify.h"
 
@@ -47,6 +49,70 @@ TEST(VerifyFamilyTest, EveryAlgorithmAsTorchSavedIt) {
       }
       // Every parameter replayed where the algorithm keeps state.
       EXPECT_EQ(r->replayed, file == "sgd_plain.pt" ? 0u : 6u);
+    }
+  }
+}
+
+// What accelerate 1.14's save_state and Lightning 2.5's Trainer wrote
+// (testdata/gen/gen_framework_runs.py, run with the frameworks' own code): the
+// optimizer's parameters found in the order the optimizer holds them (two
+// groups: HF's decay split), healthy state clean, the planted NaN found.
+TEST(VerifyFamilyTest, CheckpointsTheFrameworksSaved) {
+  const std::string dir = testing::RepoPath("testdata/frameworks/runs_torch26/");
+  std::ifstream in(dir + "truth.json");
+  ASSERT_TRUE(in.good());
+  nlohmann::json truth = nlohmann::json::parse(in);
+  ASSERT_EQ(truth["files"].size(), 5u);
+  for (const auto& [name, want] : truth["files"].items()) {
+    SCOPED_TRACE(name);
+    std::string optimizer = dir + name;
+    ParamSource source;
+    if (want.contains("files")) {  // accelerate: a directory
+      auto fd = FindFrameworkFiles(dir + name);
+      ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+      EXPECT_EQ(fd->layout, "accelerate");
+      ASSERT_NE(fd->Find("optimizer"), nullptr);
+      ASSERT_NE(fd->Find("model"), nullptr);
+      optimizer = fd->Find("optimizer")->path;
+      source.model = fd->Find("model")->path;
+    }
+    auto m = OpenAndMatch(optimizer, "", source, {}, {});
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    // Every position the files decide is right; safetensors keeps no module
+    // order, so same-shape parameters are named as a guess, and said to be.
+    const auto truth_order = want["optimizer_order"].get<std::vector<std::string>>();
+    ASSERT_EQ(m->params.size(), truth_order.size());
+    std::vector<std::string> wrong;
+    for (size_t i = 0; i < truth_order.size(); ++i) {
+      if (m->params[i].name != truth_order[i]) wrong.push_back(truth_order[i]);
+    }
+    for (const std::string& misplaced : wrong) {
+      EXPECT_NE(std::find(m->order_ambiguous.begin(), m->order_ambiguous.end(), misplaced), m->order_ambiguous.end())
+          << misplaced << " is misplaced and not reported as a guess";
+    }
+    if (want.contains("files")) {  // accelerate 1.14: the three [8] parameters of the no-decay group
+      EXPECT_EQ(m->order_ambiguous, (std::vector<std::string>{"0.bias", "1.bias", "1.weight"}));
+    } else {
+      EXPECT_TRUE(wrong.empty());  // Lightning's .ckpt keeps the module's order
+      EXPECT_TRUE(m->order_ambiguous.empty());
+    }
+    auto r = VerifyState(*m);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r->cold.empty());
+    EXPECT_EQ(r->replayed, 6u);
+    if (want["nan"].is_null()) {
+      EXPECT_TRUE(r->findings.empty()) << r->findings.front().message;
+    } else {
+      ASSERT_EQ(r->findings.size(), 1u);
+      EXPECT_EQ(r->findings[0].check, "non-finite");
+      const std::string spoiled = want["nan"];
+      if (std::find(m->order_ambiguous.begin(), m->order_ambiguous.end(), spoiled) == m->order_ambiguous.end()) {
+        EXPECT_EQ(r->findings[0].param, spoiled);
+      } else {  // one of the same-shape parameters, and said to be a guess
+        EXPECT_NE(std::find(m->order_ambiguous.begin(), m->order_ambiguous.end(), r->findings[0].param),
+                  m->order_ambiguous.end());
+        EXPECT_NE(r->findings[0].message.find("the name is a guess"), std::string::npos);
+      }
     }
   }
 }
