@@ -113,11 +113,14 @@ int RunFrameworkDir(const ValidateCommandOptions& o, const ValidateOptions& vo, 
     if (!s.ok()) return ReportError(output, kName, s, o.json);
   }
   if (o.json) {
-    WriteJson(output, J{{"directory", o.path}, {"layout", fd.layout}, {"passed", !failed}, {"files", files},
-                        {"missing", fd.missing}});
+    J doc{{"directory", o.path}};
+    if (!fd.tag.empty()) doc["tag"] = fd.tag;
+    doc.update(J{{"layout", fd.layout}, {"passed", !failed}, {"files", files}, {"missing", fd.missing}});
+    WriteJson(output, doc);
     return failed ? kExitFindings : kExitOk;
   }
-  output.out << o.path << ": " << fd.layout << " checkpoint directory, " << fd.files.size() << " files: "
+  output.out << o.path << (fd.tag.empty() ? "" : " (tag " + fd.tag + ", from its latest file)") << ": "
+             << fd.layout << " checkpoint directory, " << fd.files.size() << " files: "
              << (failed ? "FAILED" : "passed") << "\n";
   for (const std::string& m : fd.missing) output.out << "  missing: " << m << "\n";
   for (const FrameworkFile& f : fd.files) {

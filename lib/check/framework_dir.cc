@@ -1,8 +1,9 @@
 #include "optstate/framework_dir.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <cctype>
+#include <filesystem>
+#include <fstream>
 #include <initializer_list>
 #include <string_view>
 
@@ -51,6 +52,30 @@ std::string RoleOf(const std::string& name) {
   return "";
 }
 
+// The tag in DeepSpeed's `latest` file: one line naming a directory beside it.
+StatusOr<std::string> ReadLatestTag(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "latest").string();
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) return IoError(path + ": " + ec.message());
+  if (size > 4096) return CorruptError(path + ": " + std::to_string(size) + " bytes, not one tag name");
+  std::ifstream in(path, std::ios::binary);
+  std::string tag((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!tag.empty() && (tag.back() == '\n' || tag.back() == '\r' || tag.back() == ' ')) tag.pop_back();
+  // Printable ASCII only: the tag is shown in reports, and no byte of a file
+  // reaches a terminal unescaped. DeepSpeed's tags are global_stepN or a user's name.
+  const bool printable = std::all_of(tag.begin(), tag.end(), [](char c) { return c > ' ' && c < 0x7f; });
+  if (tag.empty() || tag == "." || tag == ".." || tag.find('/') != std::string::npos || !printable) {
+    return CorruptError(path + ": its " + std::to_string(tag.size()) +
+                            " bytes do not name a tag directory beside it (printable, no '/')");
+  }
+  std::error_code dir_ec;
+  if (!std::filesystem::is_directory(std::filesystem::path(dir) / tag, dir_ec)) {
+    return NotFoundError(path + " names tag '" + tag + "', which is not a directory beside it");
+  }
+  return tag;
+}
+
 }  // namespace
 
 StatusOr<FrameworkDir> FindFrameworkFiles(const std::string& dir) {
@@ -69,6 +94,15 @@ StatusOr<FrameworkDir> FindFrameworkFiles(const std::string& dir) {
     accelerate |= n.starts_with("random_states_") || (n.starts_with("optimizer") && n.ends_with(".bin"));
   }
   out.layout = has("trainer_state.json") ? "hf-trainer" : deepspeed ? "deepspeed" : accelerate ? "accelerate" : "";
+  // DeepSpeed's save_dir: `latest` names the tag directory that holds the files.
+  if (out.layout.empty() && has("latest")) {
+    OPTSTATE_ASSIGN_OR_RETURN(std::string tag, ReadLatestTag(dir));
+    OPTSTATE_ASSIGN_OR_RETURN(FrameworkDir tagged, FindFrameworkFiles((std::filesystem::path(dir) / tag).string()));
+    if (tagged.layout == "deepspeed") {
+      tagged.tag = tag;
+      return tagged;
+    }
+  }
   if (out.layout.empty()) {
     return NotFoundError(dir + ": a directory that is neither a DCP checkpoint (no .metadata) nor a framework "
                          "checkpoint (no trainer_state.json of HF Trainer, no optimizer.bin or random_states_0.pkl "

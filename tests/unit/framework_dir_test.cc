@@ -61,5 +61,30 @@ TEST(FrameworkDirTest, AccelerateAndDeepSpeedAndMissingFiles) {
   for (const std::string& dir : {acc, ds, none}) std::filesystem::remove_all(dir);
 }
 
+// DeepSpeed's save_dir: `latest` names the tag directory; a name that leaves
+// the directory, is not printable, or names nothing is refused, naming the file.
+TEST(FrameworkDirTest, DeepSpeedLatestNamesTheTag) {
+  std::string dir = MakeDir("ds-save", {});
+  std::filesystem::create_directories(dir + "/global_step7");
+  std::ofstream(dir + "/global_step7/mp_rank_00_model_states.pt") << "x";
+  std::ofstream(dir + "/global_step7/zero_pp_rank_0_mp_rank_00_optim_states.pt") << "x";
+  std::ofstream(dir + "/latest") << "global_step7\n";
+  auto fd = FindFrameworkFiles(dir);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  EXPECT_EQ(fd->layout, "deepspeed");
+  EXPECT_EQ(fd->tag, "global_step7");
+  EXPECT_EQ(Roles(*fd), (std::vector<std::string>{"mp_rank_00_model_states.pt=model",
+                                                  "zero_pp_rank_0_mp_rank_00_optim_states.pt=optimizer"}));
+  for (const std::string& bad : {std::string("../global_step7"), std::string("global\x1b[2Jstep7"),
+                                 std::string("global_step8")}) {
+    SCOPED_TRACE(bad);
+    std::ofstream(dir + "/latest", std::ios::trunc) << bad;
+    auto refused = FindFrameworkFiles(dir);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find(dir + "/latest"), std::string::npos) << refused.status().ToString();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace optstate

@@ -22,6 +22,7 @@ struct FrameworkDir {
   std::string layout;                 // "hf-trainer", "accelerate", "deepspeed"
   std::vector<FrameworkFile> files;   // sorted by name
   std::vector<std::string> missing;   // "optimizer (optimizer.pt)": what the layout usually has
+  std::string tag;                    // DeepSpeed, given its save_dir: the tag directory `latest` named
   const FrameworkFile* Find(const std::string& role) const {
     for (const FrameworkFile& f : files) {
       if (f.role == role) return &f;

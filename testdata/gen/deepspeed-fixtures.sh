@@ -1,0 +1,32 @@
+#!/bin/bash
+# ZeRO checkpoints from DeepSpeed itself (not part of regenerate.sh: CI cannot fetch).
+#
+# Usage: testdata/gen/deepspeed-fixtures.sh DEEPSPEED_GIT_DIR
+#   DEEPSPEED_GIT_DIR  a clone or mirror of github.com/microsoft/DeepSpeed; tag v0.16.4 is used
+# Extracts it with `git archive` into the torch 2.6 chroot's /var/tmp (outside this repository),
+# installs what it imports from Debian trixie, runs gen_deepspeed_zero.py there (stages 1, 2, 3;
+# 2 ranks, gloo, DS_ACCELERATOR=cpu), and replaces testdata/frameworks/deepspeed_0.16.4/ with
+# what it wrote, minus the copy of DeepSpeed's own zero_to_fp32.py that save_checkpoint puts
+# in every checkpoint directory (its code is never committed here; truth.json lists it).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+git_dir=${1:?usage: $0 DEEPSPEED_GIT_DIR}
+root=${OPTSTATE_TORCH26_ROOT:-/var/cache/optstate-torch26}
+"$here/torch26-chroot.sh"
+unshare --mount --propagation private bash -c '
+  r=$1; mount -t proc proc "$r/proc"; mount --rbind /dev "$r/dev"
+  chroot "$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq python3-hjson python3-cpuinfo python3-pydantic python3-msgpack python3-einops \
+    python3-setuptools python3-tqdm >&2' _ "$root"
+inside=/var/tmp/deepspeed-0.16.4
+rm -rf --one-file-system "$root$inside"
+mkdir -p "$root$inside"
+git --git-dir="$git_dir" archive v0.16.4 deepspeed op_builder accelerator version.txt | tar -x -C "$root$inside"
+stage=testdata/frameworks/.deepspeed.new
+rm -rf "$repo/$stage"
+"$here/torch26-python.sh" testdata/gen/gen_deepspeed_zero.py "$inside" "$stage"
+find "$repo/$stage" -name zero_to_fp32.py -delete
+rm -rf "$repo/testdata/frameworks/deepspeed_0.16.4"
+mv "$repo/$stage" "$repo/testdata/frameworks/deepspeed_0.16.4"
+du -sh "$repo/testdata/frameworks/deepspeed_0.16.4"
