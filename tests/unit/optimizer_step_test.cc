@@ -54,7 +54,8 @@ struct Model {
     auto same = [](const auto& a, const auto& b) {
       if (a.size() != b.size()) return false;
       for (size_t i = 0; i < a.size(); ++i) {
-        if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(a[i][0])) != 0) {
+        if (a[i].size() != b[i].size()) return false;
+        if (!a[i].empty() && std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(a[i][0])) != 0) {
           return false;
         }
       }
