@@ -41,6 +41,7 @@ class Validator {
       // pickle inside a bytes value (it, what it imports, that it could not be
       // read) all fall under nested-pickle, as inspect reports them.
       std::string rule = f.code == "dangerous-global" || f.code == "global-not-allowlisted" ||
+                                 f.code == "unknown-global-called" ||
                                  f.code == "zip-name-escapes" || f.code == "nested-pickle"
                              ? f.code
                          : f.code == "nested-global" || f.code == "nested-pickle-unreadable" ? "nested-pickle"

@@ -64,7 +64,12 @@ const std::vector<RuleInfo>& ValidationRules() {
       {"non-finite", S::kError, "NaN or infinity in optimizer state", true},
       {"negative-exp-avg-sq", S::kError, "negative values in exp_avg_sq (impossible for Adam)", true},
       {"dangerous-global", S::kError, "a pickle names a callable that runs code or reaches the system"},
-      {"global-not-allowlisted", S::kWarning, "a global outside torch 2.6's weights_only allowlist"},
+      {"unknown-global-called", S::kError,
+       "a pickle calls a global that is neither on torch 2.6's weights_only allowlist nor a known data class "
+       "(default-deny)"},
+      {"global-not-allowlisted", S::kWarning,
+       "a global outside torch 2.6's weights_only allowlist that only builds data (numpy arrays, containers, "
+       "dates, BytesIO, ...) or is named but never called"},
       {"nested-pickle", S::kWarning, "a pickle hidden in a bytes value (unpickled by whoever loads that value)"},
       {"zip-name-escapes", S::kError, "a zip entry named with '..' or an absolute path (unzip would write outside)"},
       {"crc-mismatch", S::kError, "a zip record whose bytes do not match its CRC-32", true},

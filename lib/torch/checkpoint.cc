@@ -174,7 +174,8 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
       return InvalidArgumentError("zstd content must be decompressed first (OpenCheckpoint does)");
   }
   std::string where = out.container.format == ContainerFormat::kLegacy ? "main pickle" : out.pickle_record;
-  ScanGlobals(out.globals, where, /*nested=*/false, out.findings);
+  const std::set<uint64_t> called = CalledGlobalOffsets(out.graph);
+  ScanGlobals(out.globals, where, /*nested=*/false, out.findings, &called);
   ScanNestedPickles(out.graph, options.pickle, options.max_nested_pickle_depth, out.findings);
   std::vector<std::string> names;
   for (const ZipEntry& e : out.container.zip.entries) names.push_back(e.name);

@@ -50,8 +50,24 @@ std::string_view SeverityName(Severity s) {
   return "error";
 }
 
+std::set<uint64_t> CalledGlobalOffsets(const ObjectGraph& graph) {
+  std::set<uint64_t> out;
+  for (const Node& n : graph.nodes) {
+    if (n.kind != NodeKind::kObject) continue;
+    if (n.callable != kNoNode && graph.at(n.callable).kind == NodeKind::kGlobal) out.insert(graph.at(n.callable).offset);
+    // A callee may call what it is given (_rebuild_from_type_v2 calls its first
+    // argument, copyreg._reconstructor its class's __new__): arguments count too.
+    if (n.args != kNoNode && graph.at(n.args).kind == NodeKind::kTuple) {
+      for (NodeId a : graph.at(n.args).items) {
+        if (graph.at(a).kind == NodeKind::kGlobal) out.insert(graph.at(a).offset);
+      }
+    }
+  }
+  return out;
+}
+
 void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where, bool nested,
-                 std::vector<Finding>& findings) {
+                 std::vector<Finding>& findings, const std::set<uint64_t>* called) {
   const std::string caller = nested ? "code that unpickles this value (HeavyBall does on load_state_dict)"
                                     : "torch.load(weights_only=False)";
   for (const GlobalRef& g : globals) {
@@ -70,10 +86,24 @@ void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where
       findings.push_back({Severity::kInfo, "global-needs-import", loc,
                           name + " loads under torch 2.6's weights_only=True only after "
                                  "`import torch.distributed.tensor`", name});
-    } else if (!IsWeightsOnlyAllowed(g.module, g.name)) {
+    } else if (IsWeightsOnlyAllowed(g.module, g.name)) {
+      continue;
+    } else if (IsKnownDataClass(g.module, g.name) || (called != nullptr && !called->count(g.offset))) {
       findings.push_back({Severity::kWarning, "global-not-allowlisted", loc,
                           name + " is not on torch 2.6's weights_only allowlist: "
-                                 "torch.load with the default weights_only=True refuses this file", name});
+                                 "torch.load with the default weights_only=True refuses this file" +
+                              (IsKnownDataClass(g.module, g.name)
+                                   ? std::string()
+                                   : std::string(" (the pickle only names it, never calls it; loading imports ") +
+                                         g.module + ")"),
+                          name});
+    } else {
+      // Default-deny: torch.load(weights_only=False) would call it, and it is
+      // neither on the allowlist nor a known data class.
+      findings.push_back({Severity::kError, "unknown-global-called", loc,
+                          name + " would be called by " + caller + ", and it is neither on torch 2.6's weights_only "
+                                 "allowlist nor a known data class: refused by default (if it is your own class, "
+                                 "a rules file's allow_globals can allow it)", name});
     }
   }
 }

@@ -375,8 +375,18 @@ class Resolver {
 }  // namespace
 
 std::string_view NormalizeModule(std::string_view module) {
-  if (module == "__builtin__") return "builtins";
-  if (module == "copy_reg") return "copyreg";
+  // CPython's _compat_pickle.IMPORT_MAPPING, the entries that matter here.
+  static constexpr std::pair<std::string_view, std::string_view> kPython2[] = {
+      {"__builtin__", "builtins"}, {"copy_reg", "copyreg"}, {"exceptions", "builtins"},
+      {"cPickle", "pickle"},       {"urllib2", "urllib.request"}, {"httplib", "http.client"},
+      {"commands", "subprocess"},  {"thread", "_thread"},       {"cStringIO", "io"},
+      {"StringIO", "io"},          {"Queue", "queue"},          {"SocketServer", "socketserver"},
+      {"xmlrpclib", "xmlrpc.client"}, {"urlparse", "urllib.parse"}, {"UserDict", "collections"},
+      {"dummy_thread", "_dummy_thread"},
+  };
+  for (const auto& [from, to] : kPython2) {
+    if (module == from) return to;
+  }
   return module;
 }
 

@@ -40,13 +40,54 @@ constexpr std::array<std::string_view, 16> kExtraDtypes = {
     "bits4x2",       "bits8",       "bits16",          "chalf",
 };
 
-constexpr std::array<std::string_view, 12> kDangerousModules = {
-    "os", "posix", "nt", "subprocess", "sys", "runpy", "importlib", "shutil", "socket",
-    "ctypes", "pty", "commands",
+// Modules any of whose callables can run code, reach the network or the
+// file system, or load another pickle: the union of what picklescan,
+// modelscan and fickling flag, by top-level module (a dotted name is matched
+// segment by segment, so pathlib.os.system is os.system).
+constexpr std::string_view kDangerousModules[] = {
+    "os",        "posix",      "nt",         "subprocess", "sys",       "runpy",       "importlib", "imp",
+    "zipimport", "shutil",     "socket",     "ctypes",     "pty",       "commands",    "timeit",    "cProfile",
+    "profile",   "pdb",        "bdb",        "trace",      "doctest",   "pip",         "pkgutil",   "code",
+    "codeop",    "marshal",    "pickle",     "_pickle",    "cPickle",   "dill",        "shelve",    "joblib",
+    "webbrowser", "http",      "httplib",    "urllib",     "urllib2",   "requests",    "aiohttp",   "ftplib",
+    "smtplib",   "telnetlib",  "xmlrpc",     "asyncio",    "multiprocessing", "_thread", "thread", "threading",
+    "signal",    "platform",   "_posixsubprocess", "site",
 };
-constexpr std::array<std::string_view, 12> kDangerousBuiltins = {
-    "eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr", "open",
-    "input", "breakpoint", "globals", "vars",
+// builtins (and __builtin__) callables that run code or open files.
+constexpr std::string_view kDangerousBuiltins[] = {
+    "eval",  "exec",    "compile", "__import__", "getattr",  "setattr",  "delattr", "open",    "input",  "breakpoint",
+    "globals", "vars",  "locals",  "execfile",   "apply",    "reload",   "file",    "raw_input", "help",
+};
+// Single callables of otherwise harmless modules that the peers flag: each
+// calls what it is given, builds code, or loads a file.
+constexpr std::string_view kDangerousNames[] = {
+    "operator.attrgetter",  "operator.methodcaller", "_operator.attrgetter", "_operator.methodcaller",
+    "functools.partial",    "functools.reduce",      "_functools.partial",   "_functools.reduce",
+    "types.CodeType",       "types.FunctionType",    "types.MethodType",     "torch.load",
+    "torch.serialization.load", "torch.storage._load_from_bytes", "torch.jit.load", "torch._C._load_for_lite_interpreter",
+    "numpy.load",           "numpy.testing._private.utils.runstring", "io.open", "_io.open",
+    "_io.FileIO",           "io.FileIO",
+};
+constexpr std::string_view kDangerousPrefixes[] = {"torch.hub.", "torch._inductor.codecache."};
+
+// Classes healthy checkpoints are known to call when loaded with
+// weights_only=False, outside torch 2.6's allowlist: data reconstruction
+// (numpy arrays, dtypes and RNG states, containers, paths, dates, numbers,
+// BytesIO) and framework objects seen in real saves (DeepSpeed's loss scaler,
+// stage enum and fragment addresses; FSDP2 + TP's _StridedShard). Calling
+// them builds data and runs nothing else; they stay warnings under the
+// default-deny rule, which any other called global fails.
+constexpr std::string_view kKnownDataClasses[] = {
+    "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct", "numpy.ndarray", "numpy.dtype",
+    "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar", "numpy.random._pickle.__randomstate_ctor",
+    "numpy.random._pickle.__bit_generator_ctor", "numpy.random._pickle.__generator_ctor",
+    "numpy.random.mtrand.RandomState", "collections.defaultdict", "collections.deque", "argparse.Namespace",
+    "decimal.Decimal", "fractions.Fraction", "datetime.datetime", "datetime.date", "datetime.time",
+    "datetime.timedelta", "datetime.timezone", "builtins.slice", "builtins.range", "builtins.frozenset",
+    "builtins.object", "copyreg._reconstructor", "_io.BytesIO", "io.BytesIO", "pathlib.PosixPath",
+    "pathlib.PurePosixPath", "pathlib.WindowsPath", "pathlib.PureWindowsPath", "uuid.UUID",
+    "torch.distributed.tensor.placement_types._StridedShard", "deepspeed.runtime.fp16.loss_scaler.LossScaler",
+    "deepspeed.runtime.zero.config.ZeroStageEnum", "deepspeed.utils.tensor_fragment.fragment_address",
 };
 
 bool IsDtypeName(std::string_view name) {
@@ -93,18 +134,55 @@ bool IsAllowedOnceDistributedTensorImported(std::string_view module, std::string
 }
 
 bool IsDangerousGlobal(std::string_view module_in, std::string_view name) {
-  std::string_view module = NormalizeModule(module_in);
-  std::string_view top = module.substr(0, module.find('.'));
-  for (std::string_view m : kDangerousModules) {
-    if (m == top) return true;
+  const std::string_view module = NormalizeModule(module_in);
+  std::string full(module);
+  full.append(".").append(name);
+  for (std::string_view n : kDangerousNames) {
+    if (full == n || (full.starts_with(n) && full[n.size()] == '.')) return true;
   }
-  if (module == "builtins") {
-    for (std::string_view b : kDangerousBuiltins) {
-      if (b == name) return true;
+  for (std::string_view p : kDangerousPrefixes) {
+    if (full.starts_with(p)) return true;
+  }
+  auto dangerous_module = [](std::string_view m) {
+    std::string_view top = NormalizeModule(m);
+    top = top.substr(0, top.find('.'));
+    for (std::string_view d : kDangerousModules) {
+      if (d == top) return true;
     }
+    return false;
+  };
+  if (dangerous_module(module.substr(0, module.find('.')))) return true;
+  // The name is an attribute path (STACK_GLOBAL resolves dots with getattr):
+  // a segment that is a dangerous module re-exported (pathlib.os.system,
+  // torch.serialization.os.system) or a dangerous builtin reached from
+  // builtins (builtins.eval.__call__) marks it. The module path itself names
+  // real modules (torch.multiprocessing is torch's, not the stdlib's).
+  bool from_builtins = module == "builtins";
+  std::string_view rest = name;
+  for (bool first = true; !rest.empty(); first = false) {
+    size_t dot = rest.find('.');
+    std::string_view seg = rest.substr(0, dot);
+    if (!first && dangerous_module(seg)) return true;
+    if (first && dot != std::string_view::npos && dangerous_module(seg)) return true;
+    if (from_builtins) {
+      for (std::string_view b : kDangerousBuiltins) {
+        if (b == seg) return true;
+      }
+    }
+    from_builtins = seg == "builtins" || seg == "__builtins__";
+    if (dot == std::string_view::npos) break;
+    rest.remove_prefix(dot + 1);
   }
-  return module == "pickle" || module == "_pickle" || module == "marshal" || module == "code" ||
-         module == "codeop" || (module == "torch" && name == "load");
+  return false;
+}
+
+bool IsKnownDataClass(std::string_view module, std::string_view name) {
+  std::string full(NormalizeModule(module));
+  full.append(".").append(name);
+  for (std::string_view k : kKnownDataClasses) {
+    if (k == full) return true;
+  }
+  return false;
 }
 
 }  // namespace optstate

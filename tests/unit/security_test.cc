@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 
 #include "fixtures.h"
@@ -141,6 +142,38 @@ TEST(SecurityTest, AllowlistMatchesTorch26) {
   EXPECT_TRUE(IsDangerousGlobal("subprocess", "Popen"));
   EXPECT_FALSE(IsDangerousGlobal("random", "Random"));
   EXPECT_FALSE(IsDangerousGlobal("torch._utils", "_rebuild_tensor_v2"));
+}
+
+// Default-deny (issue 20): what each kind of global becomes, with Python 2
+// names mapped and dotted names resolved before matching.
+TEST(SecurityTest, DefaultDenyJudgesEveryGlobal) {
+  auto judge = [](const std::string& module, const std::string& name, bool called) {
+    std::vector<GlobalRef> refs = {{module, name, 10, "STACK_GLOBAL"}};
+    std::set<uint64_t> calls;
+    if (called) calls.insert(10);
+    std::vector<Finding> findings;
+    ScanGlobals(refs, "data.pkl", /*nested=*/false, findings, &calls);
+    return findings.empty() ? std::string("none") : findings[0].code;
+  };
+  // The peers' lists, and the names they were bypassed with.
+  for (auto [m, n] : std::vector<std::pair<std::string, std::string>>{
+           {"timeit", "timeit"}, {"cProfile", "run"}, {"pdb", "run"}, {"bdb", "Bdb"}, {"pip", "main"},
+           {"pkgutil", "resolve_name"}, {"operator", "attrgetter"}, {"functools", "partial"}, {"types", "CodeType"},
+           {"torch.serialization", "load"}, {"torch.storage", "_load_from_bytes"}, {"torch.hub", "load"},
+           {"cPickle", "loads"}, {"urllib2", "urlopen"}, {"requests.api", "get"}, {"pathlib", "os.system"},
+           {"torch.serialization", "os.system"}, {"builtins", "eval.__call__"}, {"__builtin__", "getattr"}}) {
+    EXPECT_EQ(judge(m, n, false), "dangerous-global") << m << "." << n;
+  }
+  // torch's own submodules named like stdlib ones are torch's.
+  EXPECT_EQ(judge("torch.multiprocessing.reductions", "rebuild_storage_fd", true), "unknown-global-called");
+  EXPECT_EQ(judge("torch._utils", "_rebuild_tensor_v2", true), "none");
+  // Called and unknown: an error; only named: a warning; known data: a warning.
+  EXPECT_EQ(judge("mypackage.layers", "Block", true), "unknown-global-called");
+  EXPECT_EQ(judge("mypackage.layers", "Block", false), "global-not-allowlisted");
+  EXPECT_EQ(judge("numpy._core.multiarray", "_reconstruct", true), "global-not-allowlisted");
+  EXPECT_EQ(judge("argparse", "Namespace", true), "global-not-allowlisted");
+  EXPECT_EQ(judge("deepspeed.runtime.fp16.loss_scaler", "LossScaler", true), "global-not-allowlisted");
+  EXPECT_EQ(judge("torch.distributed.tensor.placement_types", "Shard", true), "global-needs-import");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #define OPTSTATE_SECURITY_H_
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,17 @@ struct Finding {
 // Findings for the globals one pickle references. `where` prefixes each
 // location (e.g. the record name). `nested`: the pickle sits inside a bytes
 // value, so torch.load never sees it; whoever unpickles that value does.
+// Default-deny: a global the pickle calls (`called`: CalledGlobalOffsets; null
+// = assume every one is) that is neither on torch 2.6's weights_only allowlist
+// nor a known data class is an error (unknown-global-called); one only named,
+// or a known data class, is a warning (global-not-allowlisted); a dangerous
+// one is an error whatever its use (dangerous-global).
 void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where, bool nested,
-                 std::vector<Finding>& findings);
+                 std::vector<Finding>& findings, const std::set<uint64_t>* called = nullptr);
+
+// Offsets of the GLOBAL opcodes whose globals the graph calls (REDUCE, NEWOBJ,
+// INST, OBJ, ...) or passes as a direct argument to a call.
+std::set<uint64_t> CalledGlobalOffsets(const ObjectGraph& graph);
 
 // Zip entry names that would leave the directory an extracting tool writes
 // into ("..", absolute paths, drive letters): optstate never extracts by name,

@@ -94,15 +94,23 @@ bool IsWeightsOnlyAllowed(std::string_view module, std::string_view name);
 bool IsAllowedOnceDistributedTensorImported(std::string_view module, std::string_view name);
 
 // Python 2 module names in pickles mapped as pickle's compat tables do
-// (__builtin__ -> builtins, copy_reg -> copyreg).
+// (__builtin__ -> builtins, copy_reg -> copyreg, cPickle -> pickle, urllib2 ->
+// urllib.request, commands -> subprocess, ...).
 std::string_view NormalizeModule(std::string_view module);
 
 // "[16, 8]"; "[]" for a 0-d tensor.
 std::string ShapeText(const std::vector<int64_t>& sizes);
 
 // Globals that execute code or reach the system when called: os.*, subprocess.*,
-// builtins.eval/exec/..., runpy, importlib, ... Reported as errors.
+// builtins.eval/exec/..., runpy, importlib, operator.attrgetter, torch.load, ...
+// (the union of picklescan's, modelscan's and fickling's lists), after Python 2
+// names are mapped, and matched along dotted names (pathlib.os.system).
 bool IsDangerousGlobal(std::string_view module, std::string_view name);
+
+// Classes healthy checkpoints call when loaded with weights_only=False that
+// build data and nothing else (numpy reconstruction, containers, dates, paths,
+// BytesIO, DeepSpeed's and FSDP2 + TP's saved objects): warnings, not errors.
+bool IsKnownDataClass(std::string_view module, std::string_view name);
 
 }  // namespace optstate
 
