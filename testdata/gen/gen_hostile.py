@@ -23,6 +23,7 @@ import pickle
 import runpy
 import random
 import sys
+import timeit
 
 import torch
 
@@ -211,6 +212,10 @@ def main():
         "importlib_import_module.pt": (state_with(Call(importlib.import_module, "os")), 2),
         # A pickle inside a bytes value, as HeavyBall stores precond_schedule.
         "nested_pickle_bytes.pt": (state_with(pickle.dumps(Call(os.system, RUN), protocol=4)), 2),
+        # Default-deny: a callable on no allowlist and no danger list is still refused.
+        "unknown_callable.pt": (state_with(Call(random.Random, 0)), 2),
+        # On picklescan's list, not on the first version of ours: runs a statement.
+        "timeit_timeit.pt": (state_with(Call(timeit.timeit, f"__import__('os').system('{RUN}')")), 4),
         # Benign but not weights_only-loadable: HeavyBall 2.x's precond_rng.
         "heavyball_rng_bytes.pt": (state_with(pickle.dumps(random.Random(0), protocol=4)), 2),
     }

@@ -72,6 +72,8 @@ TEST(SecurityTest, EveryHostileFileIsRefusedOrFlagged) {
       {"runpy_run_path.pt", "flagged: error dangerous-global"},
       {"storage_numel_2e40.pt", "refused: limit exceeded: storage '0': 4398046511104 bytes (limit max_storage_bytes)"},
       {"subprocess_check_output.pt", "flagged: error dangerous-global"},
+      {"timeit_timeit.pt", "flagged: error dangerous-global"},
+      {"unknown_callable.pt", "flagged: error unknown-global-called"},
       {"zip_name_absolute.pt", "refused: corrupt data: record '/etc/cron.d/job' lies outside the archive directory"},
       {"zip_name_dotdot.pt", "flagged: error zip-name-escapes"},
       {"zstd_bomb.pt.zst", "refused: limit exceeded: zstd frames declare 18253611008 bytes of content, more than 268435456"},
