@@ -98,13 +98,7 @@ void RmspropReference(const OptimizerTensor& t, const OptimizerHyper& h) {
 
 Status OptimizerStepReference(Algorithm a, std::span<const OptimizerTensor> tensors, const OptimizerHyper& h) {
   if (a == Algorithm::kAdamW || a == Algorithm::kAdam) {
-    std::vector<AdamWTensor> adam;
-    for (const OptimizerTensor& t : tensors) {
-      adam.push_back({t.param, t.grad, t.dtype, t.state[0], t.state[1], t.state[2], t.step, t.numel});
-    }
-    AdamWHyper ah = h.ToAdamW();
-    ah.decoupled_weight_decay = a == Algorithm::kAdamW;
-    return AdamWStepReference(adam, ah);
+    return AdamWStepReference(AsAdamWTensors(tensors), AsAdamWHyper(a, h));
   }
   OPTSTATE_RETURN_IF_ERROR(CheckOptimizerTensors(a, tensors, h));
   for (const OptimizerTensor& t : tensors) {

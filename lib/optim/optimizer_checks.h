@@ -4,6 +4,7 @@
 #define OPTSTATE_OPTIM_OPTIMIZER_CHECKS_H_
 
 #include <span>
+#include <vector>
 
 #include "optim/adamw_kernel.h"
 #include "optstate/optimizer_step.h"
@@ -16,6 +17,11 @@ StatusOr<ParamType> ParamTypeOf(DType dtype);
 // Hyperparameters as torch's constructors bound them, and every tensor
 // complete for the algorithm (SGD, Adagrad, RMSprop; Adam(W) check their own).
 Status CheckOptimizerTensors(Algorithm a, std::span<const OptimizerTensor> tensors, const OptimizerHyper& h);
+
+// Adam and AdamW run on adamw.h's kernel: the family's tensors and
+// hyperparameters as it takes them (state slots in order; Adam's decay coupled).
+std::vector<AdamWTensor> AsAdamWTensors(std::span<const OptimizerTensor> tensors);
+AdamWHyper AsAdamWHyper(Algorithm a, const OptimizerHyper& h);
 
 }  // namespace optstate
 

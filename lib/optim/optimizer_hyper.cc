@@ -139,4 +139,19 @@ Status CheckOptimizerTensors(Algorithm a, std::span<const OptimizerTensor> tenso
 }
 
 
+std::vector<AdamWTensor> AsAdamWTensors(std::span<const OptimizerTensor> tensors) {
+  std::vector<AdamWTensor> out;
+  out.reserve(tensors.size());
+  for (const OptimizerTensor& t : tensors) {
+    out.push_back({t.param, t.grad, t.dtype, t.state[0], t.state[1], t.state[2], t.step, t.numel});
+  }
+  return out;
+}
+
+AdamWHyper AsAdamWHyper(Algorithm a, const OptimizerHyper& h) {
+  AdamWHyper out = h.ToAdamW();
+  out.decoupled_weight_decay = a == Algorithm::kAdamW;
+  return out;
+}
+
 }  // namespace optstate

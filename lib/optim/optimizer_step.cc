@@ -49,13 +49,7 @@ FamilyScalars FamilyScalarsFor(Algorithm a, const OptimizerHyper& h, const Optim
 Status OptimizerStep(Algorithm a, std::span<const OptimizerTensor> tensors, const OptimizerHyper& h,
                      const AdamWOptions& options) {
   if (a == Algorithm::kAdamW || a == Algorithm::kAdam) {
-    std::vector<AdamWTensor> adam;
-    for (const OptimizerTensor& t : tensors) {
-      adam.push_back({t.param, t.grad, t.dtype, t.state[0], t.state[1], t.state[2], t.step, t.numel});
-    }
-    AdamWHyper ah = h.ToAdamW();
-    ah.decoupled_weight_decay = a == Algorithm::kAdamW;
-    return AdamWStep(adam, ah, options);
+    return AdamWStep(AsAdamWTensors(tensors), AsAdamWHyper(a, h), options);
   }
   OPTSTATE_RETURN_IF_ERROR(CheckOptimizerTensors(a, tensors, h));
   Isa best = DetectIsa();

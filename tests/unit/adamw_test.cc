@@ -9,6 +9,7 @@
 #include <random>
 
 #include "fixtures.h"
+#include "parity_file.h"
 #include "optstate/checkpoint.h"
 #include "optstate/optimizer_state.h"
 #include "torch/half_float.h"
@@ -195,25 +196,7 @@ TEST(AdamWTest, InitStateChangesNoParameterAndFreezesNoLr) {
 
 // --- parity with real torch (testdata/gen/gen_adamw_parity.py) ---
 
-struct ParityFile {
-  std::unique_ptr<CheckpointFile> file;
-  const ObjectGraph& g() const { return file->checkpoint().graph; }
-  NodeId Get(NodeId dict, const char* key) const { return DictLookup(g(), dict, key); }
-  double Number(NodeId dict, const char* key) const {
-    const Node& n = g().at(Get(dict, key));
-    return n.kind == NodeKind::kFloat ? n.float_value : static_cast<double>(n.int_value);
-  }
-  std::vector<float> Floats(NodeId dict, const char* key) const {
-    NodeId id = Get(dict, key);
-    if (id == kNoNode) return {};
-    const TensorRef& t = file->checkpoint().tensors[g().at(id).tensor];
-    auto bytes = ReadTensorBytes(file->bytes(), file->checkpoint(), t);
-    EXPECT_TRUE(bytes.ok());
-    std::vector<float> out(bytes->size() / 4);
-    std::memcpy(out.data(), bytes->data(), bytes->size());
-    return out;
-  }
-};
+using testing::ParityFile;
 
 struct ParityResult {
   double max_abs_param = 0, max_abs_state = 0, max_rel_param = 0;

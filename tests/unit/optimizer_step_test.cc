@@ -10,6 +10,7 @@
 #include <random>
 
 #include "fixtures.h"
+#include "parity_file.h"
 #include "optstate/checkpoint.h"
 #include "optstate/optimizer_state.h"
 #include "torch/half_float.h"
@@ -209,27 +210,7 @@ TEST(OptimizerStepTest, NamesSlotsAndFreshState) {
 
 // --- parity with real torch ---
 
-struct ParityFile {
-  std::unique_ptr<CheckpointFile> file;
-  const ObjectGraph& g() const { return file->checkpoint().graph; }
-  NodeId Get(NodeId dict, const char* key) const { return DictLookup(g(), dict, key); }
-  double Number(NodeId dict, const char* key) const {
-    const Node& n = g().at(Get(dict, key));
-    if (n.kind == NodeKind::kBool) return n.bool_value;
-    return n.kind == NodeKind::kFloat ? n.float_value : static_cast<double>(n.int_value);
-  }
-  bool Has(NodeId dict, const char* key) const { return Get(dict, key) != kNoNode; }
-  std::vector<float> Floats(NodeId dict, const std::string& key) const {
-    NodeId id = Get(dict, key.c_str());
-    if (id == kNoNode) return {};
-    const TensorRef& t = file->checkpoint().tensors[g().at(id).tensor];
-    auto bytes = ReadTensorBytes(file->bytes(), file->checkpoint(), t);
-    EXPECT_TRUE(bytes.ok());
-    std::vector<float> out(bytes->size() / 4);
-    std::memcpy(out.data(), bytes->data(), bytes->size());
-    return out;
-  }
-};
+using testing::ParityFile;
 
 OptimizerHyper HyperOf(const ParityFile& f, NodeId hyper, Algorithm a) {
   OptimizerHyper h = OptimizerHyper::Defaults(a);
