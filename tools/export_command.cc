@@ -17,11 +17,54 @@ constexpr const char* kName = "export";
 
 bool IndexKeyed(KeyKind k) { return k == KeyKind::kIndex || k == KeyKind::kStringIndex; }
 
+constexpr const char* kOrIndex =
+    "; or --keys index to write the indices as torch_save_to_dcp does (loadable only into a bare "
+    "optimizer.state_dict(), not through get/set_optimizer_state_dict).";
+
 // torch's get/set_optimizer_state_dict (what FSDP2 and torchtitan load through)
 // key the optimizer's state by FQN; a DCP checkpoint keyed "0".."N-1" loads only
 // into a bare optimizer.state_dict(). So index keys are written as FQNs when the
 // names are known, and refused when they are not, unless --keys index asks for
-// torch_save_to_dcp's behaviour. On success `file` holds the remapped file.
+// torch_save_to_dcp's behaviour. Rekeys the index-keyed state at `path` of
+// `owned`; on success `matched` holds the remapped file.
+Status RekeyOneToFqn(ExportFlags& o, std::unique_ptr<CheckpointFile> owned, const std::string& path, KeyKind scheme,
+                     std::unique_ptr<MatchedState>& matched) {
+  const std::string keep = " Nothing was written.";
+  const std::string shown = path.empty() ? "(root)" : "'" + path + "'";
+  const std::string where = o.input + ": optimizer state at " + shown + " is keyed by index";
+  auto m = MatchCheckpoint(std::move(owned), path, o.params, ReadOptions{}, MatchOptions{});
+  if (!m.ok()) {
+    return InvalidArgumentError(where + ", and get/set_optimizer_state_dict expect FQNs, but the names are not known (" +
+                                std::string(m.status().message()) + "): give --model or --manifest" + kOrIndex + keep);
+  }
+  if (!m->order_ambiguous.empty()) {
+    const std::string list = FirstNames(m->order_ambiguous);
+    return InvalidArgumentError(where + ", and FQN keys need each index's parameter, but " + m->order + ": " + list +
+                                "; give --manifest (the training script's order)" + kOrIndex + keep);
+  }
+  RemapOptions ro;
+  ro.to = KeyTarget::kFqn;
+  auto remapped = RemapState(m->file->checkpoint(), m->state, m->params, m->match, ro);
+  if (!remapped.ok()) return std::move(remapped).status().WithContext(o.input);
+  for (const RemapEntry& e : remapped->entries) {
+    if (e.fate == "dropped") {
+      return InvalidArgumentError(where + ": entry " + e.input_key + " has no parameter (" + e.reason + ")" + kOrIndex +
+                                  keep);
+    }
+  }
+  o.rekeyed.push_back({{"state_path", path}, {"from", std::string(KeyKindName(scheme))}, {"to", "fqn"},
+                       {"params_from", m->params_from}, {"entries", remapped->moved}});
+  o.rekeyed_text += std::string(o.rekeyed_text.empty() ? "" : "\n  ") + "optimizer state at " + shown + ": " +
+                    std::to_string(remapped->moved) + " index keys written as FQNs (parameters from " +
+                    m->params_from + ")";
+  matched = std::make_unique<MatchedState>(std::move(*m));
+  matched->file->checkpoint() = std::move(remapped->checkpoint);
+  return Status();
+}
+
+// Every index-keyed optimizer state in the file (or the one --state-key names) is
+// rekeyed, one after another on the remapped file: a GAN's or a multi-optimizer
+// run's states all load through DSD afterwards. On success `file` is the result.
 Status RekeyToFqn(ExportFlags& o, std::unique_ptr<CheckpointFile>& own, std::unique_ptr<MatchedState>& matched,
                   const CheckpointFile*& file) {
   if (o.keys == "index") return Status();
@@ -34,59 +77,24 @@ Status RekeyToFqn(ExportFlags& o, std::unique_ptr<CheckpointFile>& own, std::uni
       if (st.ok() && !st->keys.empty() && IndexKeyed(st->scheme)) paths.push_back(path);
     }
   }
-  if (paths.empty()) return Status();
-  const std::string keep = " Nothing was written.";
-  const std::string or_index =
-      "; or --keys index to write the indices as torch_save_to_dcp does (loadable only into a bare "
-      "optimizer.state_dict(), not through get/set_optimizer_state_dict).";
-  if (paths.size() > 1) {
-    std::string list;
-    for (const std::string& p : paths) list += (list.empty() ? "'" : ", '") + p + "'";
-    return InvalidArgumentError(o.input + ": " + std::to_string(paths.size()) + " optimizer states keyed by index (" +
-                                list + "); FQN keys are written for one: choose it with --state-key" + or_index +
-                                keep);
-  }
-  auto st = ReadOptimizerState(own->checkpoint(), paths.front());
-  if (!st.ok()) return st.status().WithContext(o.input);
-  if (!IndexKeyed(st->scheme)) {
-    if (o.keys == "fqn" && st->scheme != KeyKind::kFqn) {
-      return InvalidArgumentError(o.input + ": optimizer state at '" + paths.front() + "' is keyed by " +
-                                  std::string(KeyKindName(st->scheme)) + ": remap it first (optstate remap --to fqn)." +
-                                  keep);
-    }
-    return Status();
-  }
-  const std::string shown = paths.front().empty() ? "(root)" : "'" + paths.front() + "'";
-  const std::string where = o.input + ": optimizer state at " + shown + " is keyed by index";
-  auto m = MatchCheckpoint(std::move(own), paths.front(), o.params, ReadOptions{}, MatchOptions{});
-  if (!m.ok()) {
-    return InvalidArgumentError(where + ", and get/set_optimizer_state_dict expect FQNs, but the names are not known (" +
-                                std::string(m.status().message()) + "): give --model or --manifest" + or_index + keep);
-  }
-  if (!m->order_ambiguous.empty()) {
-    const std::string list = FirstNames(m->order_ambiguous);
-    return InvalidArgumentError(where + ", and FQN keys need each index's parameter, but " + m->order + ": " + list +
-                                "; give --manifest (the training script's order)" + or_index + keep);
-  }
-  RemapOptions ro;
-  ro.to = KeyTarget::kFqn;
-  auto remapped = RemapState(m->file->checkpoint(), m->state, m->params, m->match, ro);
-  if (!remapped.ok()) return std::move(remapped).status().WithContext(o.input);
-  if (remapped->dropped > 0) {
-    for (const RemapEntry& e : remapped->entries) {
-      if (e.fate == "dropped") {
-        return InvalidArgumentError(where + ": entry " + e.input_key + " has no parameter (" + e.reason + ")" +
-                                    or_index + keep);
+  for (const std::string& path : paths) {
+    const CheckpointFile& current = matched ? *matched->file : *own;
+    auto st = ReadOptimizerState(current.checkpoint(), path);
+    if (!st.ok()) return st.status().WithContext(o.input);
+    if (!IndexKeyed(st->scheme)) {
+      if (o.keys == "fqn" && st->scheme != KeyKind::kFqn) {
+        return InvalidArgumentError(o.input + ": optimizer state at '" + path + "' is keyed by " +
+                                    std::string(KeyKindName(st->scheme)) +
+                                    ": remap it first (optstate remap --to fqn). Nothing was written.");
       }
+      continue;
     }
+    std::unique_ptr<MatchedState> next;
+    OPTSTATE_RETURN_IF_ERROR(
+        RekeyOneToFqn(o, matched ? std::move(matched->file) : std::move(own), path, st->scheme, next));
+    matched = std::move(next);
   }
-  o.rekeyed = {{"state_path", paths.front()}, {"from", std::string(KeyKindName(st->scheme))}, {"to", "fqn"},
-               {"params_from", m->params_from}, {"entries", remapped->moved}};
-  o.rekeyed_text = "optimizer state at " + shown + ": " + std::to_string(remapped->moved) +
-                   " index keys written as FQNs (parameters from " + m->params_from + ")";
-  matched = std::make_unique<MatchedState>(std::move(*m));
-  matched->file->checkpoint() = std::move(remapped->checkpoint);
-  file = matched->file.get();
+  if (matched) file = matched->file.get();
   return Status();
 }
 

@@ -37,11 +37,13 @@ fw=testdata/frameworks
 "$bin" export $fw/plain_torch26/adamw_rng_state.pt -o "$scratch/adamw_rng_state.dcp" --world-size 2 -q > /dev/null &&
   "$bin" export $fw/wrapped_torch26/ddp.pt -o "$scratch/ddp.dcp" --world-size 2 -q > /dev/null &&
   "$bin" export $fw/safetensors_torch26/unique/optimizer.bin --model $fw/safetensors_torch26/unique/model.safetensors \
-    -o "$scratch/safetensors_unique.dcp" --world-size 3 -q > /dev/null || { echo "FAIL export of index-keyed state"; exit 1; }
+    -o "$scratch/safetensors_unique.dcp" --world-size 3 -q > /dev/null &&
+  "$bin" export $fw/plain_torch26/two_optimizers.pt -o "$scratch/two_optimizers.dcp" --world-size 2 -q > /dev/null ||
+  { echo "FAIL export of index-keyed state"; exit 1; }
 bash tests/interop/with_torch26.sh tests/interop/check_export_fqn.py "$scratch" || exit 1
 # torchtitan's layout (optimizer flattened by DSD): consolidated both ways (check_flattened_dcp.py).
 tt=$fw/torchtitan_layout_torch26
 "$bin" consolidate $tt/flattened_dcp -o "$scratch/flattened.fqn.pt" -q > /dev/null &&
   "$bin" consolidate --to index $tt/flattened_dcp -o "$scratch/flattened.index.pt" -q > /dev/null ||
   { echo "FAIL consolidate of the torchtitan layout"; exit 1; }
-bash tests/interop/with_torch26.sh tests/interop/check_flattened_dcp.py $tt "$scratch"
+bash tests/interop/with_torch26.sh tests/interop/check_flattened_dcp.py $tt "$scratch" || exit 1

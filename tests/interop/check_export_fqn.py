@@ -29,39 +29,58 @@ def safetensors_unique():
     return dict(gen_safetensors_models.nets())["unique"]
 
 
-# case: (original optimizer file, key of the optimizer in it, model factory, model exported too)
+# case: (original optimizer file, {key of each optimizer in it: its class}, model factory, model exported too)
 CASES = {
-    "adamw_rng_state": ("plain_torch26/adamw_rng_state.pt", "optimizer", gen_combined_checkpoints.net, True),
-    "ddp": ("wrapped_torch26/ddp.pt", "optimizer", gen_wrapped_models.net, False),
-    "safetensors_unique": ("safetensors_torch26/unique/optimizer.bin", None, safetensors_unique, False),
+    "adamw_rng_state": ("plain_torch26/adamw_rng_state.pt", {"optimizer": torch.optim.AdamW},
+                        gen_combined_checkpoints.net, True),
+    "ddp": ("wrapped_torch26/ddp.pt", {"optimizer": torch.optim.AdamW}, gen_wrapped_models.net, False),
+    "safetensors_unique": ("safetensors_torch26/unique/optimizer.bin", {None: torch.optim.AdamW},
+                           safetensors_unique, False),
+    # Two index-keyed optimizers over one model: both are rekeyed, both load through DSD.
+    "two_optimizers": ("plain_torch26/two_optimizers.pt",
+                       {"optimizer": torch.optim.AdamW, "optimizer_sgd": torch.optim.SGD},
+                       gen_combined_checkpoints.net, True),
 }
 
 
 def check(case, scratch):
-    path, key, factory, with_model = CASES[case]
+    path, optimizers, factory, with_model = CASES[case]
     original = torch.load(os.path.join(frameworks, path), weights_only=True)
-    osd_want = original[key] if key else original
     model = factory()
-    opt = torch.optim.AdamW(model.parameters(), lr=0.5)
+    # Built with the file's hyperparameters but another lr (the lr check below then means something):
+    # SGD's momentum decides whether it keeps a momentum_buffer at all.
+    opts = {}
+    for key, cls in optimizers.items():
+        hyper = {k: v for k, v in (original[key] if key else original)["param_groups"][0].items() if k != "params"}
+        opts[key] = cls(model.parameters(), **dict(hyper, lr=0.5))
     # An optimizer saved alone (optimizer.bin) is the DCP checkpoint's root, as torch_save_to_dcp makes it.
-    osd = get_optimizer_state_dict(model, opt)
-    state = {key: osd} if key else osd
+    osds = {key: get_optimizer_state_dict(model, opt) for key, opt in opts.items()}
+    state = dict(osds) if None not in osds else osds[None]
     if with_model:
         state["model"] = get_model_state_dict(model)
     dcp.load(state, checkpoint_id=os.path.join(scratch, case + ".dcp"))
-    set_optimizer_state_dict(model, opt, osd)
+    for key, opt in opts.items():
+        set_optimizer_state_dict(model, opt, osds[key])
     if with_model:
         set_model_state_dict(model, state["model"])
         for name, t in model.state_dict().items():
             if not torch.equal(t, original["model"][name]):
                 raise SystemExit(f"FAIL {case}: model entry {name} differs after dcp.load")
-    for i, p in enumerate(model.parameters()):
-        for field in ("exp_avg", "exp_avg_sq", "step"):
-            if not torch.equal(opt.state[p][field], osd_want["state"][i][field]):
-                raise SystemExit(f"FAIL {case}: parameter {i} {field} differs after dcp.load")
-    if opt.param_groups[0]["lr"] != osd_want["param_groups"][0]["lr"]:
-        raise SystemExit(f"FAIL {case}: lr {opt.param_groups[0]['lr']} is not the file's")
-    print(f"ok: {case}: exported DCP loads through get/set_optimizer_state_dict, every entry on its parameter")
+    entries = 0
+    for key, opt in opts.items():
+        want = original[key] if key else original
+        for i, p in enumerate(model.parameters()):
+            if set(opt.state[p]) != set(want["state"][i]):
+                raise SystemExit(f"FAIL {case}: {key} parameter {i} has fields {sorted(opt.state[p])}, "
+                                 f"the file {sorted(want['state'][i])}")
+            for field, value in want["state"][i].items():
+                if not torch.equal(opt.state[p][field], value):
+                    raise SystemExit(f"FAIL {case}: {key} parameter {i} {field} differs after dcp.load")
+                entries += 1
+        if opt.param_groups[0]["lr"] != want["param_groups"][0]["lr"]:
+            raise SystemExit(f"FAIL {case}: {key} lr {opt.param_groups[0]['lr']} is not the file's")
+    print(f"ok: {case}: exported DCP loads through get/set_optimizer_state_dict "
+          f"({len(opts)} optimizer(s), {entries} fields, every entry on its parameter)")
 
 
 def main():
