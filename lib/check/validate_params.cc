@@ -14,10 +14,11 @@
 namespace optstate {
 namespace {
 
-// These two compare counts only, so they run even when the parameter order
-// cannot be decided (e.g. two param groups and no manifest).
+// These compare counts and names only, so they run even when the parameter
+// order cannot be decided (e.g. two param groups and no manifest).
 bool ComparesCounts(std::string_view rule) {
-  return rule == "param-count-mismatch" || rule == "model-params-not-in-optimizer";
+  return rule == "param-count-mismatch" || rule == "model-params-not-in-optimizer" ||
+         rule == "model-entries-not-optimized";
 }
 
 // Lists every needs_params rule as checked, or as skipped with `why` (when
@@ -124,7 +125,15 @@ class ParamChecks {
       }
       unlisted_count = have - st_.param_count;
     }
-    if (unlisted_count > 0) {
+    if (!unlisted.empty()) {
+      // Every name the optimizer lists is the model's: a missing one cannot be
+      // another model's state, only a buffer or a frozen parameter.
+      sink_.Add("model-entries-not-optimized", groups_at_,
+                "the " + from + " has " + std::to_string(module.params.size()) + " floating-point tensors, " +
+                    std::to_string(unlisted.size()) + " of them named in no param group (" + NameList(unlisted) +
+                    "): buffers (a rotary table, a mask) or frozen parameters; every name the optimizer lists is the "
+                    "model's.");
+    } else if (unlisted_count > 0) {
       std::string which = unlisted.empty() ? "" : " (" + NameList(unlisted) + ")";
       sink_.Add("model-params-not-in-optimizer", groups_at_,
                 "the " + from + " has " + std::to_string(module.params.size()) + " parameters, " +

@@ -80,6 +80,10 @@ const std::vector<RuleInfo>& ValidationRules() {
        false, true},
       {"model-params-not-in-optimizer", S::kWarning,
        "model parameters in no param group (frozen for fine-tuning, or state from another model)", false, true},
+      {"model-entries-not-optimized", S::kInfo,
+       "model tensors that param_groups, naming every parameter by FQN, leave out: buffers a state dict does not "
+       "mark (rotary tables) or frozen parameters; the names match, so not another model's state",
+       false, true},
       {"state-collision", S::kError,
        "parameters whose state was merged into one entry (HeavyBall under FSDP: every data_ptr 0)", false, true},
       {"state-orphan", S::kWarning, "state entries of no parameter (freed temporaries)", false, true},

@@ -47,3 +47,9 @@ tt=$fw/torchtitan_layout_torch26
   "$bin" consolidate --to index $tt/flattened_dcp -o "$scratch/flattened.index.pt" -q > /dev/null ||
   { echo "FAIL consolidate of the torchtitan layout"; exit 1; }
 bash tests/interop/with_torch26.sh tests/interop/check_flattened_dcp.py $tt "$scratch" || exit 1
+# Checkpoints torchtitan v0.1.0's CheckpointManager wrote (FSDP2, 2 ranks): consolidated both ways.
+titan=$fw/torchtitan_0.1.0
+"$bin" consolidate $titan/run/checkpoint/step-6 -o "$scratch/titan.fqn.pt" -q > /dev/null &&
+  "$bin" consolidate --to index $titan/run/checkpoint/step-6 -o "$scratch/titan.index.pt" -q > /dev/null ||
+  { echo "FAIL consolidate of torchtitan's checkpoint"; exit 1; }
+bash tests/interop/with_torch26.sh tests/interop/check_torchtitan_run.py $titan "$scratch" || exit 1

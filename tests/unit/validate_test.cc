@@ -52,6 +52,26 @@ TEST(ValidateTest, RulesFireOnTheFixturesMadeForThem) {
   EXPECT_EQ(Fired("testdata/validate/frozen_backbone.pt"), Set{"model-params-not-in-optimizer"});
   EXPECT_EQ(Fired("testdata/validate/foreign_optimizer.pt"), Set{"param-count-mismatch"});
   EXPECT_EQ(Fired("testdata/validate/weight_decay_groups.pt"), Set{});
+  // torchtitan v0.1.0's own checkpoints: lr 0 at the schedule's end is no leak, and the rotary
+  // table its model keeps as a persistent buffer is named in no param group: a note, not a warning.
+  const std::string titan = "testdata/frameworks/torchtitan_0.1.0/";
+  EXPECT_EQ(Fired(titan + "run/checkpoint/step-6"), (Set{"nested-pickle", "model-entries-not-optimized"}));
+  EXPECT_EQ(Fired(titan + "nan/checkpoint/step-6"),
+            (Set{"nested-pickle", "model-entries-not-optimized", "non-finite"}));
+  EXPECT_EQ(Fired(titan + "model_only/checkpoint/step-6"), Set{});
+}
+
+TEST(ValidateTest, ModelEntriesTheOptimizerDoesNotNameAreANote) {
+  ValidateOptions o;
+  auto r = Validate(testing::RepoPath("testdata/frameworks/torchtitan_0.1.0/run/checkpoint/step-6"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const ValidationFinding* note = nullptr;
+  for (const ValidationFinding& f : r->findings) {
+    if (f.rule == "model-entries-not-optimized") note = &f;
+  }
+  ASSERT_NE(note, nullptr);
+  EXPECT_EQ(note->severity, RuleSeverity::kInfo);
+  EXPECT_NE(note->message.find("1 of them named in no param group (freqs_cis)"), std::string::npos) << note->message;
 }
 
 std::vector<std::string> Skipped(const ValidationReport& r) {
