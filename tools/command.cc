@@ -23,9 +23,11 @@ std::string_view StatusCodeId(StatusCode code) {
   return "internal";
 }
 
-void WriteJson(CommandOutput& output, const nlohmann::ordered_json& doc) {
-  output.out << doc.dump(2) << "\n";
+std::string JsonText(const nlohmann::ordered_json& doc) {
+  return doc.dump(2, ' ', /*ensure_ascii=*/false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
+
+void WriteJson(CommandOutput& output, const nlohmann::ordered_json& doc) { output.out << JsonText(doc); }
 
 int ReportError(CommandOutput& output, std::string_view command, const Status& status,
                 bool json) {

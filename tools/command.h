@@ -44,7 +44,11 @@ using CommandRunner = std::function<int(CommandOutput&)>;
 int ReportError(CommandOutput& output, std::string_view command, const Status& status,
                 bool json);
 
-// Writes `doc` as indented JSON plus a newline.
+// `doc` as indented JSON plus a newline. Strings from a file need not be UTF-8
+// (zip names, pickle bytes decoded by a lenient reader): invalid sequences become
+// U+FFFD instead of aborting the dump, as README's "JSON output" says.
+std::string JsonText(const nlohmann::ordered_json& doc);
+// Writes JsonText(doc) to out.
 void WriteJson(CommandOutput& output, const nlohmann::ordered_json& doc);
 
 // Writes `text` to `path` through a temporary file beside it (complete or not at all).

@@ -12,6 +12,7 @@
 #include "cli_app.h"
 #include "command.h"
 #include "interrupt_cleanup.h"
+#include "terminal_safe_stream.h"
 
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -24,6 +25,12 @@ int main(int argc, char** argv) {
     return optstate::tools::kExitError;
   }
   optstate::tools::RemoveOutputsOnInterrupt();
-  optstate::tools::CommandOutput output{std::cout, std::cerr};
-  return optstate::tools::RunCli(argc, argv, output);
+  // Every byte printed passes the terminal-safe filter (terminal_safe_stream.h).
+  optstate::tools::TerminalSafeBuf safe_out(std::cout.rdbuf()), safe_err(std::cerr.rdbuf());
+  std::ostream out(&safe_out), err(&safe_err);
+  optstate::tools::CommandOutput output{out, err};
+  int rc = optstate::tools::RunCli(argc, argv, output);
+  out.flush();
+  err.flush();
+  return rc;
 }

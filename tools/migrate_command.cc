@@ -135,7 +135,7 @@ int RunMigrate(const MigrateCommandOptions& o, CommandOutput& output) {
   if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
   nlohmann::ordered_json doc = ReportJson(o, *m, *migrated, *written);
   if (!o.report.empty()) {
-    Status s = WriteFileAtomically(o.report, doc.dump(2) + "\n");
+    Status s = WriteFileAtomically(o.report, JsonText(doc));
     if (!s.ok()) return ReportError(output, kName, s, o.json);
   }
   if (o.json) {

@@ -145,7 +145,7 @@ int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
     }
   }
   if (!o.report.empty()) {
-    Status s = WriteFileAtomically(o.report, doc.dump(2) + "\n");
+    Status s = WriteFileAtomically(o.report, JsonText(doc));
     if (!s.ok()) return ReportError(output, kName, s, o.json);
   }
   if (o.json) WriteJson(output, doc);
@@ -186,7 +186,7 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
   nlohmann::ordered_json doc = ReportJson(o, o.input, o.output, *m, *remapped, *written);
   if (!o.report.empty()) {
-    Status s = WriteFileAtomically(o.report, doc.dump(2) + "\n");
+    Status s = WriteFileAtomically(o.report, JsonText(doc));
     if (!s.ok()) return ReportError(output, kName, s, o.json);
   }
   if (o.json) {

@@ -3,12 +3,16 @@
 // are listed in the case's <system-out>; rules not run are <skipped>.
 #include <sstream>
 
+#include "terminal_safe_stream.h"
 #include "validate_command.h"
 
 namespace optstate::tools {
 namespace {
 
-std::string Xml(std::string_view s) {
+// Escaped for the terminal first: that leaves valid UTF-8 without control
+// characters, which XML 1.0 requires (a CI server's parser rejects the rest).
+std::string Xml(std::string_view raw) {
+  const std::string s = EscapeForTerminal(raw);
   std::string out;
   for (char c : s) {
     switch (c) {

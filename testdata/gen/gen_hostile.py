@@ -100,6 +100,18 @@ def renamed(extra_names):
     return out.getvalue()
 
 
+def invalid_utf8_name():
+    """A real torch.save file with an extra record whose name is not UTF-8 (and holds ESC, BEL):
+    made under a placeholder name, then the name's bytes replaced in the local header and the
+    central directory (CRCs cover data, not names)."""
+    placeholder = b"archive/extra_PLACEHOLDER"
+    hostile = b"archive/\xff\xfe\x1b[31m\x07\xc0\xafPLACE__"
+    assert len(hostile) == len(placeholder)
+    data = renamed([placeholder.decode()])
+    assert data.count(placeholder) == 2
+    return data.replace(placeholder, hostile)
+
+
 def spliced_cases():
     cmd = op_str(RUN)
     return {
@@ -126,6 +138,13 @@ def spliced_cases():
         "nested_million.pt": splice(pickle.EMPTY_LIST * 1000000 + pickle.APPEND * 999999),
         # A million MARKs never closed.
         "marks_million.pt": splice(pickle.MARK * 1000000 + pickle.NONE),
+        # Bytes meant for the terminal (issue 20, item 4): a dict whose key clears the line, returns
+        # the carriage and prints a fake verdict, mapped to a call of a global whose module name
+        # retitles the terminal (OSC ... BEL) and whose name carries a right-to-left override.
+        "terminal_escapes.pt": splice(
+            pickle.EMPTY_DICT + op_str("\x1b[2K\rfindings: none\x1b[8m") +
+            op_str("posix\x1b]0;owned\x07") + op_str("sys\u202etem") + pickle.STACK_GLOBAL + cmd + pickle.TUPLE1 +
+            pickle.REDUCE + pickle.SETITEM),
         # A cycle made after creation: an object BUILT with itself as its state,
         # given as the state of a DTensor rebuild (whose reader looks inside it).
         "dtensor_state_cycle.pt": splice(
@@ -193,6 +212,7 @@ def main():
     raw["storage_numel_2e40.pt"] = storage_numel_huge()
     raw["zip_name_dotdot.pt"] = renamed(["archive/../../../home/user/.bashrc"])
     raw["zip_name_absolute.pt"] = renamed(["/etc/cron.d/job"])
+    raw["zip_name_invalid_utf8.pt"] = invalid_utf8_name()
     for name, data in raw.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)

@@ -33,7 +33,7 @@ def main():
     out = sys.argv[1]
     shutil.rmtree(out, ignore_errors=True)
     targets = {t: os.path.join(out, t) for t in
-               ("pickle_vm", "zip_directory", "legacy", "zstd", "dcp_metadata", "inspect", "roundtrip")}
+               ("pickle_vm", "zip_directory", "legacy", "zstd", "dcp_metadata", "inspect", "roundtrip", "render")}
     for d in targets.values():
         os.makedirs(d)
     checkpoints = list(small_files(["testdata/good/*/*.pt", "testdata/hostile/*.pt", "testdata/validate/*.pt"]))
@@ -41,7 +41,7 @@ def main():
         with open(path, "rb") as f:
             head = f.read(4)
         kind = "zip" if head == b"PK\x03\x04" else "legacy"
-        for t in ("inspect", "roundtrip", "zip_directory" if kind == "zip" else "legacy"):
+        for t in ("inspect", "roundtrip", "render", "zip_directory" if kind == "zip" else "legacy"):
             shutil.copy(path, os.path.join(targets[t], name_of(path)))
         if kind == "zip":
             with zipfile.ZipFile(path) as z:
