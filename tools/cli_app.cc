@@ -1,5 +1,6 @@
 #include "cli_app.h"
 
+#include <iostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "remap_command.h"
 #include "repack_command.h"
 #include "reshard_command.h"
+#include "terminal_safe_stream.h"
 #include "unshard_command.h"
 #include "validate_command.h"
 #include "verify_command.h"
@@ -92,6 +94,16 @@ int RunCli(int argc, const char* const* argv, CommandOutput& output) {
   }
   output.err << "optstate: no command given\nRun 'optstate --help' for usage.\n";
   return kExitError;
+}
+
+int RunCliOnStdStreams(int argc, const char* const* argv) {
+  TerminalSafeBuf safe_out(std::cout.rdbuf()), safe_err(std::cerr.rdbuf());
+  std::ostream out(&safe_out), err(&safe_err);
+  CommandOutput output{out, err};
+  int rc = RunCli(argc, argv, output);
+  out.flush();
+  err.flush();
+  return rc;
 }
 
 }  // namespace optstate::tools

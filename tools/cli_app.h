@@ -11,6 +11,10 @@ namespace optstate::tools {
 // errors print CLI11's message and a hint to --help on err, and return kExitError.
 int RunCli(int argc, const char* const* argv, CommandOutput& output);
 
+// RunCli on std::cout and std::cerr, each behind the terminal-safe filter
+// (terminal_safe_stream.h): what both binaries' main() does.
+int RunCliOnStdStreams(int argc, const char* const* argv);
+
 }  // namespace optstate::tools
 
 #endif  // OPTSTATE_TOOLS_CLI_APP_H_

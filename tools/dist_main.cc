@@ -14,7 +14,6 @@
 #include "cli_app.h"
 #include "command.h"
 #include "interrupt_cleanup.h"
-#include "terminal_safe_stream.h"
 #include "optstate/libtorch/tcp_store_coordinator.h"
 
 namespace {
@@ -66,12 +65,5 @@ optstate::StatusOr<std::unique_ptr<optstate::Coordinator>> Connect(const std::st
 int main(int argc, char** argv) {
   optstate::tools::SetCoordinatorFactory(Connect);
   optstate::tools::RemoveOutputsOnInterrupt();
-  // Every byte printed passes the terminal-safe filter (terminal_safe_stream.h).
-  optstate::tools::TerminalSafeBuf safe_out(std::cout.rdbuf()), safe_err(std::cerr.rdbuf());
-  std::ostream out(&safe_out), err(&safe_err);
-  optstate::tools::CommandOutput output{out, err};
-  int rc = optstate::tools::RunCli(argc, argv, output);
-  out.flush();
-  err.flush();
-  return rc;
+  return optstate::tools::RunCliOnStdStreams(argc, argv);
 }

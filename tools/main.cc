@@ -12,7 +12,6 @@
 #include "cli_app.h"
 #include "command.h"
 #include "interrupt_cleanup.h"
-#include "terminal_safe_stream.h"
 
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -25,12 +24,5 @@ int main(int argc, char** argv) {
     return optstate::tools::kExitError;
   }
   optstate::tools::RemoveOutputsOnInterrupt();
-  // Every byte printed passes the terminal-safe filter (terminal_safe_stream.h).
-  optstate::tools::TerminalSafeBuf safe_out(std::cout.rdbuf()), safe_err(std::cerr.rdbuf());
-  std::ostream out(&safe_out), err(&safe_err);
-  optstate::tools::CommandOutput output{out, err};
-  int rc = optstate::tools::RunCli(argc, argv, output);
-  out.flush();
-  err.flush();
-  return rc;
+  return optstate::tools::RunCliOnStdStreams(argc, argv);
 }

@@ -23,7 +23,6 @@ torchtitan.components.metrics (imports tensorboard, unused here) by empty module
 import hashlib
 import json
 import os
-import socket
 import sys
 import types
 import warnings
@@ -31,7 +30,7 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_dcp_fsdp2 import patch_cpu_gloo  # noqa: E402
+from gen_dcp_fsdp2 import free_port, patch_cpu_gloo  # noqa: E402
 
 warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
 
@@ -207,12 +206,6 @@ def worker(rank, world, port, out):
             f.write("\n")
     dist.barrier()
     dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():
