@@ -27,6 +27,10 @@ class Machine {
  public:
   Machine(ByteCursor& cursor, const PickleLimits& limits) : in_(cursor), limits_(limits) {}
 
+  // After Run failed: the objects built and globals named before the error,
+  // which CPython's unpickler would already have made (and called).
+  PickleResult TakePartial() { return std::move(result_); }
+
   StatusOr<PickleResult> Run() {
     while (true) {
       at_ = in_.offset();
@@ -37,12 +41,13 @@ class Machine {
       op_ = op;
       if (op == '.') break;
       OPTSTATE_RETURN_IF_ERROR(Step(op));
+      OPTSTATE_RETURN_IF_ERROR(CheckFrameBoundary());
     }
+    // STOP returns the top of the stack, as CPython's unpicklers do: objects and
+    // marks left beneath it are dropped, not an error (torch.load accepts them).
     OPTSTATE_ASSIGN_OR_RETURN(NodeId root, Pop());
-    if (!stack_.empty() || !marks_.empty()) {
-      return CorruptError(Where() + "STOP with " + std::to_string(stack_.size()) +
-                          " objects and " + std::to_string(marks_.size()) + " marks left over");
-    }
+    result_.leftover_objects = stack_.size();
+    result_.leftover_marks = marks_.size();
     result_.graph.root = root;
     result_.end_offset = in_.offset();
     return std::move(result_);
@@ -126,7 +131,9 @@ class Machine {
   Status AddEntries(NodeId target, const std::vector<NodeId>& flat) {
     if (flat.size() % 2 != 0) return Corrupt("odd number of items for key/value pairs");
     NodeKind k = graph().at(target).kind;
-    if (k != NodeKind::kDict && k != NodeKind::kObject) {
+    // A global may be a live mapping (sys.modules, os.environ): CPython sets
+    // the items on it, so they are kept on its node for the security scan.
+    if (k != NodeKind::kDict && k != NodeKind::kObject && k != NodeKind::kGlobal) {
       return Corrupt("sets items on a " + TypeName(graph(), target) + ", which is not a mapping");
     }
     for (size_t i = 0; i < flat.size(); i += 2) {
@@ -139,7 +146,7 @@ class Machine {
 
   Status AddItems(NodeId target, const std::vector<NodeId>& items, NodeKind want) {
     NodeKind k = graph().at(target).kind;
-    if (k != want && k != NodeKind::kObject) {
+    if (k != want && k != NodeKind::kObject && k != NodeKind::kGlobal) {  // a global: see AddEntries
       return Corrupt("appends to a " + TypeName(graph(), target));
     }
     for (NodeId item : items) {
@@ -254,9 +261,27 @@ class Machine {
 
   Status Step(uint8_t op);
 
+  // A FRAME's declared length must end where an opcode ends: CPython's Python
+  // unpickler refuses an opcode that crosses it, while its C unpickler reads on,
+  // so bytes inside an argument (a BINBYTES value) could run as opcodes in one
+  // and not the other. Neither reading is safe to assume; the file is refused.
+  Status CheckFrameBoundary() {
+    if (frame_end_ == 0) return Status();
+    if (in_.offset() == frame_end_) {
+      frame_end_ = 0;
+    } else if (in_.offset() > frame_end_) {
+      return CorruptError(Where() + "the FRAME at offset " + std::to_string(frame_at_) + " ends at offset " +
+                          std::to_string(frame_end_) + ", inside this opcode (which ends at " +
+                          std::to_string(in_.offset()) + "): Python's unpicklers disagree on what follows");
+    }
+    return Status();
+  }
+
   ByteCursor& in_;
   const PickleLimits& limits_;
   PickleResult result_;
+  uint64_t frame_at_ = 0;   // offset of the FRAME opcode whose frame is open
+  uint64_t frame_end_ = 0;  // where it ends; 0 when no frame is open
   std::vector<NodeId> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, NodeId> memo_;

@@ -21,11 +21,17 @@ Status Machine::Step(uint8_t op) {
       return Status();
     }
     case 0x95: {  // FRAME: a length hint; the frame's opcodes follow inline
+      if (frame_end_ != 0) {
+        return Corrupt("a new frame begins inside the frame of offset " + std::to_string(frame_at_) +
+                       ", which ends at offset " + std::to_string(frame_end_));
+      }
       OPTSTATE_ASSIGN_OR_RETURN(uint64_t n, in_.ReadU64LE("FRAME length"));
       if (n > in_.remaining()) {
         return TruncatedError(Where() + "frame of " + std::to_string(n) + " bytes, " +
                               std::to_string(in_.remaining()) + " left");
       }
+      frame_at_ = at_;
+      frame_end_ = n == 0 ? 0 : in_.offset() + n;
       return Status();
     }
     // Stack manipulation.
@@ -348,9 +354,11 @@ Status Machine::Step(uint8_t op) {
 
 }  // namespace pickle_internal
 
-StatusOr<PickleResult> ReadPickle(ByteCursor& cursor, const PickleLimits& limits) {
+StatusOr<PickleResult> ReadPickle(ByteCursor& cursor, const PickleLimits& limits, PickleResult* partial) {
   pickle_internal::Machine machine(cursor, limits);
-  return machine.Run();
+  StatusOr<PickleResult> result = machine.Run();
+  if (!result.ok() && partial != nullptr) *partial = machine.TakePartial();
+  return result;
 }
 
 }  // namespace optstate

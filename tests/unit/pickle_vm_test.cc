@@ -6,10 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 #include "fixtures.h"
 #include "graph_compare.h"
+#include "optstate/security.h"
 #include "optstate/torch_objects.h"
 #include "pickle/graph_walk.h"
 #include "pickle/pickle_text.h"
@@ -174,6 +176,55 @@ TEST(PickleVmTest, MemoIndexNeverStored) {
   bytes[421] = '\xfa';  // BINGET 250
   StatusOr<PickleResult> r = Parse(bytes);
   EXPECT_EQ(r.status().ToString(), "corrupt data: offset 420: 0x68 'h': memo index 250 was never stored");
+}
+
+// CPython's Python unpickler refuses an opcode that crosses a frame's end and
+// its C unpickler reads on: either may be what runs, so the file is refused.
+TEST(PickleVmTest, FrameEndingInsideAnOpcodeIsRefused) {
+  std::string bytes = ReadFileOrFail("testdata/pickles/p4.pkl");
+  ASSERT_EQ(bytes.substr(0, 3), std::string("\x80\x04\x95"));
+  bytes.replace(3, 8, std::string("\x05\0\0\0\0\0\0\0", 8));  // ends at 16, inside SHORT_BINUNICODE 'none' (14..20)
+  StatusOr<PickleResult> r = Parse(bytes);
+  EXPECT_EQ(r.status().ToString(),
+            "corrupt data: offset 14: 0x8c: the FRAME at offset 2 ends at offset 16, inside this opcode (which ends "
+            "at 20): Python's unpicklers disagree on what follows");
+  std::string nested = ReadFileOrFail("testdata/pickles/p4.pkl");
+  nested.insert(11, std::string("\x95\x01\0\0\0\0\0\0\0", 9));  // a FRAME inside the one of offset 2
+  EXPECT_EQ(Parse(nested).status().ToString(),
+            "corrupt data: offset 11: 0x95: a new frame begins inside the frame of offset 2, which ends at offset "
+            "1481");
+}
+
+// STOP returns the top of the stack, as CPython does; what lies beneath is dropped.
+TEST(PickleVmTest, StopReturnsTheTopAndDropsTheRest) {
+  const std::string bytes("\x80\x02K\x01(K\x02.", 8);
+  ByteCursor c(AsBytes(bytes));
+  StatusOr<PickleResult> r = ReadPickle(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->graph.at(r->graph.root).int_value, 2);
+  EXPECT_EQ(r->leftover_objects, 1u);
+  EXPECT_EQ(r->leftover_marks, 1u);
+}
+
+// What the unpickler made before an error stays visible: CPython has already called it.
+TEST(PickleVmTest, PartialResultKeepsTheCallsBeforeTheError) {
+  const std::string bytes("\x80\x02" "cposix\nsystem\nX\x02\0\0\0ls\x85R0h\xfa.", 29);
+  ByteCursor c(AsBytes(bytes));
+  PickleResult partial;
+  StatusOr<PickleResult> r = ReadPickle(c, {}, &partial);
+  EXPECT_EQ(r.status().ToString(), "corrupt data: offset 26: 0x68 'h': memo index 250 was never stored");
+  ASSERT_EQ(partial.globals.size(), 1u);
+  EXPECT_EQ(partial.globals[0].module + "." + partial.globals[0].name, "posix.system");
+  EXPECT_EQ(CalledGlobalOffsets(partial.graph), std::set<uint64_t>{2});
+}
+
+// Items set on a global (sys.modules, os.environ) change the live interpreter: counted as a call.
+TEST(PickleVmTest, AGlobalChangedInPlaceCountsAsCalled) {
+  const std::string bytes("\x80\x02" "csys\nmodules\nX\x01\0\0\0aX\x01\0\0\0bs.", 29);
+  ByteCursor c(AsBytes(bytes));
+  StatusOr<PickleResult> r = ReadPickle(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(CalledGlobalOffsets(r->graph), std::set<uint64_t>{2});
 }
 
 TEST(PickleVmTest, TruncationAtEveryOffsetFailsCleanly) {

@@ -49,11 +49,18 @@ struct PickleResult {
   int protocol = 0;               // from PROTO; 0 when absent
   std::vector<GlobalRef> globals;  // in order of appearance, repeats included
   uint64_t end_offset = 0;        // absolute offset just past STOP
+  // Left beneath the root at STOP (CPython drops them; torch.save never leaves any).
+  size_t leftover_objects = 0;
+  size_t leftover_marks = 0;
 };
 
 // Reads one pickle starting at the cursor's position and leaves the cursor just
 // past its STOP opcode (the legacy format has several pickles back to back).
-StatusOr<PickleResult> ReadPickle(ByteCursor& cursor, const PickleLimits& limits = {});
+// When it fails and `partial` is given, *partial holds what was built before the
+// error: the globals named and the calls made, which CPython's unpickler would
+// already have executed (security scans report them beside the error).
+StatusOr<PickleResult> ReadPickle(ByteCursor& cursor, const PickleLimits& limits = {},
+                                  PickleResult* partial = nullptr);
 
 }  // namespace optstate
 
