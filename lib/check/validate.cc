@@ -9,7 +9,9 @@
 #include "check/validate_params.h"
 #include "optstate/dcp_checkpoint.h"
 #include "optstate/dcp_consolidate.h"
+#include "optstate/file_io.h"
 #include "optstate/optimizer_state.h"
+#include "optstate/security.h"
 
 namespace optstate {
 namespace {
@@ -70,13 +72,56 @@ StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const Va
   return r;
 }
 
+// The rules that judge what a pickle names and calls: the only ones that can
+// look at a file that cannot be read as a checkpoint.
+bool JudgesGlobals(std::string_view rule) {
+  return rule == "dangerous-global" || rule == "unknown-global-called" || rule == "global-not-allowlisted";
+}
+
+// A file optstate cannot read may still be one torch.load starts running: a
+// raw pickle, a legacy stream without the magic number, a pickle that breaks
+// after its payload. When what torch.load would run names a global that is an
+// error to call, the report gives those findings beside the read error (exit
+// 1); otherwise the read error stands alone (exit 2).
+StatusOr<ValidationReport> ValidateUnreadable(const std::string& path, const ValidateOptions& o, Status error) {
+  if (error.code() == StatusCode::kIoError || error.code() == StatusCode::kNotFound ||
+      error.code() == StatusCode::kInvalidArgument) {
+    return error;
+  }
+  StatusOr<MappedFile> mapped = MappedFile::Open(path);
+  if (!mapped.ok()) return error;
+  ByteSpan bytes = mapped->bytes();
+  if (bytes.size() >= 4 && LoadU32LEUnchecked(bytes.data()) == 0xFD2FB528u) return error;  // zstd: torch reads none
+  UnreadableScan scan = ScanWhatTorchLoadWouldRun(ByteCursor(bytes), o.read.pickle);
+  bool refused = false;
+  for (const Finding& f : scan.findings) refused |= f.severity == Severity::kError;
+  if (!refused) return error;
+  ValidationReport r;
+  r.input = path;
+  r.format = "unreadable";
+  r.read_error = ValidationReport::ReadError{error.ToString(), scan.scanned, scan.stopped_at, scan.not_scanned};
+  FindingSink sink(o, r);
+  AddSecurityFindings(scan.findings, sink);
+  for (const RuleInfo& rule : ValidationRules()) {
+    if (rule.needs_rank_set) continue;
+    if (JudgesGlobals(rule.id)) {
+      r.checked.emplace_back(rule.id);
+    } else {
+      r.skipped.emplace_back(rule.id, "the file could not be read as a checkpoint");
+    }
+  }
+  return r;
+}
+
 }  // namespace
 
 StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptions& o) {
   if (IsDcpDirectory(path)) return ValidateDcpDirectory(path, o);
   ReadOptions read = o.read;
   read.resolve_offsets = o.scan_values;  // record data offsets, for the CRC check
-  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointFile> file, OpenCheckpoint(path, read));
+  StatusOr<std::unique_ptr<CheckpointFile>> opened = OpenCheckpoint(path, read);
+  if (!opened.ok()) return ValidateUnreadable(path, o, std::move(opened).status());
+  std::unique_ptr<CheckpointFile> file = std::move(*opened);
   const Checkpoint& cp = file->checkpoint();
   ValidationReport r;
   r.input = path;

@@ -16,6 +16,11 @@ namespace optstate {
 // the CRCs of `records`. Tensors are read through `read`; with `file` (a mapped
 // torch.save file), contiguous ones are counted where they lie instead, in the
 // same sweep as the records. `file` may be null (a DCP directory).
+// The security findings of a checkpoint (or of what could be scanned of an
+// unreadable file), under validate's rule ids; globals the rules file
+// allowlists are counted in the report instead.
+void AddSecurityFindings(const std::vector<Finding>& findings, FindingSink& sink);
+
 void CheckCheckpointRules(const Checkpoint& checkpoint, const TensorBytesReader& read, const CheckpointFile* file,
                           const std::vector<const ZipEntry*>& records, FindingSink& sink);
 

@@ -72,6 +72,8 @@ const std::vector<RuleInfo>& ValidationRules() {
        "dates, BytesIO, ...) or is named but never called"},
       {"nested-pickle", S::kWarning, "a pickle hidden in a bytes value (unpickled by whoever loads that value)"},
       {"zip-name-escapes", S::kError, "a zip entry named with '..' or an absolute path (unzip would write outside)"},
+      {"zip-duplicate-record", S::kError,
+       "two zip records of one name: torch 2.6 reads the first, 1.13 the last (each scanned all the same)"},
       {"crc-mismatch", S::kError, "a zip record whose bytes do not match its CRC-32", true},
       {"dcp-chunk-layout", S::kError, "DCP chunks that overlap, leave gaps or reach outside their tensor"},
       {"param-count-mismatch", S::kError,

@@ -7,6 +7,9 @@
 
 #include <new>
 #include <optional>
+#include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "torch/half_float.h"
 #include "torch/legacy_format.h"
@@ -56,6 +59,41 @@ Status ParseZipCheckpoint(const ByteCursor& whole, const ReadOptions& options, C
   out.storages = std::move(objects->storages);
   out.tensors = std::move(objects->tensors);
   return Status();
+}
+
+// torch 2.6 reads the first zip record of a name and torch 1.13 the last, so a
+// name held twice loads a different checkpoint in each: an error. Every record
+// named data.pkl is scanned, whichever one a torch version unpickles.
+void ScanRecordsBesideTheMainPickle(const ByteCursor& whole, const PickleLimits& limits, Checkpoint& out) {
+  const ZipArchive& zip = out.container.zip;
+  std::unordered_map<std::string_view, size_t> seen;
+  for (const ZipEntry& e : zip.entries) {
+    if (++seen[e.name] == 2) {
+      out.findings.push_back({Severity::kError, "zip-duplicate-record", e.name,
+                              "two zip records named '" + e.name + "': torch 2.6 reads the first, torch 1.13 the "
+                              "last, so each loads a different checkpoint (optstate reads the first)", ""});
+    }
+  }
+  const ZipEntry* main = zip.Find("data.pkl");
+  for (const ZipEntry& e : zip.entries) {
+    if (&e == main || !(e.name == "data.pkl" || e.name.ends_with("/data.pkl"))) continue;
+    StatusOr<ByteSpan> data = ZipEntryData(whole, e);
+    StatusOr<uint64_t> at = ZipEntryDataOffset(whole, e);
+    if (e.method != 0 || !data.ok() || !at.ok()) {
+      out.findings.push_back({Severity::kWarning, "nested-pickle-unreadable", e.name,
+                              "a second data.pkl record that could not be scanned (" +
+                                  (e.method != 0 ? "compressed, method " + std::to_string(e.method)
+                                                 : (data.ok() ? at.status() : data.status()).ToString()) +
+                                  "): another torch version may unpickle it", ""});
+      continue;
+    }
+    ByteCursor c(*data, whole.base_offset() + *at);
+    PickleResult partial;
+    StatusOr<PickleResult> r = ReadPickle(c, limits, &partial);
+    const PickleResult& got = r.ok() ? *r : partial;
+    const std::set<uint64_t> called = CalledGlobalOffsets(got.graph);
+    ScanGlobals(got.globals, e.name, /*nested=*/false, out.findings, &called);
+  }
 }
 
 }  // namespace
@@ -180,6 +218,7 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
   std::vector<std::string> names;
   for (const ZipEntry& e : out.container.zip.entries) names.push_back(e.name);
   ScanZipNames(names, out.findings);
+  if (out.container.format == ContainerFormat::kZip) ScanRecordsBesideTheMainPickle(cursor, options.pickle, out);
   return out;
 }
 

@@ -1,6 +1,11 @@
 #include "torch/legacy_format.h"
 
+#include <set>
+#include <string>
 #include <unordered_map>
+#include <utility>
+
+#include "optstate/security.h"
 
 namespace optstate {
 namespace {
@@ -49,6 +54,16 @@ Status ParseLegacyCheckpoint(const ByteCursor& whole, const ReadOptions& options
 
   at = c.offset();
   OPTSTATE_ASSIGN_OR_RETURN(PickleResult keys, ReadPickle(c, options.pickle));
+  // torch.load unpickles all five the same way, checking each only after it
+  // ran: a call hidden in the magic-number pickle runs as surely as one in the main.
+  for (auto [side, role] : {std::pair<const PickleResult*, const char*>{&magic, "1 (the magic number)"},
+                            {&proto, "2 (the protocol version)"},
+                            {&sys_info, "3 (sys_info)"},
+                            {&keys, "5 (the storage keys)"}}) {
+    if (side->globals.empty()) continue;
+    const std::set<uint64_t> called = CalledGlobalOffsets(side->graph);
+    ScanGlobals(side->globals, std::string("legacy pickle ") + role, /*nested=*/false, out.findings, &called);
+  }
   const Node& list = keys.graph.at(keys.graph.root);
   if (list.kind != NodeKind::kList) {
     return CorruptError("offset " + std::to_string(at) + ": storage key list is a " +

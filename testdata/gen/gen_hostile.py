@@ -112,6 +112,96 @@ def invalid_utf8_name():
     return data.replace(placeholder, hostile)
 
 
+def raw_call_pickle():
+    """Not a checkpoint at all: one pickle that calls posix.system. torch.load's legacy path
+    unpickles a file's first object before checking that it is the magic number."""
+    return pickle.PROTO + b"\x02" + op_global("posix", "system") + op_str(RUN) + pickle.TUPLE1 + pickle.REDUCE + \
+        pickle.STOP
+
+
+def legacy_with_call_in_magic():
+    """A real legacy-format file whose first pickle (the magic number) calls posix.system, drops
+    the result, then pushes the magic number: torch.load runs it and then loads the file."""
+    buf = io.BytesIO()
+    torch.save(state_with(0), buf, _use_new_zipfile_serialization=False)
+    data = buf.getvalue()
+    first_end = data.index(pickle.STOP) + 1  # the magic pickle: PROTO 2, LONG1 10 bytes, STOP
+    magic = data[:first_end]
+    assert magic.startswith(pickle.PROTO + b"\x02" + pickle.LONG1)
+    hidden = op_global("posix", "system") + op_str(RUN) + pickle.TUPLE1 + pickle.REDUCE + pickle.POP
+    return magic[:2] + hidden + magic[2:] + data[first_end:]
+
+
+def zip_with_data_pkl(transform):
+    """A real torch.save file (protocol 2) whose data.pkl bytes are passed through transform."""
+    buf = io.BytesIO()
+    torch.save(state_with(0), buf, pickle_protocol=2)
+    src = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            put(dst, info.filename, transform(data) if info.filename.endswith("data.pkl") else data)
+    return out.getvalue()
+
+
+def call_below_root(data):
+    """The call's result left on the stack beneath the state dict: CPython's STOP returns the top."""
+    assert data.startswith(pickle.PROTO + b"\x02")
+    return data[:2] + op_global("posix", "system") + op_str(RUN) + pickle.TUPLE1 + pickle.REDUCE + data[2:]
+
+
+def call_then_broken(data):
+    """The call runs, then a memo index that was never stored breaks the pickle (CPython raises
+    there too, after the call)."""
+    assert data.startswith(pickle.PROTO + b"\x02")
+    return data[:2] + op_global("posix", "system") + op_str(RUN) + pickle.TUPLE1 + pickle.REDUCE + pickle.POP + \
+        pickle.LONG_BINGET + struct.pack("<I", 424242) + data[2:]
+
+
+def duplicate_data_pkl():
+    """Two archive/data.pkl records: the first a real state dict, the second a call of posix.system
+    (torch 2.6 reads the first, torch 1.13 the second)."""
+    buf = io.BytesIO()
+    torch.save(state_with(0), buf, pickle_protocol=2)
+    src = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+    out = io.BytesIO()
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about the duplicate name it is asked to write
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+            for info in src.infolist():
+                put(dst, info.filename, src.read(info))
+                if info.filename.endswith("data.pkl"):
+                    put(dst, info.filename, pickle.dumps(Call(os.system, RUN), protocol=2))
+    return out.getvalue()
+
+
+def frame_ends_mid_opcode():
+    """A protocol 4 torch.save file whose first FRAME's declared length is cut to end inside the
+    argument of an opcode (pickletools gives the opcode positions)."""
+    import pickletools
+
+    def cut(data):
+        assert data[2:3] == pickle.FRAME
+        frame_start = 11  # PROTO 4 (2 bytes), FRAME and its 8-byte length
+        for op, arg, pos in pickletools.genops(data):
+            if pos > frame_start and op.name in ("SHORT_BINUNICODE", "BINUNICODE"):
+                inside = pos + 3  # past the opcode and its length byte(s), inside the text
+                return data[:3] + struct.pack("<Q", inside - frame_start) + data[11:]
+        raise AssertionError("no string opcode to cut into")
+
+    buf = io.BytesIO()
+    torch.save(state_with(0), buf, pickle_protocol=4)
+    src = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            put(dst, info.filename, cut(data) if info.filename.endswith("data.pkl") else data)
+    return out.getvalue()
+
+
 def spliced_cases():
     cmd = op_str(RUN)
     return {
@@ -213,6 +303,13 @@ def main():
     raw["zip_name_dotdot.pt"] = renamed(["archive/../../../home/user/.bashrc"])
     raw["zip_name_absolute.pt"] = renamed(["/etc/cron.d/job"])
     raw["zip_name_invalid_utf8.pt"] = invalid_utf8_name()
+    # What torch.load runs although optstate cannot read the file as a checkpoint (issue 20, item 2).
+    raw["raw_pickle_os_system.pt"] = raw_call_pickle()
+    raw["legacy_magic_hides_call.pt"] = legacy_with_call_in_magic()
+    raw["stop_leaves_call_below_root.pt"] = zip_with_data_pkl(call_below_root)
+    raw["call_then_broken_pickle.pt"] = zip_with_data_pkl(call_then_broken)
+    raw["duplicate_data_pkl.pt"] = duplicate_data_pkl()
+    raw["frame_ends_mid_opcode.pt"] = frame_ends_mid_opcode()
     for name, data in raw.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)

@@ -76,6 +76,15 @@ TEST(SecurityTest, EveryHostileFileIsRefusedOrFlagged) {
       {"terminal_escapes.pt", "flagged: error unknown-global-called"},
       {"timeit_timeit.pt", "flagged: error dangerous-global"},
       {"unknown_callable.pt", "flagged: error unknown-global-called"},
+      // What torch.load runs of files optstate cannot read (validate reports it: tests/cli hostile_unreadable_*).
+      {"raw_pickle_os_system.pt", "refused: unsupported: not a PyTorch checkpoint (zip, legacy, zstd) or safetensors"},
+      {"legacy_magic_hides_call.pt", "refused: unsupported: not a PyTorch checkpoint (zip, legacy, zstd) or safetensors"},
+      {"call_then_broken_pickle.pt", "refused: corrupt data: memo index 424242 was never stored"},
+      {"frame_ends_mid_opcode.pt",
+       "refused: corrupt data: the FRAME at offset 48 ends at offset 63, inside this opcode (which ends at 67)"},
+      // torch accepts objects left beneath the root at STOP; the call below it is found.
+      {"stop_leaves_call_below_root.pt", "flagged: error dangerous-global"},
+      {"duplicate_data_pkl.pt", "flagged: error zip-duplicate-record, error dangerous-global"},
       {"zip_name_absolute.pt", "refused: corrupt data: record '/etc/cron.d/job' lies outside the archive directory"},
       {"zip_name_dotdot.pt", "flagged: error zip-name-escapes"},
       // A record name that is not UTF-8 (with ESC and BEL) is harmless to load; it is here for

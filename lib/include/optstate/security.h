@@ -38,7 +38,8 @@ void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where
                  std::vector<Finding>& findings, const std::set<uint64_t>* called = nullptr);
 
 // Offsets of the GLOBAL opcodes whose globals the graph calls (REDUCE, NEWOBJ,
-// INST, OBJ, ...) or passes as a direct argument to a call.
+// INST, OBJ, ...), passes as a direct argument to a call, or changes in place
+// (BUILD, SETITEM(S), APPEND(S) on the global itself).
 std::set<uint64_t> CalledGlobalOffsets(const ObjectGraph& graph);
 
 // Zip entry names that would leave the directory an extracting tool writes
@@ -50,6 +51,20 @@ void ScanZipNames(const std::vector<std::string>& names, std::vector<Finding>& f
 // and reports its globals, recursing up to `max_depth` levels of nesting.
 void ScanNestedPickles(const ObjectGraph& graph, const PickleLimits& limits, uint32_t max_depth,
                        std::vector<Finding>& findings);
+
+// For a file that cannot be read as a checkpoint: what torch.load
+// (weights_only=False) would still have run before failing. A zip's data.pkl
+// records (every one so named) or, for anything else, the pickles of torch's
+// legacy path, each read up to where torch would stop, with its globals judged
+// as ScanGlobals judges them. Nested pickles are not looked at: a failed load
+// hands no bytes value to anyone.
+struct UnreadableScan {
+  std::vector<Finding> findings;
+  std::string scanned;                   // "2 pickles of a pickle stream (torch.load's legacy path)"
+  std::string stopped_at;                // where torch.load stops, when it does before the end
+  std::vector<std::string> not_scanned;  // what could not be looked at, and why
+};
+UnreadableScan ScanWhatTorchLoadWouldRun(const ByteCursor& file, const PickleLimits& limits);
 
 }  // namespace optstate
 

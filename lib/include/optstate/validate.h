@@ -9,6 +9,7 @@
 #define OPTSTATE_VALIDATE_H_
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -54,6 +55,16 @@ struct ValidationReport {
   // how often ("numpy.dtype (2 references)"): not findings, but not hidden.
   std::vector<std::string> allowlisted;
   uint64_t value_bytes = 0;            // tensor bytes read
+  // Set when the file could not be read as a checkpoint but what torch.load
+  // would run of it names a global that is an error to call: the findings are
+  // that scan's, every other rule is skipped (format "unreadable").
+  struct ReadError {
+    std::string message;                   // why it could not be read
+    std::string scanned;                   // what was scanned instead
+    std::string stopped_at;                // where torch.load would stop, if before the end
+    std::vector<std::string> not_scanned;  // what could not be looked at
+  };
+  std::optional<ReadError> read_error;
   bool failed() const;                 // some finding at error severity
 };
 
