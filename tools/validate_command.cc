@@ -30,6 +30,12 @@ nlohmann::ordered_json ReportJson(const ValidationReport& r) {
   for (const std::string& id : r.checked) doc["rules"].push_back({{"id", id}, {"status", "checked"}});
   for (const auto& [id, why] : r.skipped) doc["rules"].push_back({{"id", id}, {"status", "skipped"}, {"reason", why}});
   doc["allowlisted_globals"] = r.allowlisted;
+  if (r.read_error) {
+    doc["read_error"] = {{"message", r.read_error->message},
+                         {"scanned", r.read_error->scanned},
+                         {"stopped_at", r.read_error->stopped_at},
+                         {"not_scanned", r.read_error->not_scanned}};
+  }
   return doc;
 }
 
@@ -41,6 +47,12 @@ void ReportText(const ValidationReport& r, std::ostream& out) {
   }
   out << r.input << ": " << (r.failed() ? "FAILED" : "passed") << " (" << errors << " errors, " << warnings
       << " warnings, " << r.findings.size() - errors - warnings << " notes; " << r.checked.size() << " rules checked)\n";
+  if (r.read_error) {
+    out << "  not readable as a checkpoint: " << r.read_error->message << "\n"
+        << "  scanned instead what torch.load would run: " << r.read_error->scanned << "\n";
+    if (!r.read_error->stopped_at.empty()) out << "  torch.load stops " << r.read_error->stopped_at << "\n";
+    for (const std::string& n : r.read_error->not_scanned) out << "  not scanned: " << n << "\n";
+  }
   for (const ValidationFinding& f : r.findings) {
     out << "  " << std::left << std::setw(8) << RuleSeverityName(f.severity) << "[" << f.rule << "] " << f.path << ": "
         << f.message << "\n";
