@@ -7,11 +7,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
 
 #include "optstate/file_io.h"
+#include "optstate/mapped_ranges.h"
 
 namespace optstate::tools {
 namespace {
@@ -72,10 +75,61 @@ void HelperThread() {
   CleanUpAndEnd(sig);
 }
 
+// Decimal digits of `v` into `out` (async-signal-safe); returns the length.
+size_t FormatUnsigned(uint64_t v, char* out) {
+  char digits[24];
+  size_t n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  for (size_t i = 0; i < n; ++i) out[i] = digits[n - 1 - i];
+  return n;
+}
+
+void Say(const char* text) { (void)!::write(STDERR_FILENO, text, std::strlen(text)); }
+
+// A read of a mapped file whose page is gone: the file was truncated or
+// replaced while we read it. Named, outputs removed, exit 2, as for any input
+// that cannot be read. A SIGBUS anywhere else keeps its default action.
+void OnBusError(int sig, siginfo_t* info, void*) {
+  const char* path = nullptr;
+  uint64_t offset = 0;
+  if (info == nullptr || !FindMappedRange(info->si_addr, &path, &offset)) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  // Several threads may fault at once (the value scan reads in parallel): one
+  // reports and ends the process, the others wait for it to.
+  static std::atomic<bool> reporting{false};
+  if (reporting.exchange(true)) {
+    for (;;) ::pause();
+  }
+  RemoveTemporaryOutputs();
+  char number[24];
+  number[FormatUnsigned(offset, number)] = '\0';
+  Say("optstate: error: truncated input: ");
+  Say(path);
+  Say(": the file changed while it was read (truncated or replaced): no data at byte offset ");
+  Say(number);
+  Say(". Nothing was written (temporary outputs removed).\n");
+  ::_exit(2);
+}
+
 }  // namespace
 
 void RemoveOutputsOnInterrupt() {
   for (int sig : kSignals) std::signal(sig, OnInterrupt);
+  ExitCleanlyOnTruncatedInput();
+}
+
+void ExitCleanlyOnTruncatedInput() {
+  struct sigaction action {};
+  action.sa_sigaction = OnBusError;
+  action.sa_flags = SA_SIGINFO;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGBUS, &action, nullptr);
 }
 
 void TellOthersOnInterrupt(std::function<void(int signal)> tell_others) {

@@ -9,7 +9,13 @@
 
 namespace optstate::tools {
 
+// Also installs ExitCleanlyOnTruncatedInput.
 void RemoveOutputsOnInterrupt();
+
+// A SIGBUS from reading a mapped input (the file truncated or replaced while
+// read) ends the run with "optstate: error: truncated input: FILE: ... byte offset N"
+// on stderr, temporary outputs removed, exit 2 (mapped_ranges.h).
+void ExitCleanlyOnTruncatedInput();
 
 // For a process of a distributed job: on a signal, `tell_others(signal)` runs
 // first (on a helper thread, given at most 3 s), so that the job's other

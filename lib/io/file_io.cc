@@ -1,6 +1,7 @@
 #include "optstate/file_io.h"
 
 #include "io/temporary_outputs.h"
+#include "optstate/mapped_ranges.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -64,6 +65,7 @@ StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
       ::close(fd);
       return ErrnoStatus(path, "cannot map", err);
     }
+    RegisterMappedRange(addr, size, path);  // so a SIGBUS here can be named (mapped_ranges.h)
   }
   return MappedFile(path, fd, addr, size);
 }
@@ -103,7 +105,10 @@ void MappedFile::ReleasePages(ByteSpan range) const {
 }
 
 void MappedFile::Release() {
-  if (addr_ != nullptr) ::munmap(addr_, size_);
+  if (addr_ != nullptr) {
+    UnregisterMappedRange(addr_);
+    ::munmap(addr_, size_);
+  }
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   addr_ = nullptr;
@@ -215,6 +220,15 @@ Status AtomicFileWriter::Write(ByteSpan data) {
       if (errno == EINTR) continue;
       int err = errno;
       Abandon();
+      const char* source = nullptr;
+      uint64_t offset = 0;
+      if (err == EFAULT && FindMappedRange(p, &source, &offset)) {
+        // The kernel could not read the bytes handed to it: they are a mapped
+        // input whose pages vanished (mapped_ranges.h), not a bad output.
+        return TruncatedError(std::string(source) + ": the file changed while it was read (truncated or replaced): "
+                              "no data at byte offset " + std::to_string(offset) + " (copying it to " + final_path_ +
+                              ")");
+      }
       return ErrnoStatus(final_path_, "write failed", err);
     }
     p += n;
