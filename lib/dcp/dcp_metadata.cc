@@ -50,6 +50,37 @@ bool IsMetadataGlobal(std::string_view module, std::string_view name) {
   return module == "torch" && DTypeFromName(name).has_value();  // torch.float32, ...
 }
 
+// torch reads .metadata with plain pickle.load, so allowed names are not
+// enough: getattr(PosixPath(p), "write_text")(text) uses only allowed names and
+// writes a file. What DCP's own pickles do is narrower, and only that passes:
+// every call is of a global, getattr only fetches a member of one of the
+// memory-format enums by a string name, and no global is changed in place.
+Status CheckMetadataCalls(const ObjectGraph& g) {
+  for (const Node& n : g.nodes) {
+    if (n.kind == NodeKind::kGlobal && (n.state != kNoNode || !n.entries.empty() || !n.items.empty())) {
+      return UnsupportedError(At(n) + "the pickle changes the global " + n.module + "." + n.name +
+                              " in place, which no DCP .metadata does; refused without loading");
+    }
+    if (n.kind != NodeKind::kObject || n.callable == kNoNode) continue;
+    const Node& callee = g.at(n.callable);
+    if (callee.kind != NodeKind::kGlobal) {
+      return UnsupportedError(At(n) + "the pickle calls what another call returned (a " +
+                              TypeName(g, n.callable) + "), which no DCP .metadata does; refused without loading");
+    }
+    if (callee.name != "getattr") continue;
+    const bool enum_member = n.args != kNoNode && g.at(n.args).kind == NodeKind::kTuple &&
+                             g.at(n.args).items.size() == 2 &&
+                             g.at(g.at(n.args).items[0]).kind == NodeKind::kGlobal &&
+                             g.at(g.at(n.args).items[0]).name.ends_with("MEM_FORMAT_ENCODING") &&
+                             g.at(g.at(n.args).items[1]).kind == NodeKind::kStr;
+    if (!enum_member) {
+      return UnsupportedError(At(n) + "getattr on something other than a memory-format enum member, which no DCP "
+                              ".metadata does; refused without loading");
+    }
+  }
+  return Status();
+}
+
 // An object made by calling the global `class_name` (NEWOBJ or REDUCE).
 bool IsCallOf(const ObjectGraph& g, NodeId id, std::string_view class_name) {
   if (id == kNoNode || g.at(id).kind != NodeKind::kObject) return false;
@@ -273,6 +304,7 @@ StatusOr<DcpMetadata> ParseDcpMetadata(ByteSpan bytes, const DcpMetadataLimits& 
     }
   }
   const ObjectGraph& g = pickle.graph;
+  OPTSTATE_RETURN_IF_ERROR(CheckMetadataCalls(g));
   DcpMetadata out;
   out.pickle_protocol = pickle.protocol;
   out.globals = pickle.globals;

@@ -21,6 +21,28 @@ from torch.distributed.checkpoint.metadata import MetadataIndex
 TARGET = "model.emb.weight"  # 10 x 6, chunks of 5 rows at [0, 0] and [5, 0]
 
 
+class BoundWriteText:
+    """Pickles as getattr(PosixPath(MARK), 'write_text'): every name on the .metadata allowlist.
+    Callable only so that pickle accepts it as a reduce function; never called here."""
+
+    def __call__(self, *args):
+        raise AssertionError("never called")
+
+    def __reduce__(self):
+        import pathlib
+        return getattr, (pathlib.PosixPath("/tmp/optstate-hostile-dcp-ran"), "write_text")
+
+
+class CallOf:
+    """Pickles as fn(*args): REDUCE of whatever fn pickles as."""
+
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+    def __reduce__(self):
+        return self.fn, self.args
+
+
 def chunk_key(md, index):
     return next(k for k in md.storage_data if k.fqn == TARGET and k.index == index)
 
@@ -50,6 +72,10 @@ CASES = {
     "gap_between_chunks": lambda md: move_chunk(md, 1, offsets=[6, 0], sizes=[4, 6]),
     "chunk_outside_tensor": lambda md: move_chunk(md, 1, sizes=[6, 6]),
     "os_system_global": lambda md: md.planner_data.__setitem__(TARGET, os.system),
+    # Only allowlisted names (getattr, PosixPath), but the result of one call is called:
+    # getattr(PosixPath(p), 'write_text')('...') writes a file when plain pickle.load reads it.
+    # Put in an attribute of Metadata nobody reads, so no structural check trips over it.
+    "getattr_called_result": lambda md: setattr(md, "notes", CallOf(BoundWriteText(), "pwned")),
 }
 
 

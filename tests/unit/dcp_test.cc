@@ -119,6 +119,10 @@ TEST(DcpMetadataTest, HostileMetadataIsRefused) {
                              "chunks cover 54 of 60 elements of [10, 6]; the rest is missing"},
       {"chunk_outside_tensor", "corrupt data: " + dir + "chunk_outside_tensor/.metadata: 'model.emb.weight' "
                                "chunk 1 (offsets [5, 0], sizes [6, 6]) reaches outside the tensor [10, 6]"},
+      // Only allowed names, but getattr(PosixPath(p), 'write_text') called: plain pickle.load would write a file.
+      {"getattr_called_result", "unsupported: " + dir + "getattr_called_result/.metadata: offset 16083: getattr on "
+                                "something other than a memory-format enum member, which no DCP .metadata does; "
+                                "refused without loading"},
   };
   for (const auto& [name, message] : want) {
     auto dcp = OpenDcpCheckpoint(dir + name);
