@@ -1,6 +1,8 @@
 #include "optstate/security.h"
 
 #include <cctype>
+#include <string_view>
+#include <vector>
 
 #include "optstate/torch_objects.h"
 #include "pickle/graph_walk.h"
@@ -8,33 +10,93 @@
 namespace optstate {
 namespace {
 
-// A protocol 2-5 pickle starts with PROTO n and ends with STOP.
-bool LooksLikePickle(const std::string& b) {
-  return b.size() >= 3 && static_cast<uint8_t>(b[0]) == 0x80 &&
-         static_cast<uint8_t>(b[1]) >= 2 && static_cast<uint8_t>(b[1]) <= 5 && b.back() == '.';
+// Where a pickle may start in a bytes value: at 0, or at a PROTO opcode within
+// the first bytes (code that unpickles value[1:] or strips a header exists).
+// Protocols 0 and 1 have no PROTO: only a value that also ends with STOP is
+// tried at 0, and it counts only if it parses and names a global.
+constexpr size_t kPaddingLooked = 16;
+
+bool IsProto(const std::string& b, size_t at) {
+  return at + 1 < b.size() && static_cast<uint8_t>(b[at]) == 0x80 && static_cast<uint8_t>(b[at + 1]) >= 2 &&
+         static_cast<uint8_t>(b[at + 1]) <= 5;
+}
+
+struct Candidate {
+  size_t at;
+  bool framed;  // starts with PROTO: a failed parse is itself worth a warning
+};
+
+std::vector<Candidate> PickleCandidates(const std::string& b) {
+  std::vector<Candidate> out;
+  if (b.size() < 2 || b.back() != '.') return out;
+  for (size_t at = 0; at < b.size() && at < kPaddingLooked; ++at) {
+    if (IsProto(b, at)) {
+      out.push_back({at, true});
+      break;  // the first PROTO: a later one would sit inside this pickle
+    }
+  }
+  if (out.empty() || out.front().at != 0) out.insert(out.begin(), Candidate{0, false});
+  return out;
+}
+
+bool IsZip(const std::string& b) { return b.size() >= 4 && b.compare(0, 4, "PK\x03\x04") == 0; }
+
+void ScanGraphBytes(const ObjectGraph& graph, const std::string& prefix, const PickleLimits& limits,
+                    uint32_t levels_left, std::vector<Finding>& findings);
+
+// One bytes value: a pickle in it at any candidate start, or a whole torch
+// zip (whose data.pkl torch.load(io.BytesIO(value)) would run).
+void ScanBytesValue(const std::string& text, const std::string& where, const PickleLimits& limits,
+                    uint32_t levels_left, std::vector<Finding>& findings) {
+  if (IsZip(text)) {
+    UnreadableScan zip = ScanWhatTorchLoadWouldRun(ByteCursor(AsBytes(text)), limits);
+    if (zip.scanned.find("data.pkl") == std::string::npos) return;  // not a torch zip
+    findings.push_back({Severity::kWarning, "nested-pickle", where,
+                        "bytes value holds a torch.save zip (" + std::to_string(text.size()) +
+                            " bytes); torch.load(io.BytesIO(value)) runs whatever its data.pkl references",
+                        ""});
+    // Judged as any nested pickle's globals are: dangerous ones are errors, the
+    // rest warnings (whoever unpickles the value decides what it trusts).
+    for (Finding& f : zip.findings) {
+      if (f.severity == Severity::kInfo) continue;
+      f.where = where + " (nested zip) " + f.where;
+      if (f.code != "dangerous-global") {
+        f.code = "nested-global";
+        f.severity = Severity::kWarning;
+        f.message = f.global + " is imported by code that loads this value with torch.load";
+      }
+      findings.push_back(std::move(f));
+    }
+    return;
+  }
+  for (const Candidate& c : PickleCandidates(text)) {
+    ByteCursor cursor(AsBytes(std::string_view(text).substr(c.at)));
+    StatusOr<PickleResult> inner = ReadPickle(cursor, limits);
+    const std::string at = c.at == 0 ? "" : " from byte " + std::to_string(c.at);
+    if (!inner.ok()) {
+      if (c.framed) {
+        findings.push_back({Severity::kWarning, "nested-pickle-unreadable", where,
+                            "bytes value looks like a pickle" + at + " but does not parse: " +
+                                inner.status().ToString(), ""});
+      }
+      continue;
+    }
+    if (!c.framed && inner->globals.empty()) continue;  // text that happens to parse, naming nothing
+    findings.push_back({Severity::kWarning, "nested-pickle", where,
+                        "bytes value holds a pickle" + at + " (" + std::to_string(text.size() - c.at) +
+                            " bytes); code that unpickles it runs whatever it references", ""});
+    ScanGlobals(inner->globals, where + " (nested pickle" + at + ")", /*nested=*/true, findings);
+    if (levels_left > 1) ScanGraphBytes(inner->graph, where + " > ", limits, levels_left - 1, findings);
+    return;
+  }
 }
 
 void ScanGraphBytes(const ObjectGraph& graph, const std::string& prefix, const PickleLimits& limits,
                     uint32_t levels_left, std::vector<Finding>& findings) {
   WalkTree(graph, graph.root, limits.max_depth, [&](const WalkStep& step) {
     const Node& n = graph.at(step.id);
-    if (step.repeat || n.kind != NodeKind::kBytes || !LooksLikePickle(n.text)) return true;
-    std::string where = prefix + (step.path.empty() ? "(root)" : step.path);
-    ByteCursor cursor(AsBytes(n.text));
-    StatusOr<PickleResult> inner = ReadPickle(cursor, limits);
-    if (!inner.ok()) {
-      findings.push_back({Severity::kWarning, "nested-pickle-unreadable", where,
-                          "bytes value looks like a pickle but does not parse: " +
-                              inner.status().ToString(), ""});
-      return true;
-    }
-    findings.push_back({Severity::kWarning, "nested-pickle", where,
-                        "bytes value holds a pickle (" + std::to_string(n.text.size()) +
-                            " bytes); code that unpickles it runs whatever it references", ""});
-    ScanGlobals(inner->globals, where + " (nested pickle)", /*nested=*/true, findings);
-    if (levels_left > 1) {
-      ScanGraphBytes(inner->graph, where + " > ", limits, levels_left - 1, findings);
-    }
+    if (step.repeat || n.kind != NodeKind::kBytes) return true;
+    ScanBytesValue(n.text, prefix + (step.path.empty() ? "(root)" : step.path), limits, levels_left, findings);
     return true;
   });
 }

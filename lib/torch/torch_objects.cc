@@ -3,8 +3,12 @@
 // forms handled here.
 #include "optstate/torch_objects.h"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
+#include <iterator>
 #include <limits>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -203,12 +207,15 @@ class Resolver {
       m.class_name = "torch.Size";
       return Status();
     }
-    if (name == "_codecs.encode" && a.size() == 2 && N(a[0]).kind == NodeKind::kStr) {
-      // Protocol 2 writes bytes as encode(latin1-decoded str, 'latin1').
-      std::string raw;
-      if (!Utf8ToLatin1(N(a[0]).text, raw)) return Status();
+    if (name == "_codecs.encode" && !a.empty() && a.size() <= 2 && N(a[0]).kind == NodeKind::kStr) {
+      // Protocol 2 writes bytes as encode(latin1-decoded str, 'latin1'); a
+      // hand-made pickle may name another codec, and the bytes are what that
+      // codec gives (a pickle hidden behind 'cp1252' is still found).
+      std::string codec = a.size() == 2 && N(a[1]).kind == NodeKind::kStr ? N(a[1]).text : "utf-8";
+      std::optional<std::string> raw = EncodeText(N(a[0]).text, codec);
+      if (!raw) return Status();
       m.kind = NodeKind::kBytes;
-      m.text = std::move(raw);
+      m.text = std::move(*raw);
       return Status();
     }
     if (name == "copyreg._reconstructor" && !a.empty() && N(a[0]).kind == NodeKind::kGlobal) {
@@ -258,18 +265,45 @@ class Resolver {
     return BecomeTensor(id, std::move(t));
   }
 
-  static bool Utf8ToLatin1(const std::string& utf8, std::string& out) {
-    for (size_t i = 0; i < utf8.size(); ++i) {
+  // Python's str.encode(codec) for the codecs a pickle can name to make bytes;
+  // nullopt for another codec or a character the codec cannot encode.
+  static std::optional<std::string> EncodeText(const std::string& utf8, std::string codec) {
+    for (char& c : codec) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::replace(codec.begin(), codec.end(), '_', '-');
+    if (codec == "utf-8" || codec == "utf8") return utf8;
+    const bool latin1 = codec == "latin1" || codec == "latin-1" || codec == "iso-8859-1" || codec == "l1";
+    const bool cp1252 = codec == "cp1252" || codec == "windows-1252";
+    const bool ascii = codec == "ascii" || codec == "us-ascii";
+    if (!latin1 && !cp1252 && !ascii) return std::nullopt;
+    // cp1252's 0x80..0x9F (0 where it defines no character).
+    static constexpr uint16_t kCp1252High[32] = {
+        0x20AC, 0,      0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160,
+        0x2039, 0x0152, 0,      0x017D, 0,      0,      0x2018, 0x2019, 0x201C, 0x201D, 0x2022,
+        0x2013, 0x2014, 0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0,      0x017E, 0x0178};
+    std::string out;
+    for (size_t i = 0; i < utf8.size();) {
+      uint32_t cp = 0;
       auto c = static_cast<uint8_t>(utf8[i]);
-      if (c < 0x80) {
-        out += static_cast<char>(c);
-      } else if ((c & 0xE0) == 0xC0 && i + 1 < utf8.size() && c <= 0xC3) {
-        out += static_cast<char>(((c & 0x03) << 6) | (static_cast<uint8_t>(utf8[++i]) & 0x3F));
+      size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+      if (len == 0 || i + len > utf8.size()) return std::nullopt;
+      cp = len == 1 ? c : c & (0x7F >> len);
+      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<uint8_t>(utf8[i + k]) & 0x3F);
+      i += len;
+      if (cp < 0x80) {
+        out += static_cast<char>(cp);
+      } else if (ascii) {
+        return std::nullopt;
+      } else if (latin1 ? cp <= 0xFF : (cp >= 0xA0 && cp <= 0xFF)) {
+        out += static_cast<char>(cp);
+      } else if (cp1252) {
+        const uint16_t* hit = std::find(std::begin(kCp1252High), std::end(kCp1252High), cp);
+        if (cp == 0 || hit == std::end(kCp1252High)) return std::nullopt;
+        out += static_cast<char>(0x80 + (hit - std::begin(kCp1252High)));
       } else {
-        return false;  // beyond latin-1: not what _codecs.encode(..., 'latin1') can hold
+        return std::nullopt;
       }
     }
-    return true;
+    return out;
   }
 
   Status RebuildTensor(NodeId id, const std::string& name) {

@@ -44,6 +44,12 @@ MARKER = "/tmp/optstate-hostile-pickle-ran"
 RUN = f"touch {MARKER}"
 
 
+def torch_save_bytes(obj):
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
 def state_with(extra):
     return {"state": {0: {"step": torch.tensor(1.0), "exp_avg": torch.zeros(2)}},
             "param_groups": [{"lr": 0.1, "params": [0]}], "extra": extra}
@@ -202,6 +208,15 @@ def frame_ends_mid_opcode():
     return out.getvalue()
 
 
+def cp1252_bytes_call():
+    """Opcodes that push bytes as _codecs.encode(text, 'cp1252'): the bytes are a protocol 4 pickle
+    calling posix.system, so only a reader that applies cp1252 sees it."""
+    payload = pickle.dumps(Call(os.system, RUN), protocol=4)
+    text = payload.decode("cp1252")  # fails if the payload held a byte cp1252 leaves undefined
+    assert text.encode("cp1252") == payload and any(ord(ch) > 0xFF for ch in text)
+    return op_global("_codecs", "encode") + op_str(text) + op_str("cp1252") + pickle.TUPLE2 + pickle.REDUCE
+
+
 def spliced_cases():
     cmd = op_str(RUN)
     return {
@@ -235,6 +250,8 @@ def spliced_cases():
             pickle.EMPTY_DICT + op_str("\x1b[2K\rfindings: none\x1b[8m") +
             op_str("posix\x1b]0;owned\x07") + op_str("sys\u202etem") + pickle.STACK_GLOBAL + cmd + pickle.TUPLE1 +
             pickle.REDUCE + pickle.SETITEM),
+        # Nested pickles the first scan missed (issue 20, item 2): behind a codec other than latin1.
+        "nested_pickle_cp1252.pt": splice(cp1252_bytes_call()),
         # A cycle made after creation: an object BUILT with itself as its state,
         # given as the state of a DTensor rebuild (whose reader looks inside it).
         "dtensor_state_cycle.pt": splice(
@@ -329,6 +346,11 @@ def main():
         "importlib_import_module.pt": (state_with(Call(importlib.import_module, "os")), 2),
         # A pickle inside a bytes value, as HeavyBall stores precond_schedule.
         "nested_pickle_bytes.pt": (state_with(pickle.dumps(Call(os.system, RUN), protocol=4)), 2),
+        # Nested pickles in protocol 0 (no PROTO opcode), after a byte of padding, and a whole
+        # torch.save zip in a bytes value (torch.load(io.BytesIO(value)) runs its data.pkl).
+        "nested_pickle_protocol0.pt": (state_with(pickle.dumps(Call(os.system, RUN), protocol=0)), 2),
+        "nested_pickle_padded.pt": (state_with(b"\x00" + pickle.dumps(Call(os.system, RUN), protocol=4)), 2),
+        "nested_torch_zip.pt": (state_with(torch_save_bytes(state_with(Call(os.system, RUN)))), 2),
         # Default-deny: a callable on no allowlist and no danger list is still refused.
         "unknown_callable.pt": (state_with(Call(random.Random, 0)), 2),
         # On picklescan's list, not on the first version of ours: runs a statement.

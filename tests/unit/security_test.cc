@@ -65,6 +65,11 @@ TEST(SecurityTest, EveryHostileFileIsRefusedOrFlagged) {
       {"memo_index_2g.pt", "refused: corrupt data: memo index 2147483632 was never stored"},
       {"nested_million.pt", "refused: limit exceeded: objects nested deeper than 1000 levels (limit max_depth)"},
       {"nested_pickle_bytes.pt", "flagged: warning nested-pickle, error dangerous-global"},
+      // Nested pickles behind a codec, in protocol 0, after padding, and inside a nested torch zip.
+      {"nested_pickle_cp1252.pt", "flagged: warning nested-pickle, error dangerous-global"},
+      {"nested_pickle_protocol0.pt", "flagged: warning nested-pickle, error dangerous-global"},
+      {"nested_pickle_padded.pt", "flagged: warning nested-pickle, error dangerous-global"},
+      {"nested_torch_zip.pt", "flagged: warning nested-pickle, error dangerous-global"},
       {"newobj_ex_subprocess.pt", "flagged: error dangerous-global"},
       {"obj_os_system.pt", "flagged: error dangerous-global"},
       {"os_system_global.pt", "flagged: error dangerous-global"},
