@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "inspect_command.h"
+#include "terminal_safe_stream.h"
 
 namespace optstate::tools {
 namespace {
@@ -41,15 +42,15 @@ void WriteTree(const InspectReport& r, std::ostream& out) {
       out << "… " << l.more << " more\n";
       continue;
     }
-    if (!l.label.empty()) out << l.label << ": ";
+    if (!l.label.empty()) out << OneLine(l.label) << ": ";
     if (!l.same_as.empty()) {
-      out << "same " << l.type << " as " << l.same_as << "\n";
+      out << "same " << l.type << " as " << OneLine(l.same_as) << "\n";
       continue;
     }
     bool scalar = l.type == "int" || l.type == "float" || l.type == "str" || l.type == "bool" ||
                   l.type == "None";
     bool tensor = l.type == "tensor" || l.type == "Parameter" || l.type == "DTensor";
-    out << (scalar ? l.summary : l.type + (tensor ? " " : ", ") + l.summary) << "\n";
+    out << OneLine(scalar ? l.summary : l.type + (tensor ? " " : ", ") + l.summary) << "\n";
   }
 }
 
@@ -69,7 +70,7 @@ void WriteWrapped(std::ostream& out, const std::string& head, const std::vector<
 }
 
 void WriteOptimizer(const OptimizerSummary& o, std::ostream& out) {
-  out << "\noptimizer state at " << (o.path.empty() ? "(root)" : o.path) << ":\n";
+  out << "\noptimizer state at " << (o.path.empty() ? "(root)" : OneLine(o.path)) << ":\n";
   std::string keys;
   for (auto& [type, n] : o.key_types) keys += (keys.empty() ? "" : ", ") + type + " ×" + std::to_string(n);
   out << "  state         " << o.state_entries << (o.state_entries == 1 ? " entry" : " entries")
@@ -128,7 +129,7 @@ void WriteInspectText(const InspectOptions& options, const Checkpoint& cp, const
         << (c.serialization_id ? ", serialization_id " + *c.serialization_id : "") << "\n";
     if (options.records) {
       for (const ZipEntry& e : c.zip.entries) {
-        out << "    " << std::left << std::setw(44) << e.name << std::right << std::setw(10) << e.size
+        out << "    " << std::left << std::setw(44) << OneLine(e.name) << std::right << std::setw(10) << e.size
             << std::setw(10) << e.data_offset << "  " << std::hex << std::setw(8) << std::setfill('0')
             << e.crc32 << std::dec << std::setfill(' ') << "\n";
       }
@@ -145,7 +146,8 @@ void WriteContentsText(const InspectOptions& options, const Checkpoint& cp, cons
   for (const OptimizerSummary& o : r.optimizers) WriteOptimizer(o, out);
   out << "\nfindings: " << (cp.findings.empty() ? "none" : std::to_string(cp.findings.size())) << "\n";
   for (const Finding& f : cp.findings) {
-    out << "  " << SeverityName(f.severity) << " [" << f.code << "] " << f.where << ": " << f.message << "\n";
+    out << "  " << SeverityName(f.severity) << " [" << f.code << "] " << OneLine(f.where) << ": " << OneLine(f.message)
+        << "\n";
   }
 }
 

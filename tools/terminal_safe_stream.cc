@@ -84,6 +84,21 @@ std::string EscapeForTerminal(std::string_view text) {
   return out;
 }
 
+std::string OneLine(std::string_view field) {
+  std::string out;
+  out.reserve(field.size());
+  for (char c : field) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 TerminalSafeBuf::int_type TerminalSafeBuf::overflow(int_type c) {
   if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
   pending_ += traits_type::to_char_type(c);

@@ -24,6 +24,11 @@ namespace optstate::tools {
 // The rewriting above, for one complete piece of text.
 std::string EscapeForTerminal(std::string_view text);
 
+// One field of a report on one line: newlines and tabs in it (a key, a name,
+// a message quoting either, all from the file) become \n and \t, so a key
+// cannot print a line of its own. The sink's filter does the rest.
+std::string OneLine(std::string_view field);
+
 // A streambuf that escapes what is written to it and forwards it to `sink`.
 // Text is held until a newline (no UTF-8 sequence spans one) or a flush, so a
 // multi-byte character split across two writes is judged whole.

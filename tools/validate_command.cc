@@ -12,6 +12,7 @@
 #include "optstate/file_io.h"
 #include "optstate/framework_dir.h"
 #include "shared_flags.h"
+#include "terminal_safe_stream.h"
 
 namespace optstate::tools {
 namespace {
@@ -54,15 +55,15 @@ void ReportText(const ValidationReport& r, std::ostream& out) {
     for (const std::string& n : r.read_error->not_scanned) out << "  not scanned: " << n << "\n";
   }
   for (const ValidationFinding& f : r.findings) {
-    out << "  " << std::left << std::setw(8) << RuleSeverityName(f.severity) << "[" << f.rule << "] " << f.path << ": "
-        << f.message << "\n";
+    out << "  " << std::left << std::setw(8) << RuleSeverityName(f.severity) << "[" << f.rule << "] " << OneLine(f.path)
+        << ": " << OneLine(f.message) << "\n";
   }
   // Rules skipped for the same reason share one line.
   for (size_t i = 0; i < r.skipped.size();) {
     size_t j = i + 1;
     std::string ids = r.skipped[i].first;
     for (; j < r.skipped.size() && r.skipped[j].second == r.skipped[i].second; ++j) ids += ", " + r.skipped[j].first;
-    out << "  skipped [" << ids << "]: " << r.skipped[i].second << "\n";
+    out << "  skipped [" << ids << "]: " << OneLine(r.skipped[i].second) << "\n";
     i = j;
   }
   for (const std::string& a : r.allowlisted) out << "  allowlisted by the rules file: " << a << "\n";

@@ -10,6 +10,7 @@
 #include "optstate/framework_dir.h"
 #include "optstate/rank_set.h"
 #include "shared_flags.h"
+#include "terminal_safe_stream.h"
 
 namespace optstate::tools {
 namespace {
@@ -58,7 +59,7 @@ void WriteText(const VerifyCommandOptions& o, const std::string& file, const Mat
   } else {
     out << r.findings.size() << (r.findings.size() == 1 ? " finding:\n" : " findings:\n");
     for (const VerifyFinding& f : r.findings) {
-      out << "  " << f.check << "  " << (f.param.empty() ? "" : f.param + ": ") << f.message << "\n";
+      out << "  " << f.check << "  " << (f.param.empty() ? "" : OneLine(f.param) + ": ") << OneLine(f.message) << "\n";
     }
   }
 }

@@ -111,7 +111,9 @@ class Builder {
         return s;
       }
       case NodeKind::kObject:
-        return "never called; arguments " + (n.args == kNoNode ? std::string("none") : ValueText(g_, n.args, 50));
+        // optstate records the call and never makes it; torch.load(weights_only=False) would.
+        return "a call (not run here); arguments " +
+               (n.args == kNoNode ? std::string("none") : ValueText(g_, n.args, 50));
       default: return ValueText(g_, id, 60);
     }
   }

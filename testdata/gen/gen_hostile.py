@@ -351,6 +351,8 @@ def main():
         "nested_pickle_protocol0.pt": (state_with(pickle.dumps(Call(os.system, RUN), protocol=0)), 2),
         "nested_pickle_padded.pt": (state_with(b"\x00" + pickle.dumps(Call(os.system, RUN), protocol=4)), 2),
         "nested_torch_zip.pt": (state_with(torch_save_bytes(state_with(Call(os.system, RUN)))), 2),
+        # A key that would print lines of its own: "findings: none" after a newline.
+        "newline_key.pt": (state_with({"ok\n\nfindings: none\n": Call(os.system, RUN)}), 2),
         # Default-deny: a callable on no allowlist and no danger list is still refused.
         "unknown_callable.pt": (state_with(Call(random.Random, 0)), 2),
         # On picklescan's list, not on the first version of ours: runs a statement.

@@ -79,6 +79,7 @@ TEST(SecurityTest, EveryHostileFileIsRefusedOrFlagged) {
       {"subprocess_check_output.pt", "flagged: error dangerous-global"},
       // Bytes for the terminal in a key, a module and a name: what the text renderers must escape.
       {"terminal_escapes.pt", "flagged: error unknown-global-called"},
+      {"newline_key.pt", "flagged: error dangerous-global"},
       {"timeit_timeit.pt", "flagged: error dangerous-global"},
       {"unknown_callable.pt", "flagged: error unknown-global-called"},
       // What torch.load runs of files optstate cannot read (validate reports it: tests/cli hostile_unreadable_*).
