@@ -5,11 +5,36 @@
 #include <CLI/CLI.hpp>
 
 #include "optstate/dcp_checkpoint.h"
+#include "optstate/file_io.h"
+#include "optstate/security.h"
+#include "terminal_safe_stream.h"
 
 namespace optstate::tools {
 namespace {
 
 constexpr const char* kName = "inspect";
+
+// After a file failed to read: what torch.load would still run of it (a
+// CRC-damaged or broken pickle runs up to its break), on stderr beside the
+// error, so the failure does not hide a dangerous call. validate gates on it.
+void ReportWhatTorchLoadWouldRun(const std::string& path, const ReadOptions& read, const Status& error,
+                                 CommandOutput& output) {
+  if (error.code() == StatusCode::kIoError || error.code() == StatusCode::kNotFound ||
+      error.code() == StatusCode::kInvalidArgument) {
+    return;
+  }
+  StatusOr<MappedFile> mapped = MappedFile::Open(path);
+  if (!mapped.ok()) return;
+  UnreadableScan scan = ScanWhatTorchLoadWouldRun(ByteCursor(mapped->bytes()), read.pickle);
+  std::erase_if(scan.findings, [](const Finding& f) { return f.severity == Severity::kInfo; });
+  if (scan.findings.empty()) return;
+  output.err << "optstate " << kName << ": what torch.load would still run of it (" << scan.scanned
+             << "; optstate validate reports it too):\n";
+  for (const Finding& f : scan.findings) {
+    output.err << "  " << SeverityName(f.severity) << " [" << f.code << "] " << OneLine(f.where) << ": "
+               << OneLine(f.message) << "\n";
+  }
+}
 
 }  // namespace
 
@@ -22,7 +47,11 @@ int RunInspect(const InspectOptions& given, CommandOutput& output) {
   ReadOptions read = options.read;
   read.resolve_offsets = options.records;  // the listing shows data offsets
   StatusOr<std::unique_ptr<CheckpointFile>> file = OpenCheckpoint(options.path, read);
-  if (!file.ok()) return ReportError(output, kName, file.status(), options.json);
+  if (!file.ok()) {
+    int rc = ReportError(output, kName, file.status(), options.json);
+    if (!options.json) ReportWhatTorchLoadWouldRun(options.path, read, file.status(), output);
+    return rc;
+  }
   StatusOr<InspectReport> report = BuildInspectReport(**file, options.report);
   if (!report.ok()) {
     return ReportError(output, kName, std::move(report).status().WithContext(options.path), options.json);

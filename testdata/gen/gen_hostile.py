@@ -217,6 +217,25 @@ def cp1252_bytes_call():
     return op_global("_codecs", "encode") + op_str(text) + op_str("cp1252") + pickle.TUPLE2 + pickle.REDUCE
 
 
+def crc_damaged(data):
+    """The same zip with the CRC-32 of its data.pkl record wrong in both headers (the bytes intact):
+    inspect --verify-crc refuses it, and must still say what its pickle calls."""
+    zf = zipfile.ZipFile(io.BytesIO(data))
+    info = next(i for i in zf.infolist() if i.filename.endswith("data.pkl"))
+    out = bytearray(data)
+    bad = struct.pack("<I", info.CRC ^ 0xFFFFFFFF)
+    out[info.header_offset + 14:info.header_offset + 18] = bad  # local file header
+    name = info.filename.encode()
+    at = out.index(b"PK\x01\x02")  # the first central directory entry
+    while True:
+        n = struct.unpack_from("<H", out, at + 28)[0]
+        if bytes(out[at + 46:at + 46 + n]) == name:
+            out[at + 16:at + 20] = bad
+            break
+        at += 46 + n + struct.unpack_from("<H", out, at + 30)[0] + struct.unpack_from("<H", out, at + 32)[0]
+    return bytes(out)
+
+
 def spliced_cases():
     cmd = op_str(RUN)
     return {
@@ -364,6 +383,10 @@ def main():
         path = os.path.join(out, name)
         torch.save(obj, path, pickle_protocol=protocol)
         print(f"{path}: {os.path.getsize(path)} bytes")
+    with open(os.path.join(out, "os_system_global.pt"), "rb") as f:
+        damaged = crc_damaged(f.read())
+    with open(os.path.join(out, "crc_damaged_os_system.pt"), "wb") as f:
+        f.write(damaged)
 
 
 if __name__ == "__main__":

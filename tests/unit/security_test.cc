@@ -55,6 +55,8 @@ TEST(SecurityTest, EveryHostileFileIsRefusedOrFlagged) {
       {"binunicode8_huge.pt", "refused: limit exceeded: BINUNICODE8 of 1099511627779 bytes exceeds"},
       {"builtins_eval.pt", "flagged: error dangerous-global"},
       {"builtins_exec.pt", "flagged: error dangerous-global"},
+      // Read without --verify-crc; with it, inspect refuses and still names the call (tests/cli).
+      {"crc_damaged_os_system.pt", "flagged: error dangerous-global"},
       {"dtensor_state_cycle.pt", "refused: corrupt data: DTensor without a _local_tensor"},
       {"heavyball_rng_bytes.pt", "flagged: warning nested-pickle, warning nested-global"},
       {"importlib_import_module.pt", "flagged: error dangerous-global"},
