@@ -5,7 +5,10 @@
 // object is not the magic number has already run what came before the break.
 // Each pickle torch would unpickle is read the same way, up to where torch
 // would stop, and its globals are judged as ScanGlobals judges any pickle's.
+#include <algorithm>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "optstate/security.h"
@@ -100,11 +103,141 @@ UnreadableScan ScanPickleStream(const ByteCursor& file, const PickleLimits& limi
   return out;
 }
 
+// torch's oldest format (before 0.4): a tar whose members 'storages',
+// 'tensors' and 'pickle' torch.load unpickles in that order. The first pickle
+// of each member and the whole 'pickle' member are scanned; the per-storage
+// pickles between raw data inside 'storages' and 'tensors' are not.
+struct TarMember {
+  std::string name;
+  uint64_t offset = 0;  // of the data
+  uint64_t size = 0;
+};
+
+std::optional<uint64_t> TarNumber(ByteSpan field) {
+  if (!field.empty() && (static_cast<uint8_t>(field[0]) & 0x80)) {  // base-256
+    uint64_t v = static_cast<uint8_t>(field[0]) & 0x7F;
+    for (size_t i = 1; i < field.size(); ++i) {
+      if (v >> 55) return std::nullopt;
+      v = (v << 8) | static_cast<uint8_t>(field[i]);
+    }
+    return v;
+  }
+  uint64_t v = 0;
+  bool any = false;
+  for (std::byte b : field) {
+    char c = static_cast<char>(b);
+    if (c == '\0' || c == ' ') {
+      if (any) break;
+      continue;
+    }
+    if (c < '0' || c > '7' || (v >> 60)) return std::nullopt;
+    v = v * 8 + static_cast<uint64_t>(c - '0');
+    any = true;
+  }
+  return v;
+}
+
+std::string TarText(ByteSpan field) {
+  std::string s(AsChars(field));
+  return s.substr(0, s.find('\0'));
+}
+
+// "<length> <key>=<value>\n" records: only path and size change what follows.
+void ApplyPax(std::string_view records, std::string& path, uint64_t& size, bool& has_size) {
+  while (!records.empty()) {
+    size_t space = records.find(' ');
+    if (space == std::string_view::npos) return;
+    uint64_t len = 0;
+    for (char c : records.substr(0, space)) {
+      if (c < '0' || c > '9' || len > records.size()) return;
+      len = len * 10 + static_cast<uint64_t>(c - '0');
+    }
+    if (len <= space + 1 || len > records.size()) return;
+    std::string_view rec = records.substr(space + 1, len - space - 2);  // without the newline
+    size_t eq = rec.find('=');
+    if (eq != std::string_view::npos) {
+      std::string_view key = rec.substr(0, eq), value = rec.substr(eq + 1);
+      if (key == "path") path = std::string(value);
+      if (key == "size") {
+        uint64_t v = 0;
+        for (char c : value) {
+          if (c < '0' || c > '9' || (v >> 59)) return;
+          v = v * 10 + static_cast<uint64_t>(c - '0');
+        }
+        size = v;
+        has_size = true;
+      }
+    }
+    records.remove_prefix(len);
+  }
+}
+
+std::vector<TarMember> ReadTarMembers(ByteSpan b) {
+  std::vector<TarMember> out;
+  std::string pax_path;
+  uint64_t pax_size = 0;  // a plain pair: GCC 12 misjudges an optional here as maybe-uninitialized
+  bool has_pax_size = false;
+  for (uint64_t at = 0; at + 512 <= b.size();) {
+    ByteSpan h = b.subspan(at, 512);
+    bool zero = true;
+    for (std::byte x : h) zero &= x == std::byte{0};
+    if (zero) break;
+    std::optional<uint64_t> size = TarNumber(h.subspan(124, 12));
+    if (!size || *size > b.size() - at - 512) break;  // torch's tarfile would fail here too
+    const char type = static_cast<char>(h[156]);
+    const uint64_t data = at + 512;
+    if (type == 'x' || type == 'g') {
+      ApplyPax(AsChars(b.subspan(data, *size)), pax_path, pax_size, has_pax_size);
+    } else {
+      uint64_t real = has_pax_size ? pax_size : *size;
+      if (real > b.size() - data) break;
+      if (type == '0' || type == '\0') {
+        out.push_back({pax_path.empty() ? TarText(h.subspan(0, 100)) : pax_path, data, real});
+      }
+      size = real;
+      pax_path.clear();
+      has_pax_size = false;
+    }
+    at = data + (*size + 511) / 512 * 512;
+  }
+  return out;
+}
+
+bool LooksLikeTar(ByteSpan b) {
+  return b.size() >= 512 && AsChars(b.subspan(257, 5)) == "ustar";
+}
+
+UnreadableScan ScanTar(const ByteCursor& file, const PickleLimits& limits) {
+  UnreadableScan out;
+  std::vector<TarMember> members = ReadTarMembers(file.data());
+  size_t pickles = 0;
+  for (const char* name : {"storages", "tensors", "pickle"}) {
+    auto m = std::find_if(members.begin(), members.end(), [&](const TarMember& t) { return t.name == name; });
+    if (m == members.end()) {
+      out.stopped_at = std::string("at the tar member '") + name + "', which is missing: torch.load raises there";
+      break;
+    }
+    ByteCursor c(file.data().subspan(m->offset, m->size), file.base_offset() + m->offset);
+    PickleResult got;
+    std::string error;
+    ++pickles;
+    if (!ScanOne(c, std::string("tar member '") + name + "'", limits, out.findings, got, error)) {
+      out.stopped_at = std::string("in tar member '") + name + "': " + error;
+      break;
+    }
+  }
+  if (pickles > 0) out.not_scanned.push_back("the per-storage and per-tensor pickles between raw data in 'storages' "
+                                             "and 'tensors'");
+  out.scanned = std::to_string(pickles) + " pickle" + (pickles == 1 ? "" : "s") + " of a tar checkpoint (torch < 0.4)";
+  return out;
+}
+
 }  // namespace
 
 UnreadableScan ScanWhatTorchLoadWouldRun(const ByteCursor& file, const PickleLimits& limits) {
   ByteSpan b = file.data();
   if (b.size() >= 4 && b[0] == std::byte{'P'} && b[1] == std::byte{'K'}) return ScanZip(file, limits);
+  if (LooksLikeTar(b)) return ScanTar(file, limits);  // torch tries tar before the pickle stream
   // Anything else goes to torch's legacy path, which unpickles first and checks
   // after (protocols 0 and 1 have no PROTO opcode, so no start can be ruled out).
   return ScanPickleStream(file, limits);

@@ -236,6 +236,20 @@ def crc_damaged(data):
     return bytes(out)
 
 
+def tar_checkpoint():
+    """torch's format before 0.4: a tar of 'storages', 'tensors' and 'pickle', each unpickled by
+    torch.load's legacy path. No storages or tensors here; the 'pickle' member calls posix.system."""
+    import tarfile
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in (("storages", pickle.dumps(0, protocol=2)), ("tensors", pickle.dumps(0, protocol=2)),
+                           ("pickle", pickle.dumps(Call(os.system, RUN), protocol=2))):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 0
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
 def spliced_cases():
     cmd = op_str(RUN)
     return {
@@ -346,6 +360,7 @@ def main():
     raw["call_then_broken_pickle.pt"] = zip_with_data_pkl(call_then_broken)
     raw["duplicate_data_pkl.pt"] = duplicate_data_pkl()
     raw["frame_ends_mid_opcode.pt"] = frame_ends_mid_opcode()
+    raw["tar_legacy_os_system.pt"] = tar_checkpoint()
     for name, data in raw.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
