@@ -77,6 +77,14 @@ void ScanRecordsBesideTheMainPickle(const ByteCursor& whole, const PickleLimits&
   const ZipEntry* main = zip.Find("data.pkl");
   for (const ZipEntry& e : zip.entries) {
     if (&e == main || !(e.name == "data.pkl" || e.name.ends_with("/data.pkl"))) continue;
+    if (e.method == 8) {  // torch's reader inflates a deflated record
+      StatusOr<std::vector<std::byte>> inflated = InflateZipEntry(whole, e, 256u << 20);
+      if (inflated.ok()) {
+        ByteCursor c(ByteSpan(inflated->data(), inflated->size()));
+        (void)ScanPickleGlobals(c, e.name + " (inflated)", limits, out.findings);
+        continue;
+      }
+    }
     StatusOr<ByteSpan> data = ZipEntryData(whole, e);
     StatusOr<uint64_t> at = ZipEntryDataOffset(whole, e);
     if (e.method != 0 || !data.ok() || !at.ok()) {
@@ -88,11 +96,7 @@ void ScanRecordsBesideTheMainPickle(const ByteCursor& whole, const PickleLimits&
       continue;
     }
     ByteCursor c(*data, whole.base_offset() + *at);
-    PickleResult partial;
-    StatusOr<PickleResult> r = ReadPickle(c, limits, &partial);
-    const PickleResult& got = r.ok() ? *r : partial;
-    const std::set<uint64_t> called = CalledGlobalOffsets(got.graph);
-    ScanGlobals(got.globals, e.name, /*nested=*/false, out.findings, &called);
+    (void)ScanPickleGlobals(c, e.name, limits, out.findings);  // a break is no reason to stop the scan
   }
 }
 

@@ -177,6 +177,17 @@ void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where
   }
 }
 
+Status ScanPickleGlobals(ByteCursor& cursor, const std::string& where, const PickleLimits& limits,
+                         std::vector<Finding>& findings, PickleResult* got) {
+  PickleResult partial;
+  StatusOr<PickleResult> r = ReadPickle(cursor, limits, &partial);
+  PickleResult& result = r.ok() ? *r : partial;
+  const std::set<uint64_t> called = CalledGlobalOffsets(result.graph);
+  ScanGlobals(result.globals, where, /*nested=*/false, findings, &called);
+  if (got != nullptr) *got = std::move(result);
+  return r.status();
+}
+
 void ScanZipNames(const std::vector<std::string>& names, std::vector<Finding>& findings) {
   for (const std::string& name : names) {
     bool escapes = name.starts_with("/") || name.starts_with("\\") ||

@@ -18,23 +18,15 @@ namespace optstate {
 namespace {
 
 constexpr const char* kMagic = "119547037146038801333356";  // the legacy format's first object
+constexpr uint64_t kMaxInflatedPickle = 256u << 20;           // a deflated data.pkl, inflated
 
 // Reads one pickle at `c` and adds the findings for what it named and called.
 // Returns false when it broke: torch.load stops there, so nothing after it runs.
 bool ScanOne(ByteCursor& c, const std::string& where, const PickleLimits& limits, std::vector<Finding>& findings,
              PickleResult& got, std::string& error) {
-  PickleResult partial;
-  StatusOr<PickleResult> r = ReadPickle(c, limits, &partial);
-  const bool ok = r.ok();
-  if (ok) {
-    got = std::move(*r);
-  } else {
-    got = std::move(partial);
-    error = r.status().ToString();
-  }
-  const std::set<uint64_t> called = CalledGlobalOffsets(got.graph);
-  ScanGlobals(got.globals, where, /*nested=*/false, findings, &called);
-  return ok;
+  Status s = ScanPickleGlobals(c, where, limits, findings, &got);
+  if (!s.ok()) error = s.ToString();
+  return s.ok();
 }
 
 UnreadableScan ScanZip(const ByteCursor& file, const PickleLimits& limits) {
@@ -48,6 +40,20 @@ UnreadableScan ScanZip(const ByteCursor& file, const PickleLimits& limits) {
   size_t pickles = 0;
   for (const ZipEntry& e : zip->entries) {
     if (!(e.name == "data.pkl" || e.name.ends_with("/data.pkl"))) continue;
+    if (e.method == 8) {  // torch's reader inflates it; so do we (inflate.h)
+      StatusOr<std::vector<std::byte>> inflated = InflateZipEntry(file, e, kMaxInflatedPickle);
+      if (!inflated.ok()) {
+        out.not_scanned.push_back("record '" + e.name + "' (deflated): " + inflated.status().ToString());
+        continue;
+      }
+      ByteCursor c(ByteSpan(inflated->data(), inflated->size()));
+      PickleResult got;
+      std::string error;
+      ++pickles;
+      const std::string where = e.name + " (inflated)";
+      if (!ScanOne(c, where, limits, out.findings, got, error)) out.stopped_at = "in " + where + ": " + error;
+      continue;
+    }
     if (e.method != 0) {
       out.not_scanned.push_back("record '" + e.name + "' is compressed (method " + std::to_string(e.method) + ")");
       continue;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "io/crc32.h"
+#include "optstate/inflate.h"
 
 namespace optstate {
 namespace {
@@ -257,6 +258,26 @@ Status VerifyZipEntryCrc(const ByteCursor& cursor, const ZipEntry& entry) {
                         ", the directory says " + Hex32(entry.crc32));
   }
   return Status();
+}
+
+StatusOr<std::vector<std::byte>> InflateZipEntry(const ByteCursor& cursor, const ZipEntry& entry, uint64_t cap) {
+  if (entry.method != 8) {
+    return UnsupportedError("record '" + entry.name + "' uses compression method " + std::to_string(entry.method) +
+                            ", not deflate");
+  }
+  if (entry.size > cap) {
+    return LimitExceededError("record '" + entry.name + "' declares " + std::to_string(entry.size) +
+                              " bytes inflated, more than " + std::to_string(cap));
+  }
+  OPTSTATE_ASSIGN_OR_RETURN(uint64_t offset, ZipEntryDataOffset(cursor, entry));
+  OPTSTATE_ASSIGN_OR_RETURN(ByteCursor data, cursor.Slice(offset, entry.compressed_size, "deflated record data"));
+  StatusOr<std::vector<std::byte>> out = InflateRaw(data.data(), entry.size);
+  if (!out.ok()) return std::move(out).status().WithContext("record '" + entry.name + "'");
+  if (out->size() != entry.size) {
+    return CorruptError("record '" + entry.name + "' inflates to " + std::to_string(out->size()) +
+                        " bytes, its directory entry says " + std::to_string(entry.size));
+  }
+  return out;
 }
 
 }  // namespace optstate

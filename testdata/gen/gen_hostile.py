@@ -250,6 +250,22 @@ def tar_checkpoint():
     return out.getvalue()
 
 
+def deflated_data_pkl():
+    """A torch.save zip whose data.pkl (a posix.system call) is deflated: torch.save never
+    compresses, but torch's zip reader inflates a record of method 8 and unpickles it."""
+    buf = io.BytesIO()
+    torch.save(state_with(Call(os.system, RUN)), buf, pickle_protocol=2)
+    src = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            entry = zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0))
+            if info.filename.endswith("data.pkl"):
+                entry.compress_type = zipfile.ZIP_DEFLATED
+            dst.writestr(entry, src.read(info))
+    return out.getvalue()
+
+
 def spliced_cases():
     cmd = op_str(RUN)
     return {
@@ -361,6 +377,7 @@ def main():
     raw["duplicate_data_pkl.pt"] = duplicate_data_pkl()
     raw["frame_ends_mid_opcode.pt"] = frame_ends_mid_opcode()
     raw["tar_legacy_os_system.pt"] = tar_checkpoint()
+    raw["deflated_data_pkl.pt"] = deflated_data_pkl()
     for name, data in raw.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)

@@ -42,6 +42,12 @@ void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where
 // (BUILD, SETITEM(S), APPEND(S) on the global itself).
 std::set<uint64_t> CalledGlobalOffsets(const ObjectGraph& graph);
 
+// Reads the pickle at `cursor` and adds the findings for the globals it names
+// and calls, including those before a break (CPython has run them by then).
+// Returns the read's status; `got`, when given, receives what was built.
+Status ScanPickleGlobals(ByteCursor& cursor, const std::string& where, const PickleLimits& limits,
+                         std::vector<Finding>& findings, PickleResult* got = nullptr);
+
 // Zip entry names that would leave the directory an extracting tool writes
 // into ("..", absolute paths, drive letters): optstate never extracts by name,
 // but `unzip` or a careless script would.

@@ -65,6 +65,11 @@ StatusOr<ByteSpan> ZipEntryData(const ByteCursor& cursor, const ZipEntry& entry)
 // values when it differs from the central directory's.
 Status VerifyZipEntryCrc(const ByteCursor& cursor, const ZipEntry& entry);
 
+// A deflated record (method 8), inflated: at most `cap` bytes, and exactly the
+// size its directory entry declares. torch.save never deflates, but torch's
+// reader accepts it, so the security scan reads such records this way.
+StatusOr<std::vector<std::byte>> InflateZipEntry(const ByteCursor& cursor, const ZipEntry& entry, uint64_t cap);
+
 // True when `data` starts with a local file header ("PK\3\4").
 bool LooksLikeZip(ByteSpan data);
 
