@@ -33,7 +33,8 @@ def main():
     out = sys.argv[1]
     shutil.rmtree(out, ignore_errors=True)
     targets = {t: os.path.join(out, t) for t in
-               ("pickle_vm", "zip_directory", "legacy", "zstd", "dcp_metadata", "inspect", "roundtrip", "render")}
+               ("pickle_vm", "zip_directory", "legacy", "zstd", "dcp_metadata", "inspect", "roundtrip", "render",
+                "inflate")}
     for d in targets.values():
         os.makedirs(d)
     checkpoints = list(small_files(["testdata/good/*/*.pt", "testdata/hostile/*.pt", "testdata/validate/*.pt"]))
@@ -57,6 +58,8 @@ def main():
                         f.write(data)
     for path in small_files(["testdata/pickles/*.pkl"]):
         shutil.copy(path, os.path.join(targets["pickle_vm"], name_of(path)))
+    for path in small_files(["testdata/pickles/*.deflate-*"]):
+        shutil.copy(path, os.path.join(targets["inflate"], name_of(path)))
     for path in small_files(["testdata/**/*.zst"]):
         shutil.copy(path, os.path.join(targets["zstd"], name_of(path)))
     for path in small_files(["testdata/**/.metadata"]):
