@@ -138,10 +138,10 @@ def legacy_with_call_in_magic():
     return magic[:2] + hidden + magic[2:] + data[first_end:]
 
 
-def zip_with_data_pkl(transform):
-    """A real torch.save file (protocol 2) whose data.pkl bytes are passed through transform."""
+def zip_with_data_pkl(transform, protocol=2):
+    """A real torch.save file whose data.pkl bytes are passed through transform."""
     buf = io.BytesIO()
-    torch.save(state_with(0), buf, pickle_protocol=2)
+    torch.save(state_with(0), buf, pickle_protocol=protocol)
     src = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
@@ -197,15 +197,7 @@ def frame_ends_mid_opcode():
                 return data[:3] + struct.pack("<Q", inside - frame_start) + data[11:]
         raise AssertionError("no string opcode to cut into")
 
-    buf = io.BytesIO()
-    torch.save(state_with(0), buf, pickle_protocol=4)
-    src = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
-        for info in src.infolist():
-            data = src.read(info)
-            put(dst, info.filename, cut(data) if info.filename.endswith("data.pkl") else data)
-    return out.getvalue()
+    return zip_with_data_pkl(cut, protocol=4)
 
 
 def cp1252_bytes_call():
