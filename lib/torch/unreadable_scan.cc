@@ -84,7 +84,10 @@ UnreadableScan ScanPickleStream(const ByteCursor& file, const PickleLimits& limi
   ByteCursor c = file;
   size_t pickles = 0;
   for (const char* role : kRoles) {
-    if (c.at_end()) break;
+    if (c.at_end()) {
+      out.stopped_at = "at the end of the file, after pickle " + std::to_string(pickles) + ": torch.load raises there";
+      break;
+    }
     const uint64_t at = c.offset();
     PickleResult got;
     std::string error;
@@ -94,12 +97,16 @@ UnreadableScan ScanPickleStream(const ByteCursor& file, const PickleLimits& limi
       out.stopped_at = "in " + where + ", which starts at offset " + std::to_string(at) + ": " + error;
       break;
     }
+    // torch checks the magic number and the protocol version after unpickling
+    // them. A value made by a call (eval("0x1950A86A20F9469CFC6C") is the magic
+    // number) cannot be judged here, so the scan goes on as torch may.
     const Node& root = got.graph.at(got.graph.root);
-    if (pickles == 1 && !(root.kind == NodeKind::kBigInt && root.text == kMagic)) {
+    const bool computed = root.kind == NodeKind::kObject;
+    if (pickles == 1 && !computed && !(root.kind == NodeKind::kBigInt && root.text == kMagic)) {
       out.stopped_at = "after pickle 1: it is not the legacy magic number, so torch.load raises there";
       break;
     }
-    if (pickles == 2 && !(root.kind == NodeKind::kInt && root.int_value == 1001)) {
+    if (pickles == 2 && !computed && !(root.kind == NodeKind::kInt && root.int_value == 1001)) {
       out.stopped_at = "after pickle 2: it is not protocol version 1001, so torch.load raises there";
       break;
     }

@@ -258,6 +258,14 @@ def deflated_data_pkl():
     return out.getvalue()
 
 
+def legacy_computed_magic():
+    """A legacy stream whose magic number is computed, eval('0x1950A86A20F9469CFC6C'), so torch's
+    check passes, and whose main object calls posix.system (picklescan's pytorch_magic_bypass)."""
+    sys_info = {"protocol_version": 1001, "little_endian": True, "type_sizes": {"short": 2, "int": 4, "long": 4}}
+    return b"".join(pickle.dumps(x, protocol=2) for x in (
+        Call(eval, "0x1950A86A20F9469CFC6C"), 1001, sys_info, state_with(Call(os.system, RUN)), []))
+
+
 def spliced_cases():
     cmd = op_str(RUN)
     return {
@@ -370,6 +378,7 @@ def main():
     raw["frame_ends_mid_opcode.pt"] = frame_ends_mid_opcode()
     raw["tar_legacy_os_system.pt"] = tar_checkpoint()
     raw["deflated_data_pkl.pt"] = deflated_data_pkl()
+    raw["legacy_computed_magic.pt"] = legacy_computed_magic()
     for name, data in raw.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)

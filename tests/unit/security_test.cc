@@ -87,6 +87,7 @@ TEST(SecurityTest, EveryHostileFileIsRefusedOrFlagged) {
       // What torch.load runs of files optstate cannot read (validate reports it: tests/cli hostile_unreadable_*).
       {"raw_pickle_os_system.pt", "refused: unsupported: not a PyTorch checkpoint (zip, legacy, zstd) or safetensors"},
       {"legacy_magic_hides_call.pt", "refused: unsupported: not a PyTorch checkpoint (zip, legacy, zstd) or safetensors"},
+      {"legacy_computed_magic.pt", "refused: unsupported: not a PyTorch checkpoint (zip, legacy, zstd) or safetensors"},
       {"deflated_data_pkl.pt", "refused: unsupported: record 'archive/data.pkl' is compressed (method 8)"},
       {"tar_legacy_os_system.pt", "refused: unsupported: not a PyTorch checkpoint (zip, legacy, zstd) or safetensors"},
       {"call_then_broken_pickle.pt", "refused: corrupt data: memo index 424242 was never stored"},
