@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "optstate/dtype.h"
+#include "optstate/pickle_graph.h"
 #include "optstate/security.h"
 #include "optstate/zip_archive.h"
 
@@ -220,6 +222,68 @@ bool LooksLikeTar(ByteSpan b) {
   return b.size() >= 512 && AsChars(b.subspan(257, 5)) == "ustar";
 }
 
+// One member of the tar format as torch.load walks it: a count pickle, then
+// per item an args pickle followed by raw bytes, then (for 'storages') the
+// views pickle. The raw bytes are sized from the args: a storage's element
+// count (int64) times its class's element size; a tensor's int32 ndim, 4
+// bytes, ndim sizes and strides and an offset (int64 each). Returns false when
+// torch.load would stop in it; what cannot be followed goes to out.not_scanned.
+bool ScanTarMember(const std::string& name, ByteCursor c, const PickleLimits& limits, UnreadableScan& out,
+                   size_t& pickles) {
+  const std::string where = "tar member '" + name + "'";
+  PickleResult got;
+  std::string error;
+  auto scan = [&](const std::string& what) {
+    ++pickles;
+    if (ScanOne(c, where + " (" + what + ")", limits, out.findings, got, error)) return true;
+    out.stopped_at = "in " + where + " (" + what + "): " + error;
+    return false;
+  };
+  if (name == "pickle") return scan("the object");  // one pickle: the checkpoint's object
+  if (!scan("the count")) return false;
+  const Node& root = got.graph.at(got.graph.root);
+  if (root.kind != NodeKind::kInt || root.int_value < 0 || root.int_value > (1 << 24)) {
+    out.not_scanned.push_back("the rest of " + where + ": its count is " + TypeName(got.graph, got.graph.root) +
+                              ", not a number of items");
+    return true;
+  }
+  const int64_t count = root.int_value;  // `got` is reused by every scan below
+  const bool storages = name == "storages";
+  for (int64_t i = 0; i < count; ++i) {
+    if (!scan("item " + std::to_string(i))) return false;
+    const Node& args = got.graph.at(got.graph.root);
+    Status raw;
+    if (storages) {
+      std::optional<DType> dtype;
+      if (args.kind == NodeKind::kTuple && args.items.size() == 3 &&
+          got.graph.at(args.items[2]).kind == NodeKind::kGlobal) {
+        dtype = DTypeFromStorageClass(got.graph.at(args.items[2]).name);
+      }
+      if (!dtype) {
+        out.not_scanned.push_back("the rest of " + where + ": item " + std::to_string(i) +
+                                  " names no storage class, so its data cannot be skipped");
+        return true;
+      }
+      StatusOr<int64_t> n = c.ReadI64LE("storage element count");
+      const uint64_t size = GetDTypeInfo(*dtype).element_size;
+      raw = !n.ok() ? n.status()
+            : *n < 0 || static_cast<uint64_t>(*n) > c.remaining() / size
+                ? TruncatedError("storage of " + std::to_string(*n) + " elements runs past the member")
+                : c.Skip(static_cast<uint64_t>(*n) * size, "storage data");
+    } else {
+      StatusOr<int32_t> ndim = c.ReadI32LE("tensor ndim");
+      raw = !ndim.ok() ? ndim.status()
+            : *ndim < 0 || *ndim > 64 ? CorruptError("tensor of " + std::to_string(*ndim) + " dimensions")
+                                     : c.Skip(4 + 16 * static_cast<uint64_t>(*ndim) + 8, "tensor sizes and strides");
+    }
+    if (!raw.ok()) {  // torch.load fails reading the same bytes
+      out.stopped_at = "in " + where + ", item " + std::to_string(i) + ": " + raw.ToString();
+      return false;
+    }
+  }
+  return !storages || scan("the storage views");
+}
+
 UnreadableScan ScanTar(const ByteCursor& file, const PickleLimits& limits) {
   UnreadableScan out;
   std::vector<TarMember> members = ReadTarMembers(file.data());
@@ -231,16 +295,8 @@ UnreadableScan ScanTar(const ByteCursor& file, const PickleLimits& limits) {
       break;
     }
     ByteCursor c(file.data().subspan(m->offset, m->size), file.base_offset() + m->offset);
-    PickleResult got;
-    std::string error;
-    ++pickles;
-    if (!ScanOne(c, std::string("tar member '") + name + "'", limits, out.findings, got, error)) {
-      out.stopped_at = std::string("in tar member '") + name + "': " + error;
-      break;
-    }
+    if (!ScanTarMember(name, c, limits, out, pickles)) break;
   }
-  if (pickles > 0) out.not_scanned.push_back("the per-storage and per-tensor pickles between raw data in 'storages' "
-                                             "and 'tensors'");
   out.scanned = std::to_string(pickles) + " pickle" + (pickles == 1 ? "" : "s") + " of a tar checkpoint (torch < 0.4)";
   return out;
 }

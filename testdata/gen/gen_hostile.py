@@ -228,18 +228,32 @@ def crc_damaged(data):
     return bytes(out)
 
 
-def tar_checkpoint():
-    """torch's format before 0.4: a tar of 'storages', 'tensors' and 'pickle', each unpickled by
-    torch.load's legacy path. No storages or tensors here; the 'pickle' member calls posix.system."""
+def tar_checkpoint(storages, tensors, main):
+    """torch's format before 0.4: a tar of 'storages', 'tensors' and 'pickle', which torch.load's
+    legacy path reads in that order (each starts with a count pickle; storages end with a views
+    pickle)."""
     import tarfile
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in (("storages", pickle.dumps(0, protocol=2)), ("tensors", pickle.dumps(0, protocol=2)),
-                           ("pickle", pickle.dumps(Call(os.system, RUN), protocol=2))):
+        for name, data in (("storages", storages), ("tensors", tensors), ("pickle", main)):
             info = tarfile.TarInfo(name)
             info.size, info.mtime = len(data), 0
             tar.addfile(info, io.BytesIO(data))
     return out.getvalue()
+
+
+def tar_main_calls():
+    """No storages or tensors; the 'pickle' member calls posix.system."""
+    return tar_checkpoint(pickle.dumps(0, protocol=2) + pickle.dumps([], protocol=2), pickle.dumps(0, protocol=2),
+                          pickle.dumps(Call(os.system, RUN), protocol=2))
+
+
+def tar_storage_views_call():
+    """One float storage of 2 elements (its args pickle, then int64 count and raw bytes), and the
+    storage-views pickle after it calls posix.system: only a reader that skips the raw bytes finds it."""
+    storages = (pickle.dumps(1, protocol=2) + pickle.dumps(("0", "cpu", torch.FloatStorage), protocol=2) +
+                struct.pack("<q", 2) + struct.pack("<2f", 1.0, 2.0) + pickle.dumps(Call(os.system, RUN), protocol=2))
+    return tar_checkpoint(storages, pickle.dumps(0, protocol=2), pickle.dumps({"ok": 1}, protocol=2))
 
 
 def deflated_data_pkl():
@@ -376,7 +390,8 @@ def main():
     raw["call_then_broken_pickle.pt"] = zip_with_data_pkl(call_then_broken)
     raw["duplicate_data_pkl.pt"] = duplicate_data_pkl()
     raw["frame_ends_mid_opcode.pt"] = frame_ends_mid_opcode()
-    raw["tar_legacy_os_system.pt"] = tar_checkpoint()
+    raw["tar_legacy_os_system.pt"] = tar_main_calls()
+    raw["tar_storage_views_call.pt"] = tar_storage_views_call()
     raw["deflated_data_pkl.pt"] = deflated_data_pkl()
     raw["legacy_computed_magic.pt"] = legacy_computed_magic()
     for name, data in raw.items():

@@ -90,6 +90,7 @@ TEST(SecurityTest, EveryHostileFileIsRefusedOrFlagged) {
       {"legacy_computed_magic.pt", "refused: unsupported: not a PyTorch checkpoint (zip, legacy, zstd) or safetensors"},
       {"deflated_data_pkl.pt", "refused: unsupported: record 'archive/data.pkl' is compressed (method 8)"},
       {"tar_legacy_os_system.pt", "refused: unsupported: not a PyTorch checkpoint (zip, legacy, zstd) or safetensors"},
+      {"tar_storage_views_call.pt", "refused: unsupported: not a PyTorch checkpoint (zip, legacy, zstd) or safetensors"},
       {"call_then_broken_pickle.pt", "refused: corrupt data: memo index 424242 was never stored"},
       {"frame_ends_mid_opcode.pt",
        "refused: corrupt data: the FRAME at offset 48 ends at offset 63, inside this opcode (which ends at 67)"},
