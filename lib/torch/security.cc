@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "optstate/torch_objects.h"
+#include "optstate/zip_archive.h"
 #include "pickle/graph_walk.h"
 
 namespace optstate {
@@ -39,8 +40,6 @@ std::vector<Candidate> PickleCandidates(const std::string& b) {
   return out;
 }
 
-bool IsZip(const std::string& b) { return b.size() >= 4 && b.compare(0, 4, "PK\x03\x04") == 0; }
-
 void ScanGraphBytes(const ObjectGraph& graph, const std::string& prefix, const PickleLimits& limits,
                     uint32_t levels_left, std::vector<Finding>& findings);
 
@@ -48,7 +47,7 @@ void ScanGraphBytes(const ObjectGraph& graph, const std::string& prefix, const P
 // zip (whose data.pkl torch.load(io.BytesIO(value)) would run).
 void ScanBytesValue(const std::string& text, const std::string& where, const PickleLimits& limits,
                     uint32_t levels_left, std::vector<Finding>& findings) {
-  if (IsZip(text)) {
+  if (LooksLikeZip(AsBytes(text))) {
     UnreadableScan zip = ScanWhatTorchLoadWouldRun(ByteCursor(AsBytes(text)), limits);
     if (zip.scanned.find("data.pkl") == std::string::npos) return;  // not a torch zip
     findings.push_back({Severity::kWarning, "nested-pickle", where,
