@@ -5,7 +5,6 @@
 #include <CLI/CLI.hpp>
 
 #include "optstate/dcp_checkpoint.h"
-#include "optstate/file_io.h"
 #include "optstate/security.h"
 #include "terminal_safe_stream.h"
 
@@ -19,13 +18,9 @@ constexpr const char* kName = "inspect";
 // error, so the failure does not hide a dangerous call. validate gates on it.
 void ReportWhatTorchLoadWouldRun(const std::string& path, const ReadOptions& read, const Status& error,
                                  CommandOutput& output) {
-  if (error.code() == StatusCode::kIoError || error.code() == StatusCode::kNotFound ||
-      error.code() == StatusCode::kInvalidArgument) {
-    return;
-  }
-  StatusOr<MappedFile> mapped = MappedFile::Open(path);
-  if (!mapped.ok()) return;
-  UnreadableScan scan = ScanWhatTorchLoadWouldRun(ByteCursor(mapped->bytes()), read.pickle);
+  std::optional<UnreadableScan> judged = ScanWhatTorchLoadWouldRunOf(path, error, read.pickle);
+  if (!judged) return;
+  UnreadableScan& scan = *judged;
   std::erase_if(scan.findings, [](const Finding& f) { return f.severity == Severity::kInfo; });
   if (scan.findings.empty()) return;
   output.err << "optstate " << kName << ": what torch.load would still run of it (" << scan.scanned

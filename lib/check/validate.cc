@@ -9,7 +9,6 @@
 #include "check/validate_params.h"
 #include "optstate/dcp_checkpoint.h"
 #include "optstate/dcp_consolidate.h"
-#include "optstate/file_io.h"
 #include "optstate/optimizer_state.h"
 #include "optstate/security.h"
 
@@ -84,15 +83,9 @@ bool JudgesGlobals(std::string_view rule) {
 // error to call, the report gives those findings beside the read error (exit
 // 1); otherwise the read error stands alone (exit 2).
 StatusOr<ValidationReport> ValidateUnreadable(const std::string& path, const ValidateOptions& o, Status error) {
-  if (error.code() == StatusCode::kIoError || error.code() == StatusCode::kNotFound ||
-      error.code() == StatusCode::kInvalidArgument) {
-    return error;
-  }
-  StatusOr<MappedFile> mapped = MappedFile::Open(path);
-  if (!mapped.ok()) return error;
-  ByteSpan bytes = mapped->bytes();
-  if (bytes.size() >= 4 && LoadU32LEUnchecked(bytes.data()) == 0xFD2FB528u) return error;  // zstd: torch reads none
-  UnreadableScan scan = ScanWhatTorchLoadWouldRun(ByteCursor(bytes), o.read.pickle);
+  std::optional<UnreadableScan> judged = ScanWhatTorchLoadWouldRunOf(path, error, o.read.pickle);
+  if (!judged) return error;
+  const UnreadableScan& scan = *judged;
   bool refused = false;
   for (const Finding& f : scan.findings) refused |= f.severity == Severity::kError;
   if (!refused) return error;

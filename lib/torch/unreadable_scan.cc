@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "optstate/dtype.h"
+#include "optstate/file_io.h"
 #include "optstate/pickle_graph.h"
 #include "optstate/security.h"
 #include "optstate/zip_archive.h"
@@ -310,6 +311,19 @@ UnreadableScan ScanWhatTorchLoadWouldRun(const ByteCursor& file, const PickleLim
   // Anything else goes to torch's legacy path, which unpickles first and checks
   // after (protocols 0 and 1 have no PROTO opcode, so no start can be ruled out).
   return ScanPickleStream(file, limits);
+}
+
+std::optional<UnreadableScan> ScanWhatTorchLoadWouldRunOf(const std::string& path, const Status& read_error,
+                                                          const PickleLimits& limits) {
+  if (read_error.code() == StatusCode::kIoError || read_error.code() == StatusCode::kNotFound ||
+      read_error.code() == StatusCode::kInvalidArgument) {
+    return std::nullopt;
+  }
+  StatusOr<MappedFile> mapped = MappedFile::Open(path);
+  if (!mapped.ok()) return std::nullopt;
+  ByteSpan bytes = mapped->bytes();
+  if (bytes.size() >= 4 && LoadU32LEUnchecked(bytes.data()) == 0xFD2FB528u) return std::nullopt;  // zstd
+  return ScanWhatTorchLoadWouldRun(ByteCursor(bytes), limits);
 }
 
 }  // namespace optstate

@@ -6,6 +6,7 @@
 #define OPTSTATE_SECURITY_H_
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -71,6 +72,13 @@ struct UnreadableScan {
   std::vector<std::string> not_scanned;  // what could not be looked at, and why
 };
 UnreadableScan ScanWhatTorchLoadWouldRun(const ByteCursor& file, const PickleLimits& limits);
+
+// The same for the file at `path`, which failed to open as a checkpoint with
+// `read_error`. nullopt when nothing torch.load runs can be judged: the error
+// says the file itself could not be read (missing, unreadable, a directory),
+// or it is zstd-compressed (torch.load reads no zstd).
+std::optional<UnreadableScan> ScanWhatTorchLoadWouldRunOf(const std::string& path, const Status& read_error,
+                                                          const PickleLimits& limits);
 
 }  // namespace optstate
 
