@@ -1,10 +1,13 @@
 #include "consolidate_command.h"
 
+#include <filesystem>
 #include <memory>
 
 #include <CLI/CLI.hpp>
 
 #include "optstate/dcp_consolidate.h"
+#include "optstate/framework_dir.h"
+#include "optstate/zero_consolidate.h"
 #include "optstate/inspect_report.h"
 #include "shared_flags.h"
 
@@ -13,9 +16,71 @@ namespace {
 
 constexpr const char* kName = "consolidate";
 
+std::string Joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// A DeepSpeed ZeRO directory: the fp32 master weights and the optimizer state
+// per parameter, from the rank partitions.
+int RunConsolidateZero(const ConsolidateCommandOptions& o, const std::string& tag_dir, CommandOutput& output) {
+  ReadOptions read;
+  read.verify_crc = o.verify_crc;
+  auto zero = OpenZeroCheckpoint(tag_dir, read);
+  if (!zero.ok()) return ReportError(output, kName, zero.status(), o.json);
+  ZeroConsolidateOptions zo;
+  zo.keys = o.to == "index" ? ZeroStateKeys::kIndex : ZeroStateKeys::kFqn;
+  zo.write.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
+  if (!o.quiet && !o.json) zo.progress = PercentProgress(output.err, kName);
+  auto report = ConsolidateZero(**zero, o.output, zo);
+  if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.output), o.json);
+  const ZeroCheckpoint& z = **zero;
+  if (o.json) {
+    WriteJson(output, {{"input", o.input},
+                       {"output", o.output},
+                       {"keys", o.to},
+                       {"format", "deepspeed-zero"},
+                       {"zero_stage", z.stage},
+                       {"world_size", z.world_size},
+                       {"trainable_params", report->trainable},
+                       {"frozen_params", report->frozen},
+                       {"frozen_params_not_listed", report->unlisted_frozen},
+                       {"buffers", report->buffers},
+                       {"shared_params", report->shared},
+                       {"state_entries", report->state_entries},
+                       {"state_fields", report->state_fields},
+                       {"pieces", report->pieces},
+                       {"tensor_bytes", report->tensor_bytes},
+                       {"bytes", report->write.bytes},
+                       {"weights_only_loadable", report->write.unsafe_globals.empty()},
+                       {"unsafe_globals", report->write.unsafe_globals}});
+    return kExitOk;
+  }
+  output.out << o.output << ": " << HumanBytes(report->write.bytes) << " from " << o.input << " (DeepSpeed ZeRO-"
+             << z.stage << ", " << z.world_size << " ranks)\n"
+             << "  model: " << report->trainable << " parameters as fp32 master weights (what zero_to_fp32 gives), "
+             << report->frozen << " frozen, " << report->buffers << " buffers, " << report->shared << " tied\n"
+             << (report->unlisted_frozen.empty() ? std::string()
+                                                 : "  frozen, not in the model states' lists (kept from its module "
+                                                   "entry; zero_to_fp32 leaves them out): " +
+                                                       Joined(report->unlisted_frozen) + "\n")
+             << "  optimizer: " << report->state_entries << " state entries ("
+             << (report->state_fields.empty() ? std::string("no fields") : Joined(report->state_fields)) << ") in "
+             << z.groups.size() << " param groups, keyed by " << (o.to == "index" ? "index" : "name") << "; "
+             << report->pieces << " partition ranges copied\n"
+             << "  torch.load(weights_only=True) " << WeightsOnlyVerdict(report->write) << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunConsolidate(const ConsolidateCommandOptions& o, CommandOutput& output) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(o.input, ec) && !IsDcpDirectory(o.input)) {
+    auto fd = FindFrameworkFiles(o.input);
+    if (fd.ok() && fd->layout == "deepspeed") return RunConsolidateZero(o, fd->TagDirectory(o.input), output);
+  }
   auto dcp = OpenDcpCheckpoint(o.input);
   if (!dcp.ok()) return ReportError(output, kName, dcp.status(), o.json);
   ConsolidateOptions co;
@@ -63,9 +128,13 @@ int RunConsolidate(const ConsolidateCommandOptions& o, CommandOutput& output) {
 CommandRunner AddConsolidateCommand(CLI::App& parent) {
   auto o = std::make_shared<ConsolidateCommandOptions>();
   CLI::App* cmd = parent.add_subcommand(
-      kName, "Turn a DCP checkpoint directory into one torch.save file (what torch's dcp_to_torch_save\n"
-             "writes), tensor by tensor, without loading the checkpoint into memory");
-  cmd->add_option("input", o->input, "DCP checkpoint directory (holding .metadata and *.distcp)")->required();
+      kName, "Turn a DCP checkpoint directory (what torch's dcp_to_torch_save writes) or a DeepSpeed ZeRO\n"
+             "1/2/3 directory into one torch.save file, tensor by tensor, without loading it into memory");
+  cmd->add_option("input", o->input,
+                  "DCP checkpoint directory (holding .metadata and *.distcp), or a DeepSpeed ZeRO directory\n"
+                  "(global_stepN/, or the save_dir whose latest file names it): the fp32 master weights as\n"
+                  "'model' (what zero_to_fp32 gives) and the optimizer state per parameter as 'optimizer'")
+      ->required();
   cmd->add_option("-o,--output", o->output, "Output file; written to a temporary file beside it, then renamed")
       ->required();
   cmd->add_option("--to", o->to,
@@ -78,7 +147,9 @@ CommandRunner AddConsolidateCommand(CLI::App& parent) {
   cmd->footer(
       "\nExamples:\n"
       "  optstate consolidate checkpoints/step_1000 -o step_1000.pt\n"
-      "  optstate consolidate checkpoints/step_1000 -o step_1000_optim.pt --to index --json");
+      "  optstate consolidate checkpoints/step_1000 -o step_1000_optim.pt --to index --json\n"
+      "  optstate consolidate ds_out/global_step3 -o step3.pt --to index      (DeepSpeed ZeRO, any stage)\n"
+      "  optstate consolidate ds_out -o step3.pt                               (the tag its latest file names)");
   return [o](CommandOutput& output) { return RunConsolidate(*o, output); };
 }
 

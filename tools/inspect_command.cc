@@ -1,10 +1,12 @@
 #include "inspect_command.h"
 
+#include <filesystem>
 #include <memory>
 
 #include <CLI/CLI.hpp>
 
 #include "optstate/dcp_checkpoint.h"
+#include "optstate/framework_dir.h"
 #include "optstate/security.h"
 #include "terminal_safe_stream.h"
 
@@ -39,6 +41,11 @@ int RunInspect(const InspectOptions& given, CommandOutput& output) {
   options.path = options.paths[0];
   if (options.paths.size() > 1) return RunInspectRankSet(options, output);
   if (IsDcpDirectory(options.path)) return RunInspectDcp(options, output);
+  std::error_code ec;
+  if (std::filesystem::is_directory(options.path, ec)) {
+    auto fd = FindFrameworkFiles(options.path);
+    if (fd.ok() && fd->layout == "deepspeed") return RunInspectZero(options, fd->TagDirectory(options.path), output);
+  }
   ReadOptions read = options.read;
   read.resolve_offsets = options.records;  // the listing shows data offsets
   StatusOr<std::unique_ptr<CheckpointFile>> file = OpenCheckpoint(options.path, read);
@@ -66,7 +73,8 @@ CommandRunner AddInspectCommand(CLI::App& parent) {
       kName, "Show what is inside a checkpoint without loading tensors: container, object tree,\n"
              "optimizer state summary, and security findings (globals a pickle load would call)");
   cmd->add_option("paths", o->paths,
-                  "torch.save file (.pt, .pth, .bin), legacy format, .zst, or a DCP checkpoint directory;\n"
+                  "torch.save file (.pt, .pth, .bin), legacy format, .zst, a DCP checkpoint directory, or a\n"
+                  "DeepSpeed ZeRO directory (stage, ranks, where each parameter's pieces lie);\n"
                   "or every rank's file of one FSDP2/TP save (in rank order or named rank<N>): the layout is\n"
                   "checked as unshard checks it, then each rank's file is shown")
       ->required();
@@ -96,6 +104,7 @@ CommandRunner AddInspectCommand(CLI::App& parent) {
       "  optstate inspect --records --verify-crc checkpoint.pt\n"
       "  optstate inspect --json checkpoint.pt.zst | jq .optimizers\n"
       "  optstate inspect checkpoints/step_1000        (a DCP directory: files, chunks, rebuilt tree)\n"
+      "  optstate inspect ds_out/global_step3          (DeepSpeed ZeRO: ranks, partitions, fragments)\n"
       "  optstate inspect ckpt/optim_rank*.pt            (one sharded save: layout, then every rank)");
   return [o](CommandOutput& output) { return RunInspect(*o, output); };
 }

@@ -37,6 +37,9 @@ void AddContentsJson(const InspectOptions& options, const Checkpoint& checkpoint
 // A DCP checkpoint directory (inspect_dcp.cc).
 int RunInspectDcp(const InspectOptions& options, CommandOutput& output);
 
+// A DeepSpeed ZeRO tag directory (inspect_zero.cc).
+int RunInspectZero(const InspectOptions& options, const std::string& tag_dir, CommandOutput& output);
+
 // The per-rank files of one sharded save (inspect_rank_set.cc).
 int RunInspectRankSet(const InspectOptions& options, CommandOutput& output);
 

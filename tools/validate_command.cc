@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <set>
 #include <memory>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -101,6 +102,15 @@ int RunFrameworkDir(const ValidateCommandOptions& o, const ValidateOptions& vo, 
   std::vector<std::pair<std::string, ValidationReport>> reports;
   J files = J::array();
   bool failed = false;
+  // DeepSpeed: the rank files checked as one save first (layout, every rank
+  // there, ranks agreeing); then each file on its own.
+  std::optional<ValidationReport> zero;
+  if (fd.layout == "deepspeed") {
+    auto z = ValidateZeroDirectory(fd.TagDirectory(o.path), vo);
+    if (!z.ok()) return ReportError(output, kName, z.status(), o.json);
+    failed |= z->failed();
+    zero = std::move(*z);
+  }
   const FrameworkFile* model = fd.Find("model");
   for (const FrameworkFile& f : fd.files) {
     J entry = {{"role", f.role}, {"path", f.path}};
@@ -121,6 +131,7 @@ int RunFrameworkDir(const ValidateCommandOptions& o, const ValidateOptions& vo, 
     files.push_back(std::move(entry));
     reports.emplace_back(f.path, std::move(*r));
   }
+  if (zero) reports.insert(reports.begin(), {zero->input, *zero});
   if (!o.junit.empty()) {
     Status s = WriteFileAtomically(o.junit, ValidationJUnit(MergedForJUnit(o.path, reports)));
     if (!s.ok()) return ReportError(output, kName, s, o.json);
@@ -128,7 +139,9 @@ int RunFrameworkDir(const ValidateCommandOptions& o, const ValidateOptions& vo, 
   if (o.json) {
     J doc{{"directory", o.path}};
     if (!fd.tag.empty()) doc["tag"] = fd.tag;
-    doc.update(J{{"layout", fd.layout}, {"passed", !failed}, {"files", files}, {"missing", fd.missing}});
+    doc.update(J{{"layout", fd.layout}, {"passed", !failed}});
+    if (zero) doc["zero_layout"] = ReportJson(*zero);
+    doc.update(J{{"files", files}, {"missing", fd.missing}});
     WriteJson(output, doc);
     return failed ? kExitFindings : kExitOk;
   }

@@ -7,6 +7,7 @@
 
 #include "optstate/dcp_checkpoint.h"
 #include "optstate/dcp_consolidate.h"
+#include "optstate/zero_consolidate.h"
 #include "optstate/framework_dir.h"
 #include "optstate/rank_set.h"
 #include "shared_flags.h"
@@ -98,6 +99,48 @@ Status NameInput(const Status& s, const std::string& scratch, const std::string&
   return Status(s.code(), text);
 }
 
+// Verifies `path`, reported as `shown` (the user's input when `path` is a
+// scratch consolidation of it), with `note` first among the notes.
+int VerifyOne(const VerifyCommandOptions& o, const std::string& path, const std::string& shown, ParamSource source,
+              const std::string& note, CommandOutput& output) {
+  auto m = OpenAndMatch(path, o.state_key, source, o.read, o.match);
+  if (!m.ok()) return ReportError(output, kName, NameInput(m.status(), path, shown), o.json);
+  auto report = VerifyState(*m, o.verify);
+  if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.path), o.json);
+  if (path != shown) {  // name what the user gave, not the scratch copy
+    for (size_t at = m->params_from.find(path); at != std::string::npos; at = m->params_from.find(path, at)) {
+      m->params_from.replace(at, path.size(), shown);
+    }
+  }
+  if (!note.empty()) report->notes.insert(report->notes.begin(), note);
+  if (o.json) {
+    WriteJson(output, ReportJson(shown, *m, *report));
+  } else {
+    WriteText(o, shown, *m, *report, output.out);
+  }
+  return report->findings.empty() ? kExitOk : kExitFindings;
+}
+
+// A DeepSpeed ZeRO directory: its partitions consolidated per parameter (index
+// keys, fp32 master weights as the model) into a scratch copy, then verified.
+int RunZeroDir(const VerifyCommandOptions& o, const std::string& tag_dir, CommandOutput& output) {
+  auto zero = OpenZeroCheckpoint(tag_dir, o.read);
+  if (!zero.ok()) return ReportError(output, kName, zero.status(), o.json);
+  std::error_code ec;
+  auto c = ConsolidatedZero::Create(**zero, std::filesystem::temp_directory_path(ec).string());
+  if (!c.ok()) return ReportError(output, kName, c.status(), o.json);
+  const ZeroConsolidateReport& r = (*c)->report();
+  ParamSource source = o.params;
+  source.state_shapes_when_none = true;
+  return VerifyOne(o, (*c)->path(), o.path, source,
+                   "a DeepSpeed ZeRO-" + std::to_string((*zero)->stage) + " directory of " +
+                       std::to_string((*zero)->world_size) + " ranks: verified on its consolidation (" +
+                       std::to_string(r.state_entries) + " state entries and " + std::to_string(r.trainable) +
+                       " fp32 master weights from " + std::to_string(r.pieces) +
+                       " partition ranges), a scratch copy removed after",
+                   output);
+}
+
 }  // namespace
 
 int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
@@ -110,15 +153,7 @@ int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
     // A framework's directory: its optimizer file, against the model file beside it.
     auto fd = FindFrameworkFiles(path);
     if (!fd.ok()) return ReportError(output, kName, fd.status(), o.json);
-    if (fd->layout == "deepspeed") {
-      // ZeRO keeps each group's state as flat fp32 partitions per rank, with
-      // the parameter map in the optimizer files: nothing here reads it yet.
-      return ReportError(output, kName,
-                         UnsupportedError(path + ": a DeepSpeed ZeRO checkpoint: its optimizer state is flat fp32 "
-                                          "partitions per rank, which verify cannot map to parameters; nothing was "
-                                          "checked (optstate validate checks each file)"),
-                         o.json);
-    }
+    if (fd->layout == "deepspeed") return RunZeroDir(o, fd->TagDirectory(path), output);
     const FrameworkFile* optimizer = fd->Find("optimizer");
     const FrameworkFile* model = fd->Find("model");
     if (optimizer == nullptr) {
@@ -130,37 +165,18 @@ int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
   }
   // A DCP directory: consolidated as dcp_to_torch_save would, into a scratch
   // copy in the temporary directory (never beside the input), then verified.
-  std::unique_ptr<ConsolidatedDcp> consolidated;
   if (IsDcpDirectory(path)) {
     ConsolidateOptions co;
     co.read = o.read;
     auto c = ConsolidatedDcp::Create(path, std::filesystem::temp_directory_path(ec).string(), co);
     if (!c.ok()) return ReportError(output, kName, c.status(), o.json);  // its messages name the files
-    consolidated = std::move(*c);
-    path = consolidated->path();
+    return VerifyOne(o, (*c)->path(), o.path, source,
+                     "a DCP directory: verified on its consolidation (" + std::to_string((*c)->report().tensors) +
+                         " tensors from " + std::to_string((*c)->report().chunks) +
+                         " chunks, FQN keys as dcp_to_torch_save gives them), a scratch copy removed after",
+                     output);
   }
-  auto m = OpenAndMatch(path, o.state_key, source, o.read, o.match);
-  if (!m.ok()) return ReportError(output, kName, NameInput(m.status(), path, o.path), o.json);
-  auto report = VerifyState(*m, o.verify);
-  if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.path), o.json);
-  if (consolidated) {
-    // Name what the user gave, not the scratch copy.
-    for (size_t at = m->params_from.find(path); at != std::string::npos; at = m->params_from.find(path, at)) {
-      m->params_from.replace(at, path.size(), o.path);
-    }
-    report->notes.insert(report->notes.begin(),
-                         "a DCP directory: verified on its consolidation (" +
-                             std::to_string(consolidated->report().tensors) + " tensors from " +
-                             std::to_string(consolidated->report().chunks) +
-                             " chunks, FQN keys as dcp_to_torch_save gives them), a scratch copy removed after");
-    path = o.path;
-  }
-  if (o.json) {
-    WriteJson(output, ReportJson(path, *m, *report));
-  } else {
-    WriteText(o, path, *m, *report, output.out);
-  }
-  return report->findings.empty() ? kExitOk : kExitFindings;
+  return VerifyOne(o, path, path, source, "", output);
 }
 
 CommandRunner AddVerifyCommand(CLI::App& parent) {

@@ -23,6 +23,14 @@ bool ComparesCounts(std::string_view rule) {
 
 // Lists every needs_params rule as checked, or as skipped with `why` (when
 // `counts_ran`, the count rules are checked whatever `why` says).
+// DeepSpeed's per-rank optimizer file: {"optimizer_state_dict": {"zero_stage": ...}}.
+bool IsZeroPartitionFile(const Checkpoint& cp) {
+  const ObjectGraph& g = cp.graph;
+  if (g.root == kNoNode || g.at(g.root).kind != NodeKind::kDict) return false;
+  NodeId osd = DictLookup(g, g.root, "optimizer_state_dict");
+  return osd != kNoNode && g.at(osd).kind == NodeKind::kDict && DictLookup(g, osd, "zero_stage") != kNoNode;
+}
+
 void NoteParamRules(ValidationReport& r, bool counts_ran, const std::string& why) {
   for (const RuleInfo& rule : ValidationRules()) {
     if (!rule.needs_params) continue;
@@ -206,6 +214,14 @@ class ParamChecks {
 Status CheckAgainstParams(const Checkpoint& cp, ByteSpan bytes, const std::string& path, FindingSink& sink) {
   ValidationReport& r = sink.report();
   const ValidateOptions& o = sink.options();
+  if (IsZeroPartitionFile(cp)) {
+    // Held against a parameter list, one flat entry per group would read as
+    // "saved for another model": the directory's layout check maps it instead.
+    NoteParamRules(r, false,
+                   "a DeepSpeed ZeRO partition file: its optimizer state is one flat tensor per param group, not "
+                   "one entry per parameter; validate its directory to check it against the model states");
+    return Status();
+  }
   StatusOr<OptimizerState> st = LocateOptimizerState(cp, o.state_key);
   if (!st.ok()) {
     NoteParamRules(r, false, "no single optimizer state to check: " + std::string(st.status().message()));

@@ -94,6 +94,15 @@ const std::vector<RuleInfo>& ValidationRules() {
        "per-rank files of one sharded save that disagree: parameters, global shapes, state keys, or shards that do "
        "not tile a tensor once",
        false, false, true},
+      {"zero-rank-files", S::kError,
+       "a DeepSpeed ZeRO directory missing a rank's optimizer (or, stage 3, model states) file, or one unreadable",
+       false, false, true},
+      {"zero-layout", S::kError,
+       "ZeRO partitions that do not tile the parameters the model states list: sizes, param_slice_mappings or "
+       "paddings that disagree with the shapes",
+       false, false, true},
+      {"zero-ranks-agree", S::kError, "ZeRO rank files at different steps or with different group hyperparameters",
+       false, false, true},
   });
   return kRules;
 }

@@ -16,6 +16,8 @@ root=${OPTSTATE_TORCH26_ROOT:-/var/cache/optstate-torch26}
 "$here/torch26-chroot.sh"
 unshare --mount --propagation private bash -c '
   r=$1; mount -t proc proc "$r/proc"; mount --rbind /dev "$r/dev"
+  # The chroot is built without package lists: fetch them first.
+  chroot "$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin apt-get update -qq >&2
   chroot "$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -qq python3-hjson python3-cpuinfo python3-pydantic python3-msgpack python3-einops \
     python3-setuptools python3-tqdm >&2' _ "$root"

@@ -23,6 +23,8 @@ struct FrameworkDir {
   std::vector<FrameworkFile> files;   // sorted by name
   std::vector<std::string> missing;   // "optimizer (optimizer.pt)": what the layout usually has
   std::string tag;                    // DeepSpeed, given its save_dir: the tag directory `latest` named
+  // The directory the files are in: `dir` itself, or the tag directory in it.
+  std::string TagDirectory(const std::string& dir) const { return tag.empty() ? dir : dir + "/" + tag; }
   const FrameworkFile* Find(const std::string& role) const {
     for (const FrameworkFile& f : files) {
       if (f.role == role) return &f;

@@ -87,6 +87,13 @@ struct ValidateOptions {
 // inside a readable checkpoint is a finding.
 StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptions& options);
 
+// A DeepSpeed ZeRO tag directory as one save: every rank's files present and
+// readable (zero-rank-files), the partitions tiling the parameters the model
+// states list (zero-layout), the ranks at one step with one set of group
+// hyperparameters (zero-ranks-agree). Format "deepspeed-zero". The files'
+// own rules are each file's Validate. Errors when it is no ZeRO checkpoint.
+StatusOr<ValidationReport> ValidateZeroDirectory(const std::string& tag_dir, const ValidateOptions& options);
+
 // The per-rank files of one sharded save (rank order, or named rank<N>), with
 // `models` one per rank (or none: a manifest in options.params, or each file's
 // own model entry). Each rank is validated as above; a finding on every rank is

@@ -1,0 +1,109 @@
+// A DeepSpeed ZeRO checkpoint directory (one `global_stepN/` tag), read in
+// place without DeepSpeed or torch.
+//
+// ZeRO keeps no per-parameter tensors. Stages 1 and 2 flatten each param group
+// (parameters in `param_shapes` order, end padded to an alignment) and cut the
+// flat buffer into one equal partition per data-parallel rank: rank R's
+// `zero_pp_rank_R_mp_rank_00_optim_states.pt` holds its partition of the fp32
+// master weights (`single_partition_of_fp32_groups[g]`) and of each optimizer
+// state (`base_optimizer_state.state[g]`), so one parameter may straddle ranks.
+// Stage 3 cuts every parameter on its own into ceil(numel / world) elements per
+// rank (the last rank padded) and concatenates each rank's pieces per group
+// (`fp32_flat_groups[g]`, `optimizer_state_dict.state[g]`). The model states
+// file(s) name the parameters and shapes; frozen parameters are stored whole
+// (stages 1, 2) or cut the same way (stage 3, one model file per rank).
+//
+// OpenZeroCheckpoint places every parameter's fragments and records, rather
+// than refuses, what does not add up (ZeroLayoutProblem): validate reports
+// them, consolidate refuses while any is there.
+#ifndef OPTSTATE_ZERO_CHECKPOINT_H_
+#define OPTSTATE_ZERO_CHECKPOINT_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "optstate/checkpoint.h"
+#include "optstate/status.h"
+
+namespace optstate {
+
+// One rank's piece of a parameter: elements [param_offset, param_offset +
+// numel) of the flattened parameter sit at [offset, offset + numel) of that
+// rank's flat partition of the parameter's group.
+struct ZeroFragment {
+  uint32_t rank = 0;
+  uint64_t offset = 0;
+  uint64_t param_offset = 0;
+  uint64_t numel = 0;
+};
+
+struct ZeroParam {
+  std::string name;
+  std::vector<int64_t> shape;
+  uint64_t numel = 0;
+  int64_t group = -1;  // -1: frozen
+  std::vector<ZeroFragment> fragments;  // trainable: in the optimizer partitions; frozen, stage 3: model files
+};
+
+struct ZeroGroup {
+  std::vector<size_t> params;             // indices into ZeroCheckpoint::params, in flat order
+  std::vector<uint64_t> partition_numel;  // per rank: the flat partition's length, padding included (0: no file)
+  std::vector<uint64_t> padding;          // per rank: trailing elements that belong to no parameter
+  std::vector<std::string> state_fields;  // rank 0's optimizer state fields ("exp_avg", "exp_avg_sq", "step")
+};
+
+struct ZeroLayoutProblem {
+  std::string kind;   // "missing-file", "tiling", "partition-size", "steps-differ", "groups-differ", "file"
+  std::string where;  // file or "group G, parameter NAME"
+  std::string message;
+};
+
+struct ZeroRank {
+  std::string optim_path;                  // "" when the file is missing
+  std::string model_path;                  // stage 3: each rank's; else the one model states file
+  std::unique_ptr<CheckpointFile> optim;   // null when missing or unreadable
+  std::unique_ptr<CheckpointFile> model;   // stage 3 only (rank 0's is also `ZeroCheckpoint::model`)
+  NodeId optimizer_state_dict = kNoNode;   // the torch optimizer's {state, param_groups} in `optim`
+  std::vector<NodeId> fp32_partitions;     // per group: the flat fp32 master weights tensor node
+  std::vector<double> steps;               // per group: the state's step (NaN if none)
+  // Stages 1, 2, per group: group_paddings, the padding DeepSpeed cut off the
+  // end of this rank's saved fp32 partition (its optimizer state keeps it).
+  std::vector<uint64_t> saved_padding;
+};
+
+struct ZeroCheckpoint {
+  std::string dir;           // the tag directory
+  int stage = 0;
+  uint32_t world_size = 0;   // from partition_count
+  std::string ds_version;
+  std::string optim_prefix;  // "" or "bf16_"
+  std::vector<ZeroParam> params;  // trainable in group then flat order, then frozen
+  std::vector<ZeroGroup> groups;
+  std::vector<std::string> buffer_names;
+  std::vector<std::pair<std::string, std::string>> shared_params;  // (alias, source)
+  std::vector<ZeroRank> ranks;
+  std::unique_ptr<CheckpointFile> model;  // mp_rank_00_model_states.pt (rank 0's, stage 3)
+  std::vector<ZeroLayoutProblem> problems;
+  bool ok() const { return problems.empty(); }
+};
+
+// True when `dir` holds DeepSpeed's ZeRO files (*_optim_states.pt beside
+// *_model_states.pt).
+bool IsZeroTagDirectory(const std::string& dir);
+
+// Reads the tag directory `dir` (or the directory its `latest` file names).
+// Errors only for what makes it no ZeRO checkpoint at all (no model states
+// file, not a DeepSpeed save, model parallelism, an unreadable rank 0 file);
+// everything else is a problem in the result.
+StatusOr<std::unique_ptr<ZeroCheckpoint>> OpenZeroCheckpoint(const std::string& dir, const ReadOptions& read = {});
+
+// The tensor node of optimizer state `field` of group `group` on `rank`
+// (kNoNode if absent).
+NodeId ZeroStateTensor(const ZeroCheckpoint& zero, uint32_t rank, size_t group, const std::string& field);
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_ZERO_CHECKPOINT_H_

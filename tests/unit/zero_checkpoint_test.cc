@@ -1,0 +1,209 @@
+// DeepSpeed ZeRO directories that DeepSpeed 0.16.4 itself wrote
+// (testdata/gen/gen_deepspeed_zero.py): every parameter's pieces placed where
+// the run's layout put them, and each planted fault found with its exact words.
+#include "optstate/zero_checkpoint.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "fixtures.h"
+#include "optstate/checkpoint.h"
+#include "optstate/zero_consolidate.h"
+
+namespace optstate {
+namespace {
+
+using testing::RepoPath;
+
+std::string Tag(const std::string& dir) {
+  return RepoPath("testdata/frameworks/deepspeed_0.16.4/" + dir + "/global_step3");
+}
+
+std::unique_ptr<ZeroCheckpoint> Open(const std::string& dir) {
+  auto z = OpenZeroCheckpoint(Tag(dir));
+  EXPECT_TRUE(z.ok()) << z.status().ToString();
+  return z.ok() ? std::move(*z) : nullptr;
+}
+
+const ZeroParam& Param(const ZeroCheckpoint& z, const std::string& name) {
+  for (const ZeroParam& p : z.params) {
+    if (p.name == name) return p;
+  }
+  static const ZeroParam none;
+  ADD_FAILURE() << "no parameter " << name;
+  return none;
+}
+
+// "rank@offset+numel->param_offset" for each fragment.
+std::vector<std::string> Pieces(const ZeroParam& p) {
+  std::vector<std::string> out;
+  for (const ZeroFragment& f : p.fragments) {
+    out.push_back(std::to_string(f.rank) + "@" + std::to_string(f.offset) + "+" + std::to_string(f.numel) + "->" +
+                  std::to_string(f.param_offset));
+  }
+  return out;
+}
+
+std::vector<std::string> Problems(const ZeroCheckpoint& z) {
+  std::vector<std::string> out;
+  for (const ZeroLayoutProblem& p : z.problems) {
+    out.push_back(p.kind + " " + std::filesystem::path(p.where).filename().string() + ": " + p.message);
+  }
+  return out;
+}
+
+TEST(ZeroCheckpointTest, Stage2GroupsCutAcrossRanksWithPaddingOnTheLast) {
+  auto z = Open("zero2");
+  ASSERT_NE(z, nullptr);
+  EXPECT_EQ(z->stage, 2);
+  EXPECT_EQ(z->world_size, 2u);
+  ASSERT_EQ(z->groups.size(), 2u);
+  EXPECT_TRUE(z->ok()) << ::testing::PrintToString(Problems(*z));
+  // Group 0 holds fc1.weight (48) and fc2.weight (24): 72 elements, 36 per rank.
+  EXPECT_EQ(z->groups[0].partition_numel, (std::vector<uint64_t>{36, 36}));
+  EXPECT_EQ(Pieces(Param(*z, "fc1.weight")), (std::vector<std::string>{"0@0+36->0", "1@0+12->36"}));
+  EXPECT_EQ(Pieces(Param(*z, "fc2.weight")), (std::vector<std::string>{"1@12+24->0"}));
+  // Group 1: 8 + 8 + 8 + 3 = 27 elements padded to 28; rank 1's fp32 file holds 13 of its 14.
+  EXPECT_EQ(z->groups[1].partition_numel, (std::vector<uint64_t>{14, 14}));
+  EXPECT_EQ(z->groups[1].padding, (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(Pieces(Param(*z, "norm.weight")), (std::vector<std::string>{"0@8+6->0", "1@0+2->6"}));
+  EXPECT_EQ(Pieces(Param(*z, "fc2.bias")), (std::vector<std::string>{"1@10+3->0"}));
+  EXPECT_EQ(Param(*z, "emb.weight").group, -1);
+  EXPECT_EQ(z->groups[0].state_fields, (std::vector<std::string>{"exp_avg", "exp_avg_sq"}));
+  EXPECT_EQ(z->ranks[1].steps, (std::vector<double>{3, 3}));
+}
+
+TEST(ZeroCheckpointTest, Stage3CutsEveryParameterOnItsOwn) {
+  auto z = Open("zero3");
+  ASSERT_NE(z, nullptr);
+  EXPECT_EQ(z->stage, 3);
+  EXPECT_TRUE(z->ok()) << ::testing::PrintToString(Problems(*z));
+  EXPECT_EQ(Pieces(Param(*z, "fc1.weight")), (std::vector<std::string>{"0@0+24->0", "1@0+24->24"}));
+  EXPECT_EQ(Pieces(Param(*z, "fc2.weight")), (std::vector<std::string>{"0@24+12->0", "1@24+12->12"}));
+  EXPECT_EQ(Pieces(Param(*z, "fc2.bias")), (std::vector<std::string>{"0@12+2->0", "1@12+1->2"}));
+  EXPECT_EQ(z->groups[1].padding, (std::vector<uint64_t>{0, 1}));
+  // The frozen embedding (30 elements) is cut 15 + 15 across the ranks' model states.
+  EXPECT_EQ(Pieces(Param(*z, "emb.weight")), (std::vector<std::string>{"0@0+15->0", "1@0+15->15"}));
+}
+
+TEST(ZeroCheckpointTest, Stage1ListsNoFrozenParameters) {
+  auto z = Open("zero1");
+  ASSERT_NE(z, nullptr);
+  EXPECT_EQ(z->stage, 1);
+  EXPECT_TRUE(z->ok()) << ::testing::PrintToString(Problems(*z));
+  for (const ZeroParam& p : z->params) EXPECT_GE(p.group, 0) << p.name;  // frozen_param_shapes is None
+  EXPECT_EQ(z->params.size(), 6u);
+}
+
+TEST(ZeroCheckpointTest, MissingRankFileIsAProblemNotAnError) {
+  for (const char* dir : {"zero1_missing_rank", "zero3_missing_rank"}) {
+    auto z = Open(dir);
+    ASSERT_NE(z, nullptr);
+    EXPECT_EQ(Problems(*z), (std::vector<std::string>{"missing-file zero_pp_rank_1_mp_rank_00_optim_states.pt: rank 1's "
+                                                      "optimizer partition is missing (2 ranks saved)"}))
+        << dir;
+    auto written = ConsolidateZero(*z, RepoPath("testdata/.zero-unit-never.pt"));
+    ASSERT_FALSE(written.ok());
+    EXPECT_NE(std::string(written.status().message()).find("cannot be put together"), std::string::npos);
+    EXPECT_FALSE(std::filesystem::exists(RepoPath("testdata/.zero-unit-never.pt")));
+  }
+}
+
+TEST(ZeroCheckpointTest, RankFileOfALaterSaveDisagreesOnSteps) {
+  auto z = Open("zero2_mixed_steps");
+  ASSERT_NE(z, nullptr);
+  EXPECT_EQ(Problems(*z),
+            (std::vector<std::string>{
+                "steps-differ zero_pp_rank_1_mp_rank_00_optim_states.pt: group 0: step 4, rank 0 is at step 3: the "
+                "rank files are from different saves",
+                "steps-differ zero_pp_rank_1_mp_rank_00_optim_states.pt: group 1: step 4, rank 0 is at step 3: the "
+                "rank files are from different saves"}));
+}
+
+TEST(ZeroCheckpointTest, RankFileOfAnotherModelDoesNotTile) {
+  auto z = Open("zero2_foreign_rank");
+  ASSERT_NE(z, nullptr);
+  std::vector<std::string> kinds;
+  for (const ZeroLayoutProblem& p : z->problems) kinds.push_back(p.kind);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"partition-size", "partition-size", "tiling", "partition-size", "tiling",
+                                             "partition-size"}));
+  EXPECT_EQ(z->problems[0].message, "a partition of 46 elements, rank 0's has 36");
+  EXPECT_EQ(z->problems[2].message,
+            "param_slice_mappings disagree with the parameter shapes; fc1.weight recorded at 0+14, the shapes place "
+            "it at 0+12; fc2.weight recorded at 14+30, the shapes place it at 12+24");
+}
+
+// The bytes of the tensor reached from the root by `keys` (str keys, or ints
+// written as digits) in `file`.
+std::vector<std::byte> TensorAt(const CheckpointFile& file, const std::vector<std::string>& keys) {
+  const Checkpoint& cp = file.checkpoint();
+  const ObjectGraph& g = cp.graph;
+  NodeId n = g.root;
+  for (const std::string& key : keys) {
+    NodeId next = kNoNode;
+    if (n != kNoNode && g.at(n).kind == NodeKind::kDict) {
+      for (const auto& [k, v] : g.at(n).entries) {
+        const Node& kn = g.at(k);
+        if ((kn.kind == NodeKind::kStr && kn.text == key) ||
+            (kn.kind == NodeKind::kInt && std::to_string(kn.int_value) == key)) {
+          next = v;
+        }
+      }
+    }
+    n = next;
+  }
+  if (n == kNoNode || g.at(n).kind != NodeKind::kTensor) {
+    ADD_FAILURE() << file.path() << ": no tensor at " << ::testing::PrintToString(keys);
+    return {};
+  }
+  auto bytes = ReadTensorBytes(file.bytes(), cp, cp.tensors[g.at(n).tensor]);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+  return bytes.ok() ? *bytes : std::vector<std::byte>{};
+}
+
+// Consolidated weights are zero_to_fp32's bit for bit, and each parameter's
+// moments are what DeepSpeed's safe_get_full_optimizer_state gave in the run.
+TEST(ZeroCheckpointTest, ConsolidationEqualsDeepSpeedsOwnAnswers) {
+  const std::string out = RepoPath("testdata/.zero-unit-consolidated.pt");
+  const std::vector<std::string> order = {"fc1.weight", "fc2.weight", "fc1.bias", "norm.weight", "norm.bias", "fc2.bias"};
+  for (const char* dir : {"zero1", "zero2", "zero3"}) {
+    SCOPED_TRACE(dir);
+    auto z = Open(dir);
+    ASSERT_NE(z, nullptr);
+    ZeroConsolidateOptions o;
+    o.write.durability = Durability::kUnsynced;
+    auto report = ConsolidateZero(*z, out, o);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_EQ(report->trainable, 6u);
+    EXPECT_EQ(report->frozen, 1u);
+    EXPECT_EQ(report->state_entries, 6u);
+    EXPECT_EQ(report->state_fields, (std::vector<std::string>{"exp_avg", "exp_avg_sq", "step"}));
+    auto ours = OpenCheckpoint(out);
+    auto weights = OpenCheckpoint(RepoPath("testdata/frameworks/deepspeed_0.16.4/" + std::string(dir) + ".zero_to_fp32.pt"));
+    auto truth = OpenCheckpoint(RepoPath("testdata/frameworks/deepspeed_0.16.4/" + std::string(dir) + ".optimizer_truth.pt"));
+    ASSERT_TRUE(ours.ok() && weights.ok() && truth.ok());
+    for (size_t i = 0; i < order.size(); ++i) {
+      const std::string& name = order[i];
+      std::vector<std::byte> weight = TensorAt(**ours, {"model", name});
+      EXPECT_EQ(weight.size(), 4 * Param(*z, name).numel) << name;
+      EXPECT_EQ(weight, TensorAt(**weights, {name})) << name;
+      for (const char* field : {"exp_avg", "exp_avg_sq"}) {
+        EXPECT_EQ(TensorAt(**ours, {"optimizer", "state", std::to_string(i), field}), TensorAt(**truth, {name, field}))
+            << name << "." << field;
+      }
+    }
+    std::filesystem::remove(out);
+  }
+}
+
+TEST(ZeroCheckpointTest, NotAZeroDirectory) {
+  auto z = OpenZeroCheckpoint(RepoPath("testdata/good/torch26"));
+  ASSERT_FALSE(z.ok());
+  EXPECT_EQ(z.status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(IsZeroTagDirectory(RepoPath("testdata/good/torch26")));
+  EXPECT_TRUE(IsZeroTagDirectory(Tag("zero2")));
+}
+
+}  // namespace
+}  // namespace optstate
