@@ -61,7 +61,7 @@ const std::vector<RuleInfo>& ValidationRules() {
        "the schedule ended at 0"},
       {"untrained-init-state", S::kWarning,
        "every step is 1 and every moment is zero: state made by DCP's init step, never trained", true},
-      {"non-finite", S::kError, "NaN or infinity in optimizer state", true},
+      {"non-finite", S::kError, "NaN or infinity in optimizer state (and in a ZeRO directory's fp32 master weights)", true},
       {"negative-exp-avg-sq", S::kError, "negative values in exp_avg_sq (impossible for Adam)", true},
       {"dangerous-global", S::kError, "a pickle names a callable that runs code or reaches the system"},
       {"unknown-global-called", S::kError,

@@ -40,7 +40,18 @@ class Consolidator {
 
   StatusOr<ZeroConsolidateReport> Write(const std::string& output) {
     auto source = [this](size_t storage) -> StatusOr<std::vector<RecordPiece>> { return Pieces(storage); };
-    OPTSTATE_ASSIGN_OR_RETURN(report_.write, WriteNewCheckpointFromPieces(cp_, cp_.graph.root, output, source, o_.write));
+    // Each piece's pages are dropped once written (the writer reads them for
+    // the record's CRC): resident memory stays that of one record, not of the
+    // checkpoint. A range belongs to one file; the others ignore it.
+    auto release = [this](ByteSpan range) {
+      if (z_.model) z_.model->ReleasePages(range);
+      for (const ZeroRank& r : z_.ranks) {
+        if (r.optim) r.optim->ReleasePages(range);
+        if (r.model) r.model->ReleasePages(range);
+      }
+    };
+    OPTSTATE_ASSIGN_OR_RETURN(report_.write,
+                              WriteNewCheckpointFromPieces(cp_, cp_.graph.root, output, source, o_.write, release));
     return report_;
   }
 

@@ -219,15 +219,22 @@ void PlaceFrozen(ZeroCheckpoint& z) {
 }  // namespace
 
 void PlaceZeroFragments(ZeroCheckpoint& z) {
-  std::optional<uint32_t> reference;  // the first rank whose file reads
-  for (uint32_t r = 0; r < z.world_size; ++r) {
-    if (!z.ranks[r].optim) continue;
-    ReadRank(z, r);
-    if (z.ranks[r].optim && !reference) reference = r;
-  }
   for (ZeroGroup& group : z.groups) {
     group.partition_numel.assign(z.world_size, 0);
     group.padding.assign(z.world_size, 0);
+  }
+  std::optional<uint32_t> reference;  // the first rank whose file reads and has every group
+  for (uint32_t r = 0; r < z.world_size; ++r) {
+    ZeroRank& rank = z.ranks[r];
+    if (!rank.optim) continue;
+    ReadRank(z, r);
+    if (rank.optim && rank.fp32_partitions.size() != z.groups.size()) {
+      z.problems.push_back({"groups-differ", rank.optim_path,
+                            std::to_string(rank.fp32_partitions.size()) + " flat fp32 groups, the model states list " +
+                                std::to_string(z.groups.size()) + " param groups"});
+      rank.optim.reset();
+    }
+    if (rank.optim && !reference) reference = r;
   }
   if (!reference) {
     PlaceFrozen(z);
@@ -236,13 +243,6 @@ void PlaceZeroFragments(ZeroCheckpoint& z) {
   for (uint32_t r = 0; r < z.world_size; ++r) {
     ZeroRank& rank = z.ranks[r];
     if (!rank.optim) continue;
-    if (rank.fp32_partitions.size() != z.groups.size()) {
-      z.problems.push_back({"groups-differ", rank.optim_path,
-                            std::to_string(rank.fp32_partitions.size()) + " flat fp32 groups, the model states list " +
-                                std::to_string(z.groups.size()) + " param groups"});
-      rank.optim.reset();
-      continue;
-    }
     for (size_t grp = 0; grp < z.groups.size(); ++grp) {
       const TensorRef* t = TensorOf(*rank.optim, rank.fp32_partitions[grp]);
       if (t == nullptr || t->dtype != DType::kFloat32) {

@@ -3,12 +3,15 @@
 // the run's layout put them, and each planted fault found with its exact words.
 #include "optstate/zero_checkpoint.h"
 
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
 #include "fixtures.h"
 #include "optstate/checkpoint.h"
+#include "optstate/validate.h"
 #include "optstate/zero_consolidate.h"
 
 namespace optstate {
@@ -195,6 +198,43 @@ TEST(ZeroCheckpointTest, ConsolidationEqualsDeepSpeedsOwnAnswers) {
     }
     std::filesystem::remove(out);
   }
+}
+
+// A NaN written into rank 1's fp32 master weights (a copy of the real
+// directory): no file's optimizer rules see it, the directory's check does.
+TEST(ZeroCheckpointTest, NonFiniteMasterWeightIsFound) {
+  const std::string dir = (std::filesystem::temp_directory_path() / "optstate-zero-nan-master").string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(Tag("zero2"), dir);
+  const std::string rank1 = dir + "/zero_pp_rank_1_mp_rank_00_optim_states.pt";
+  uint64_t offset = 0;
+  {
+    auto z = OpenZeroCheckpoint(dir);
+    ASSERT_TRUE(z.ok()) << z.status().ToString();
+    const ZeroRank& r = (*z)->ranks[1];
+    const Checkpoint& cp = r.optim->checkpoint();
+    auto span = TensorBytesInPlace(r.optim->bytes(), cp, cp.tensors[cp.graph.at(r.fp32_partitions[0]).tensor]);
+    ASSERT_TRUE(span.ok() && *span);
+    offset = static_cast<uint64_t>((*span)->data() - r.optim->bytes().data()) + 4 * 7;  // element 7 of group 0
+  }
+  const float nan = std::nanf("");
+  std::fstream f(rank1, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(reinterpret_cast<const char*>(&nan), sizeof nan);
+  f.close();
+  auto report = ValidateZeroDirectory(dir, ValidateOptions{});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->findings.size(), 1u);
+  EXPECT_EQ(report->findings[0].rule, "non-finite");
+  EXPECT_EQ(report->findings[0].path, rank1 + ": group 0 fp32 master weights");
+  EXPECT_EQ(report->findings[0].message, "1 of 36 values are NaN or infinite: training resumes from these weights.");
+  EXPECT_TRUE(report->failed());
+  ValidateOptions structure_only;
+  structure_only.scan_values = false;
+  auto skipped = ValidateZeroDirectory(dir, structure_only);
+  ASSERT_TRUE(skipped.ok());
+  EXPECT_TRUE(skipped->findings.empty());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ZeroCheckpointTest, NotAZeroDirectory) {
