@@ -233,6 +233,17 @@ StatusOr<std::unique_ptr<ZeroCheckpoint>> OpenZeroCheckpoint(const std::string& 
   return z;
 }
 
+FrozenTensorRef FindFrozenTensor(const ZeroCheckpoint& z, const std::string& name, uint32_t rank) {
+  FrozenTensorRef out;
+  out.file = rank == 0 ? z.model.get() : rank < z.ranks.size() ? z.ranks[rank].model.get() : nullptr;
+  if (out.file == nullptr) return out;
+  const ObjectGraph& g = out.file->checkpoint().graph;
+  NodeId frags = DictLookup(g, g.root, "frozen_param_fragments");
+  out.node = IsDictNode(g, frags) ? DictLookup(g, frags, name) : kNoNode;
+  if (out.node == kNoNode && z.stage != 3) out.node = DictLookup(g, DictLookup(g, g.root, "module"), name);
+  return out;
+}
+
 NodeId ZeroStateTensor(const ZeroCheckpoint& zero, uint32_t rank, size_t group, const std::string& field) {
   if (rank >= zero.ranks.size() || !zero.ranks[rank].optim) return kNoNode;
   const ZeroRank& zr = zero.ranks[rank];

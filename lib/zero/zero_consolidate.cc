@@ -124,8 +124,9 @@ class Consolidator {
 
   Status BuildOptimizer(NodeId optimizer) {
     const ZeroRank* ref = nullptr;
-    for (const ZeroRank& r : z_.ranks) {
-      if (r.optim && !ref) ref = &r;
+    uint32_t ref_rank = 0;
+    for (uint32_t r = 0; r < z_.ranks.size() && ref == nullptr; ++r) {
+      if (z_.ranks[r].optim) ref = &z_.ranks[r], ref_rank = r;
     }
     if (ref == nullptr) return CorruptError(z_.dir + ": no rank's optimizer file could be read");
     const ObjectGraph& rg = ref->optim->checkpoint().graph;
@@ -152,8 +153,8 @@ class Consolidator {
         ++index;
         params.push_back(listed);
         NodeId entry = b_.Dict();
-        for (const std::string& field : StateFieldsOf(*ref, g)) {
-          NodeId t = FragmentTensor(pi, field, PartitionDType(*ref, g, field));
+        for (const std::string& field : StateFieldsOf(g)) {
+          NodeId t = FragmentTensor(pi, field, PartitionDType(ref_rank, g, field));
           b_.Set(entry, field, t);
         }
         if (!std::isnan(ref->steps[g])) {
@@ -178,7 +179,7 @@ class Consolidator {
     return Status();
   }
 
-  std::vector<std::string> StateFieldsOf(const ZeroRank&, size_t g) {
+  std::vector<std::string> StateFieldsOf(size_t g) {
     for (const std::string& f : z_.groups[g].state_fields) NoteField(f);
     return z_.groups[g].state_fields;
   }
@@ -190,9 +191,9 @@ class Consolidator {
     report_.state_fields.push_back(f);
   }
 
-  DType PartitionDType(const ZeroRank& ref, size_t g, const std::string& field) {
-    NodeId t = ZeroStateTensor(z_, static_cast<uint32_t>(&ref - z_.ranks.data()), g, field);
-    const Checkpoint& cp = ref.optim->checkpoint();
+  DType PartitionDType(uint32_t rank, size_t g, const std::string& field) {
+    NodeId t = ZeroStateTensor(z_, rank, g, field);
+    const Checkpoint& cp = z_.ranks[rank].optim->checkpoint();
     return t == kNoNode ? DType::kFloat32 : cp.tensors[cp.graph.at(t).tensor].dtype;
   }
 
@@ -209,22 +210,8 @@ class Consolidator {
 
   // A frozen parameter keeps the dtype it was saved in.
   DType FrozenDType(const ZeroParam& p) {
-    NodeId t = FrozenTensor(p, 0);
-    return t == kNoNode ? DType::kFloat32 : z_.model->checkpoint().tensors[z_.model->checkpoint().graph.at(t).tensor].dtype;
-  }
-
-  const CheckpointFile* FrozenFile(uint32_t rank) const {
-    return rank == 0 ? z_.model.get() : z_.ranks[rank].model.get();
-  }
-
-  NodeId FrozenTensor(const ZeroParam& p, uint32_t rank) const {
-    const CheckpointFile* f = FrozenFile(rank);
-    if (f == nullptr) return kNoNode;
-    const ObjectGraph& g = f->checkpoint().graph;
-    NodeId frags = DictLookup(g, g.root, "frozen_param_fragments");
-    NodeId t = IsDictNode(g, frags) ? DictLookup(g, frags, p.name) : kNoNode;
-    if (t == kNoNode && z_.stage != 3) t = DictLookup(g, DictLookup(g, g.root, "module"), p.name);
-    return t;
+    const auto [file, t] = FindFrozenTensor(z_, p.name, 0);
+    return t == kNoNode ? DType::kFloat32 : file->checkpoint().tensors[file->checkpoint().graph.at(t).tensor].dtype;
   }
 
   void AddPlan(StoragePlan plan, uint64_t bytes) {
@@ -257,8 +244,9 @@ class Consolidator {
         const CheckpointFile* file;
         NodeId node;
         if (p.group < 0) {
-          file = FrozenFile(f.rank);
-          node = FrozenTensor(p, f.rank);
+          const FrozenTensorRef frozen = FindFrozenTensor(z_, p.name, f.rank);
+          file = frozen.file;
+          node = frozen.node;
         } else {
           file = z_.ranks[f.rank].optim.get();
           node = plan.field.empty() ? z_.ranks[f.rank].fp32_partitions[p.group]

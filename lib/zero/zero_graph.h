@@ -56,6 +56,16 @@ inline std::string KeyOrType(const ObjectGraph& g, NodeId k) {
   return g.at(k).kind == NodeKind::kStr ? "'" + g.at(k).text + "'" : "of type " + TypeName(g, k);
 }
 
+// Where a frozen parameter's values (rank `rank`'s piece, stage 3) lie: the
+// model states file holding them, and the tensor node there (kNoNode if
+// absent). Stages 1, 2 keep them whole in frozen_param_fragments, or only in
+// `module` when ZeRO-1 did not list them.
+struct FrozenTensorRef {
+  const CheckpointFile* file = nullptr;
+  NodeId node = kNoNode;
+};
+FrozenTensorRef FindFrozenTensor(const ZeroCheckpoint& z, const std::string& name, uint32_t rank);
+
 // Fills each rank's group nodes and steps, each parameter's fragments and each
 // group's partition sizes and padding, and records what does not add up
 // (zero_layout.cc).

@@ -197,12 +197,8 @@ void PlaceFrozen(ZeroCheckpoint& z) {
     if (p.group >= 0) continue;
     const uint64_t per_rank = z.stage == 3 ? (p.numel + z.world_size - 1) / z.world_size : p.numel;
     for (uint32_t r = 0; r < (z.stage == 3 ? z.world_size : 1); ++r) {
-      const CheckpointFile* file = r == 0 ? z.model.get() : z.ranks[r].model.get();
+      const auto [file, t] = FindFrozenTensor(z, p.name, r);
       if (file == nullptr) continue;
-      const ObjectGraph& g = file->checkpoint().graph;
-      NodeId frags = DictLookup(g, g.root, "frozen_param_fragments");
-      NodeId t = IsDictNode(g, frags) ? DictLookup(g, frags, p.name) : kNoNode;
-      if (t == kNoNode && z.stage != 3) t = DictLookup(g, DictLookup(g, g.root, "module"), p.name);
       const TensorRef* ref = TensorOf(*file, t);
       if (ref == nullptr || ref->numel() != per_rank) {
         z.problems.push_back({"partition-size", file->path() + ": frozen parameter " + p.name,
@@ -277,13 +273,9 @@ void PlaceZeroFragments(ZeroCheckpoint& z) {
     for (uint32_t r = 0; r < z.world_size; ++r) {
       const ZeroRank& rank = z.ranks[r];
       if (!rank.optim || r == *reference) continue;
-      if (z.stage != 3 && z.groups[grp].partition_numel[r] != partition) {
-        z.problems.push_back({"partition-size", rank.optim_path + ": " + GroupText(grp),
-                              "a partition of " + std::to_string(z.groups[grp].partition_numel[r]) + " elements, rank " +
-                                  std::to_string(*reference) + "'s has " + std::to_string(partition)});
-      }
-      if (z.stage == 3 && z.groups[grp].partition_numel[r] != partition) {
-        z.problems.push_back({"tiling", rank.optim_path + ": " + GroupText(grp),
+      // Stage 3's partition sizes follow from the shapes alone: a differing one is a tiling fault.
+      if (z.groups[grp].partition_numel[r] != partition) {
+        z.problems.push_back({z.stage == 3 ? "tiling" : "partition-size", rank.optim_path + ": " + GroupText(grp),
                               "a partition of " + std::to_string(z.groups[grp].partition_numel[r]) + " elements, rank " +
                                   std::to_string(*reference) + "'s has " + std::to_string(partition)});
       }
