@@ -189,13 +189,24 @@ Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive) {
 }
 
 const ZipEntry* ZipArchive::Find(std::string_view record) const {
-  for (const ZipEntry& e : entries) {
-    if (e.name.size() == prefix.size() + 1 + record.size() && e.name.starts_with(prefix) &&
-        e.name[prefix.size()] == '/' && e.name.ends_with(record)) {
-      return &e;
+  auto named = [&](const ZipEntry& e) {
+    return e.name.size() == prefix.size() + 1 + record.size() && e.name.starts_with(prefix) &&
+           e.name[prefix.size()] == '/' && e.name.ends_with(record);
+  };
+  if (by_name.size() != entries.size()) {
+    for (const ZipEntry& e : entries) {
+      if (named(e)) return &e;
     }
+    return nullptr;
   }
-  return nullptr;
+  // Every name starts with prefix + '/' (ReadZipDirectory checked), so names
+  // sort as their record parts do.
+  auto less = [&](uint32_t i, std::string_view r) {
+    return std::string_view(entries[i].name).substr(prefix.size() + 1) < r;
+  };
+  auto it = std::lower_bound(by_name.begin(), by_name.end(), record, less);
+  if (it == by_name.end() || !named(entries[*it])) return nullptr;
+  return &entries[*it];
 }
 
 bool LooksLikeZip(ByteSpan data) {
@@ -237,6 +248,11 @@ StatusOr<ZipArchive> ReadZipDirectory(const ByteCursor& cursor, const ZipLimits&
                           archive.prefix + "/'");
     }
   }
+  archive.by_name.resize(archive.entries.size());
+  for (uint32_t i = 0; i < archive.by_name.size(); ++i) archive.by_name[i] = i;
+  std::stable_sort(archive.by_name.begin(), archive.by_name.end(), [&](uint32_t a, uint32_t b) {
+    return archive.entries[a].name < archive.entries[b].name;
+  });
   return archive;
 }
 
