@@ -93,6 +93,7 @@ nlohmann::ordered_json ToJson(const std::string& file, const MatchedState& m) {
            {"params", J::array()}, {"view", k.view}, {"confidence", ConfidenceName(k.confidence)},
            {"state_bytes", st.keys[i].state_bytes}};
     for (size_t p : k.params) j["params"].push_back(params[p].name);
+    if (k.candidates >= 0) j["candidates"] = k.candidates;
     if (!k.reason.empty()) j["reason"] = k.reason;
     doc["keys"].push_back(std::move(j));
   }
@@ -102,6 +103,12 @@ nlohmann::ordered_json ToJson(const std::string& file, const MatchedState& m) {
     for (size_t p : c.params) j["params"].push_back(params[p].name);
     if (!c.shape.empty()) j["shape"] = c.shape;
     doc["collisions"].push_back(std::move(j));
+  }
+  doc["candidate_groups"] = J::array();
+  for (const CandidateGroup& g : r.candidate_groups) {
+    J j = {{"shape", g.shape}, {"params", J::array()}, {"keys", g.keys}};
+    for (size_t p : g.params) j["params"].push_back(params[p].name);
+    doc["candidate_groups"].push_back(std::move(j));
   }
   doc["orphans"] = r.orphans;
   doc["ambiguous"] = r.ambiguous;

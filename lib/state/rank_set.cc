@@ -211,7 +211,7 @@ StatusOr<RankSetMatch> OpenAndMatchRankSet(const RankSetSource& source, const st
     for (size_t k = 0; r > 0 && k < m.match.keys.size(); ++k) {
       const KeyMatch& a = set.ranks[0].match.keys[k];
       const KeyMatch& b = m.match.keys[k];
-      if (a.fate != b.fate || a.params != b.params) {
+      if (a.fate != b.fate || set.ranks[0].match.CandidatesOf(k) != m.match.CandidatesOf(k)) {
         return InvalidArgumentError(RankText(r, set.files[r]) + ": state entry " + m.state.keys[k].text + " is " +
                                     std::string(KeyFateName(b.fate)) + " here but " +
                                     std::string(KeyFateName(a.fate)) + " on rank 0");

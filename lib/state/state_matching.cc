@@ -23,6 +23,7 @@ class Matcher {
       : cp_(cp), st_(st), params_(params), opt_(o) {
     r_.keys.resize(st.keys.size());
     r_.params.resize(params.size());
+    IndexParams();
   }
 
   StatusOr<MatchReport> Run() {
@@ -69,10 +70,35 @@ class Matcher {
     r_.keys[key].reason = std::move(reason);
   }
 
-  void MatchByName(size_t key, const std::string& name) {
+  // Every lookup below goes through these, built once: matching 10^5 keys
+  // against 10^5 parameters is n log n, not a scan of the parameters per key.
+  void IndexParams() {
     for (size_t p = 0; p < params_.size(); ++p) {
-      if (params_[p].name == name) return Assign(key, p, Confidence::kExact);
+      by_name_.emplace(params_[p].name, p);  // the first of a name, as a scan in order finds
+      by_shape_[params_[p].shape].push_back(p);
+      if (params_[p].data_ptr) by_address_.push_back(p);
     }
+    std::stable_sort(by_address_.begin(), by_address_.end(),
+                     [&](size_t a, size_t b) { return *params_[a].data_ptr < *params_[b].data_ptr; });
+    // Ranges that overlap (a manifest listing one storage twice) keep the scan
+    // in parameter order, which gives the first parameter holding a pointer.
+    uint64_t end = 0;
+    for (size_t p : by_address_) {
+      if (params_[p].nbytes == 0) continue;
+      if (*params_[p].data_ptr < end) ranges_overlap_ = true;
+      end = std::max(end, *params_[p].data_ptr + params_[p].nbytes);
+    }
+  }
+
+  const std::vector<size_t>& ParamsOfShape(const std::vector<int64_t>& shape) const {
+    static const std::vector<size_t> kNone;
+    auto it = by_shape_.find(shape);
+    return it == by_shape_.end() ? kNone : it->second;
+  }
+
+  void MatchByName(size_t key, const std::string& name) {
+    auto it = by_name_.find(name);
+    if (it != by_name_.end()) return Assign(key, it->second, Confidence::kExact);
     Orphan(key, "no parameter is named '" + name + "'");
   }
 
@@ -93,8 +119,8 @@ class Matcher {
   void MatchByContent(size_t key, const TensorRef& t) {
     std::optional<uint64_t> h = opt_.key_content(st_.keys[key].tensor);
     std::vector<size_t> same;
-    for (size_t p = 0; p < params_.size(); ++p) {
-      if (h && params_[p].shape == t.sizes && params_[p].content_hash == h) same.push_back(p);
+    for (size_t p : ParamsOfShape(t.sizes)) {
+      if (h && params_[p].content_hash == h) same.push_back(p);
     }
     if (same.size() == 1) return Assign(key, same[0], Confidence::kExact);
     if (same.empty()) {
@@ -102,12 +128,29 @@ class Matcher {
                       " parameter of the model: a model saved at another step, or of another run?");
       return;
     }
-    r_.keys[key].fate = KeyFate::kAmbiguous;
-    r_.keys[key].params = same;
-    r_.keys[key].reason = std::to_string(same.size()) + " parameters of shape " + ShapeText(t.sizes) +
-                          " hold exactly these bytes (" + params_[same[0]].name + ", " + params_[same[1]].name +
-                          (same.size() > 2 ? ", ..." : "") + "): which one owns this state cannot be told";
-    r_.ambiguous.push_back(key);
+    std::string reason = std::to_string(same.size()) + " parameters of shape " + ShapeText(t.sizes) +
+                         " hold exactly these bytes (" + params_[same[0]].name + ", " + params_[same[1]].name +
+                         (same.size() > 2 ? ", ..." : "") + "): which one owns this state cannot be told";
+    HoldBack({key}, t.sizes, std::move(same), reason);
+  }
+
+  // Keys only data_ptr could place: one group holds their candidates.
+  void HoldBack(const std::vector<size_t>& keys, const std::vector<int64_t>& shape, std::vector<size_t> candidates,
+                const std::string& reason) {
+    int64_t group = -1;
+    if (!candidates.empty()) {
+      group = static_cast<int64_t>(r_.candidate_groups.size());
+      std::vector<size_t> in_state_order = keys;
+      std::sort(in_state_order.begin(), in_state_order.end());
+      r_.candidate_groups.push_back(CandidateGroup{shape, std::move(candidates), std::move(in_state_order)});
+    }
+    for (size_t k : keys) {
+      r_.keys[k].fate = KeyFate::kAmbiguous;
+      r_.keys[k].params.clear();
+      r_.keys[k].candidates = group;
+      r_.keys[k].reason = reason;
+      r_.ambiguous.push_back(k);
+    }
   }
 
   void IndexNamedTensors() {
@@ -157,16 +200,19 @@ class Matcher {
   void MatchZeroPointer(const std::vector<int64_t>& shape, const std::vector<size_t>& ks) {
     bool any_shape = shape == std::vector<int64_t>{-1};
     std::vector<size_t> owners;
-    for (size_t p = 0; p < params_.size(); ++p) {
-      if (any_shape || params_[p].shape == shape) owners.push_back(p);
+    if (any_shape) {
+      for (size_t p = 0; p < params_.size(); ++p) owners.push_back(p);
+    } else {
+      owners = ParamsOfShape(shape);
     }
     bool merged_view = false;
     if (owners.empty() && !any_shape) {
       // HeavyBall's merge_dims keyed the merged view of a parameter: [64, 27]
       // for a [64, 3, 3, 3] conv weight, at pointer 0 like the rest.
-      for (size_t p = 0; p < params_.size(); ++p) {
-        if (IsDimMerge(params_[p].shape, shape)) owners.push_back(p);
+      for (const auto& [param_shape, ps] : by_shape_) {
+        if (IsDimMerge(param_shape, shape)) owners.insert(owners.end(), ps.begin(), ps.end());
       }
+      std::sort(owners.begin(), owners.end());
       merged_view = !owners.empty();
     }
     if (owners.size() == 1 && ks.size() == 1) return Assign(ks[0], owners[0], Confidence::kShapeUnique);
@@ -198,11 +244,25 @@ class Matcher {
 
   void MatchByRange(size_t i) {
     const StateKey& k = st_.keys[i];
-    for (size_t p = 0; p < params_.size(); ++p) {
+    auto holds = [&](size_t p) {
       const ParamInfo& info = params_[p];
       uint64_t begin = *info.data_ptr, end = begin + info.nbytes;
       uint64_t extent = k.kind == KeyKind::kPtrShape ? ViewBytes(k, info) : 1;
-      if (k.ptr >= begin && k.ptr < end && extent <= end - k.ptr) return Assign(i, p, Confidence::kExact);
+      return k.ptr >= begin && k.ptr < end && extent <= end - k.ptr;
+    };
+    if (ranges_overlap_) {
+      for (size_t p = 0; p < params_.size(); ++p) {
+        if (holds(p)) return Assign(i, p, Confidence::kExact);
+      }
+    } else {
+      // Disjoint ranges: only the last one starting at or before the pointer can hold it.
+      auto after = std::upper_bound(by_address_.begin(), by_address_.end(), k.ptr,
+                                    [&](uint64_t ptr, size_t p) { return ptr < *params_[p].data_ptr; });
+      for (auto it = after; it != by_address_.begin();) {
+        size_t p = *--it;
+        if (holds(p)) return Assign(i, p, Confidence::kExact);
+        if (params_[p].nbytes != 0) break;  // empty ranges hold nothing; look past them
+      }
     }
     std::string from = k.kind == KeyKind::kPtrShape ? ViewSources(k.shape) : "";
     Orphan(i, "pointer " + std::to_string(k.ptr) + " lies inside no parameter: state of a temporary " +
@@ -214,44 +274,50 @@ class Matcher {
   // Parameters a key of `shape` could be a view of without being of that shape:
   // a split along dim 0 (same trailing dims, fewer rows) or a reshape (same
   // element count, as HeavyBall's merge_dims made). "emb.weight [16, 8], ...".
-  std::string ViewSources(const std::vector<int64_t>& shape) const {
+  // At most kNamed are listed ("..., and 9,992 more"), and the text is made once
+  // per shape: an orphan per key must not cost a pass over every parameter.
+  const std::string& ViewSources(const std::vector<int64_t>& shape) {
+    auto cached = view_sources_.find(shape);
+    if (cached != view_sources_.end()) return cached->second;
     auto numel = [](const std::vector<int64_t>& s) {
       uint64_t n = 1;
       for (int64_t d : s) n *= static_cast<uint64_t>(d);
       return n;
     };
-    std::string out;
-    for (const ParamInfo& p : params_) {
-      if (p.shape == shape || p.shape.empty() || shape.empty()) continue;
-      bool split = p.shape.size() == shape.size() && shape[0] < p.shape[0] &&
-                   std::equal(shape.begin() + 1, shape.end(), p.shape.begin() + 1);
-      if (split || numel(shape) == numel(p.shape)) out += (out.empty() ? "" : ", ") + p.name + " " + ShapeText(p.shape);
+    std::vector<size_t> sources;
+    for (const auto& [param_shape, ps] : by_shape_) {
+      if (param_shape == shape || param_shape.empty() || shape.empty()) continue;
+      bool split = param_shape.size() == shape.size() && shape[0] < param_shape[0] &&
+                   std::equal(shape.begin() + 1, shape.end(), param_shape.begin() + 1);
+      if (split || numel(shape) == numel(param_shape)) sources.insert(sources.end(), ps.begin(), ps.end());
     }
-    return out;
+    std::sort(sources.begin(), sources.end());
+    constexpr size_t kNamed = 8;
+    std::string out;
+    for (size_t i = 0; i < sources.size() && i < kNamed; ++i) {
+      const ParamInfo& p = params_[sources[i]];
+      out += (out.empty() ? "" : ", ") + p.name + " " + ShapeText(p.shape);
+    }
+    if (sources.size() > kNamed) out += ", and " + std::to_string(sources.size() - kNamed) + " more";
+    return view_sources_.emplace(shape, std::move(out)).first->second;
   }
 
   void MatchByShape(const std::vector<size_t>& keys) {
     std::map<std::vector<int64_t>, std::vector<size_t>> by_shape;
     for (size_t i : keys) by_shape[st_.keys[i].shape].push_back(i);
     for (auto& [shape, ks] : by_shape) {
-      std::vector<size_t> owners;
-      for (size_t p = 0; p < params_.size(); ++p) {
-        if (params_[p].shape == shape) owners.push_back(p);
-      }
+      const std::vector<size_t>& owners = ParamsOfShape(shape);
       std::sort(ks.begin(), ks.end(), [&](size_t a, size_t b) { return st_.keys[a].ptr < st_.keys[b].ptr; });
       if (owners.empty()) {
         // Without pointers a view and a temporary copy look alike: refuse rather than guess.
-        std::string from = ViewSources(shape);
-        for (size_t k : ks) {
-          if (from.empty()) {
+        const std::string& from = ViewSources(shape);
+        if (from.empty()) {
+          for (size_t k : ks) {
             Orphan(k, "no parameter has shape " + ShapeText(shape) + " or could have a view of that shape");
-          } else {
-            r_.keys[k].fate = KeyFate::kAmbiguous;
-            r_.keys[k].params.clear();
-            r_.keys[k].reason = "no parameter has shape " + ShapeText(shape) + "; it may be a view of " + from +
-                                " (split or merged dims) or a temporary copy: data_ptr in a manifest decides";
-            r_.ambiguous.push_back(k);
           }
+        } else {
+          HoldBack(ks, shape, {}, "no parameter has shape " + ShapeText(shape) + "; it may be a view of " + from +
+                                      " (split or merged dims) or a temporary copy: data_ptr in a manifest decides");
         }
       } else if (owners.size() == 1 && ks.size() == 1) {
         Assign(ks[0], owners[0], Confidence::kShapeUnique);
@@ -259,14 +325,10 @@ class Matcher {
         // Pairing same-shape keys by pointer order (allocation order) was tried
         // and mapped 4 to 9 of 9 parameters wrongly on real HeavyBall 0.x files:
         // only data_ptr decides.
-        for (size_t k : ks) {
-          r_.keys[k].fate = KeyFate::kAmbiguous;
-          r_.keys[k].params = owners;
-          r_.keys[k].reason = std::to_string(owners.size()) + (owners.size() == 1 ? " parameter" : " parameters") +
-                              " of shape " + ShapeText(shape) + " and " + std::to_string(ks.size()) + " keys: " +
-                              "same-shape parameters cannot be told apart without their data_ptr (a manifest)";
-          r_.ambiguous.push_back(k);
-        }
+        HoldBack(ks, shape, owners,
+                 std::to_string(owners.size()) + (owners.size() == 1 ? " parameter" : " parameters") + " of shape " +
+                     ShapeText(shape) + " and " + std::to_string(ks.size()) + " keys: " +
+                     "same-shape parameters cannot be told apart without their data_ptr (a manifest)");
       }
     }
   }
@@ -343,6 +405,11 @@ class Matcher {
   const std::vector<ParamInfo>& params_;
   const MatchOptions& opt_;
   std::unordered_map<std::pair<int64_t, uint64_t>, std::string, PairHash> names_by_storage_;
+  std::unordered_map<std::string_view, size_t> by_name_;
+  std::map<std::vector<int64_t>, std::vector<size_t>> by_shape_;  // parameter order within a shape
+  std::vector<size_t> by_address_;  // parameters with a data_ptr, by it
+  bool ranges_overlap_ = false;
+  std::map<std::vector<int64_t>, std::string> view_sources_;
   MatchReport r_;
 };
 

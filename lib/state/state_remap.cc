@@ -71,7 +71,7 @@ class Remapper {
       }
       if (!e.fate.empty()) continue;
       e.fate = "dropped";
-      for (size_t p : m_.keys[i].params) e.params.push_back(params_[p].name);
+      for (size_t p : m_.CandidatesOf(i)) e.params.push_back(params_[p].name);
       e.reason = m_.keys[i].reason.empty() ? "belongs to no parameter" : m_.keys[i].reason;
       ++r_.dropped;
     }

@@ -43,7 +43,7 @@ Owners Truth(const nlohmann::json& truth, size_t i) {
 
 Owners Matched(const Loaded& l, const MatchReport& r, size_t i) {
   Owners o;
-  for (size_t p : r.keys[i].params) o.emplace(l.params[p].name, r.keys[i].view);
+  for (size_t p : r.CandidatesOf(i)) o.emplace(l.params[p].name, r.keys[i].view);
   return o;
 }
 
@@ -187,6 +187,16 @@ TEST(StateMatchingTest, WithoutPointersSameShapeParametersAreHeldBack) {
   EXPECT_EQ(r->keys[r->ambiguous[0]].reason,
             "2 parameters of shape [8, 8] and 2 keys: same-shape parameters cannot be told apart without their "
             "data_ptr (a manifest)");
+  // Each shape's candidates are held once, by its group, not once per key.
+  ASSERT_EQ(r->candidate_groups.size(), 2u);
+  for (size_t k : r->ambiguous) {
+    EXPECT_TRUE(r->keys[k].params.empty());
+    ASSERT_GE(r->keys[k].candidates, 0);
+  }
+  std::vector<std::string> names;
+  for (size_t p : r->CandidatesOf(r->ambiguous[0])) names.push_back(s.params[p].name);
+  EXPECT_EQ(names, (std::vector<std::string>{"fc1.weight", "fc2.weight"}));
+  EXPECT_EQ(r->candidate_groups[r->keys[r->ambiguous[0]].candidates].keys, (std::vector<size_t>{1, 3}));
 }
 
 // What regenerate --manifest-out writes is what ReadParamManifest reads.

@@ -35,7 +35,11 @@ std::string_view KeyFateName(KeyFate f);  // "assigned", "collided", "orphan", "
 
 struct KeyMatch {
   KeyFate fate = KeyFate::kOrphan;
-  std::vector<size_t> params;  // owner; several for a collision
+  // The owner of an assigned key; every owner of a collided one. An ambiguous
+  // key's candidates are its `candidates` group's (MatchReport::CandidatesOf):
+  // 10^4 same-shape keys would otherwise each hold the same 10^4 parameters.
+  std::vector<size_t> params;
+  int64_t candidates = -1;     // ambiguous: index in MatchReport::candidate_groups
   int64_t view = 0;            // position among its owner's keys
   Confidence confidence = Confidence::kExact;
   std::string reason;          // for orphans, collisions and ambiguous keys
@@ -55,14 +59,29 @@ struct CollisionGroup {
   std::string reason;
 };
 
+// Keys that only data_ptr could place, and the parameters any of them may belong to.
+struct CandidateGroup {
+  std::vector<int64_t> shape;
+  std::vector<size_t> params;
+  std::vector<size_t> keys;
+};
+
 struct MatchReport {
   std::vector<KeyMatch> keys;      // parallel to OptimizerState::keys
   std::vector<ParamMatch> params;  // parallel to the manifest
   std::vector<CollisionGroup> collisions;
+  std::vector<CandidateGroup> candidate_groups;
   std::vector<size_t> orphans;     // key positions
   std::vector<size_t> ambiguous;   // key positions that only data_ptr could place
   std::vector<size_t> without_state;  // parameters with no state entry
   uint64_t unattributable_bytes = 0;  // state bytes of collided and orphan keys
+
+  // The parameters key `k` belongs to or may belong to: its owner(s), or an
+  // ambiguous key's candidates.
+  const std::vector<size_t>& CandidatesOf(size_t k) const {
+    const KeyMatch& m = keys[k];
+    return m.candidates >= 0 ? candidate_groups[static_cast<size_t>(m.candidates)].params : m.params;
+  }
 };
 
 // Matching is exact or by a shape only one parameter has. (Pairing same-shape
