@@ -44,7 +44,7 @@ Status RekeyOneToFqn(ExportFlags& o, std::unique_ptr<CheckpointFile> owned, cons
   }
   RemapOptions ro;
   ro.to = KeyTarget::kFqn;
-  auto remapped = RemapState(m->file->checkpoint(), m->state, m->params, m->match, ro);
+  auto remapped = RemapState(std::move(m->file->checkpoint()), m->state, m->params, m->match, ro);
   if (!remapped.ok()) return std::move(remapped).status().WithContext(o.input);
   for (const RemapEntry& e : remapped->entries) {
     if (e.fate == "dropped") {

@@ -101,7 +101,7 @@ int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
     outputs.push_back((std::filesystem::path(o.output) / std::filesystem::path(set->files[r]).filename()).string());
     Status s = RefuseInputAsOutput({set->files[r]}, outputs.back());
     if (!s.ok()) return ReportError(output, kName, s, o.json);
-    auto one = RemapState(m.file->checkpoint(), m.state, m.params, m.match, ToRemapOptions(o));
+    auto one = RemapState(std::move(m.file->checkpoint()), m.state, m.params, m.match, ToRemapOptions(o));
     if (!one.ok()) {
       s = std::move(one).status().WithContext(set->files[r] + " (rank " + std::to_string(r) + ")");
       ReportError(output, kName, s, o.json);
@@ -170,7 +170,7 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
                 o.json);
     return kExitFindings;
   }
-  auto remapped = RemapState(m->file->checkpoint(), m->state, m->params, m->match, ToRemapOptions(o));
+  auto remapped = RemapState(std::move(m->file->checkpoint()), m->state, m->params, m->match, ToRemapOptions(o));
   if (!remapped.ok()) {
     Status s = std::move(remapped).status().WithContext(o.input);
     ReportError(output, kName, s, o.json);
@@ -184,6 +184,10 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   auto written =
       WriteCheckpoint(*m->file, remapped->checkpoint, remapped->checkpoint.graph.root, o.output, ToWriteOptions(o));
   if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
+  if (!o.json && o.report.empty()) {  // the per-entry JSON of 10^5 entries is not built for nothing
+    WriteText(o, o.output, *m, *remapped, *written, output.out);
+    return kExitOk;
+  }
   nlohmann::ordered_json doc = ReportJson(o, o.input, o.output, *m, *remapped, *written);
   if (!o.report.empty()) {
     Status s = WriteFileAtomically(o.report, JsonText(doc));

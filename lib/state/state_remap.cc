@@ -9,10 +9,10 @@ namespace {
 
 class Remapper {
  public:
-  Remapper(const Checkpoint& cp, const OptimizerState& st, const std::vector<ParamInfo>& params,
-           const MatchReport& m, const RemapOptions& o)
+  Remapper(Checkpoint cp, const OptimizerState& st, const std::vector<ParamInfo>& params, const MatchReport& m,
+           const RemapOptions& o)
       : st_(st), params_(params), m_(m), o_(o) {
-    r_.checkpoint = cp;
+    r_.checkpoint = std::move(cp);
   }
 
   StatusOr<RemapResult> Run() {
@@ -254,6 +254,13 @@ StatusOr<RemapResult> RemapState(const Checkpoint& checkpoint, const OptimizerSt
                                  const std::vector<ParamInfo>& params, const MatchReport& match,
                                  const RemapOptions& options) {
   Remapper r(checkpoint, state, params, match, options);
+  return r.Run();
+}
+
+StatusOr<RemapResult> RemapState(Checkpoint&& checkpoint, const OptimizerState& state,
+                                 const std::vector<ParamInfo>& params, const MatchReport& match,
+                                 const RemapOptions& options) {
+  Remapper r(std::move(checkpoint), state, params, match, options);
   return r.Run();
 }
 

@@ -53,6 +53,13 @@ StatusOr<RemapResult> RemapState(const Checkpoint& checkpoint, const OptimizerSt
                                  const std::vector<ParamInfo>& params, const MatchReport& match,
                                  const RemapOptions& options);
 
+// The same, editing `checkpoint` in place instead of a copy: the caller gives
+// up its parse (the graph of a 10^5-parameter file is hundreds of MB), keeping
+// the input's bytes for the writer. `state`'s node ids stay valid.
+StatusOr<RemapResult> RemapState(Checkpoint&& checkpoint, const OptimizerState& state,
+                                 const std::vector<ParamInfo>& params, const MatchReport& match,
+                                 const RemapOptions& options = {});
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_STATE_REMAP_H_
