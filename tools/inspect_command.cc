@@ -91,6 +91,8 @@ CommandRunner AddInspectCommand(CLI::App& parent) {
   auto* limits = cmd->add_option_group("Limits", "Refuse inputs beyond these sizes (safe defaults)");
   limits->add_option("--max-depth", o->read.pickle.max_depth, "Nesting depth of objects")->capture_default_str();
   limits->add_option("--max-memo", o->read.pickle.max_memo, "Pickle memo entries")->capture_default_str();
+  limits->add_option("--max-nodes", o->read.pickle.max_nodes, "Objects in one pickle (about 120 bytes each)")
+      ->capture_default_str();
   limits->add_option("--max-string-bytes", o->read.pickle.max_string_bytes, "One str or bytes value")
       ->capture_default_str();
   limits->add_option("--max-storage-bytes", o->read.max_storage_bytes, "One tensor storage")->capture_default_str();

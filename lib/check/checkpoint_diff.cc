@@ -82,7 +82,7 @@ std::string GroupValue(const ObjectGraph& g, NodeId group, const std::string& ke
 std::vector<NodeId> Groups(const MatchedState& m) {
   const ObjectGraph& g = m.file->checkpoint().graph;
   NodeId groups = DictLookup(g, m.state.node, "param_groups");
-  return groups == kNoNode ? std::vector<NodeId>{} : g.at(groups).items;
+  return groups == kNoNode ? std::vector<NodeId>{} : g.at(groups).items.ToVector();
 }
 
 void CompareGroups(const MatchedState& a, const MatchedState& b, DiffReport& r) {

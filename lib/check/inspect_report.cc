@@ -61,7 +61,7 @@ class Builder {
     if (s.depth == 0) return "";
     if (s.key != kNoNode) {
       const Node& k = g_.at(s.key);
-      return k.kind == NodeKind::kStr ? k.text : KeyText(g_, s.key);
+      return k.kind == NodeKind::kStr ? k.text.str() : KeyText(g_, s.key);
     }
     size_t dot = s.path.rfind('.');
     size_t bracket = s.path.rfind('[');

@@ -118,7 +118,7 @@ void Rebuild(ObjectGraph& g, GraphBuilder& b, NodeId dict) {
   NodeId group_list = b.List(std::move(groups));
   NodeId state_key = b.Str("state");
   NodeId groups_key = b.Str("param_groups");
-  g.at(dict).entries = {{state_key, state_dict}, {groups_key, group_list}};
+  g.at(dict).entries = CompactList<Entry>{Entry(state_key, state_dict), Entry(groups_key, group_list)};
 }
 
 }  // namespace

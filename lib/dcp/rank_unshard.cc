@@ -33,7 +33,7 @@ void FindTensors(const Checkpoint& cp, NodeId id, const std::string& path, std::
   std::string prefix = path.empty() ? "" : path + ".";
   for (auto [k, v] : n.entries) {
     const Node& key = cp.graph.at(k);
-    std::string name = key.kind == NodeKind::kStr ? key.text : ValueText(cp.graph, k, 200);
+    std::string name = key.kind == NodeKind::kStr ? key.text.str() : ValueText(cp.graph, k, 200);
     FindTensors(cp, v, prefix + name, seen, out, depth + 1);
   }
   for (size_t i = 0; i < n.items.size(); ++i) FindTensors(cp, n.items[i], prefix + std::to_string(i), seen, out, depth + 1);

@@ -91,7 +91,7 @@ constexpr LeftOut kSoapLeftOut[] = {
 constexpr const char* kPickledSentinels[] = {"gradient_clipping", "update_clipping", "palm", "__class__"};
 
 std::string Str(const ObjectGraph& g, NodeId id) {
-  return id != kNoNode && g.at(id).kind == NodeKind::kStr ? g.at(id).text : std::string();
+  return id != kNoNode && g.at(id).kind == NodeKind::kStr ? g.at(id).text.str() : std::string();
 }
 
 NodeId Default(const GroupField& f, GraphBuilder& b) {

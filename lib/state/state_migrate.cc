@@ -72,7 +72,7 @@ NodeId FieldsOf(const ObjectGraph& g, const StateKey& k) {
 }
 
 std::string Str(const ObjectGraph& g, NodeId id) {
-  return id != kNoNode && g.at(id).kind == NodeKind::kStr ? g.at(id).text : std::string();
+  return id != kNoNode && g.at(id).kind == NodeKind::kStr ? g.at(id).text.str() : std::string();
 }
 
 class Migrator {

@@ -44,7 +44,7 @@ std::string PlacementText(const ObjectGraph& g, NodeId id) {
   }
   if (base == "Partial") {
     NodeId op = StateValue(g, id, "reduce_op");
-    return "Partial(" + (op != kNoNode && g.at(op).kind == NodeKind::kStr ? g.at(op).text : std::string("?")) + ")";
+    return "Partial(" + (op != kNoNode && g.at(op).kind == NodeKind::kStr ? g.at(op).text.str() : std::string("?")) + ")";
   }
   if (base == "Replicate") return "Replicate()";
   return n.kind == NodeKind::kObject ? base : "?";

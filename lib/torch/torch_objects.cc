@@ -61,8 +61,8 @@ class Resolver {
   // --- small accessors over argument tuples ---
   const Node& N(NodeId id) const { return g_.at(id); }
   bool IsTuple(NodeId id) const { return id != kNoNode && N(id).kind == NodeKind::kTuple; }
-  const std::vector<NodeId>& Args(const Node& call) const {
-    static const std::vector<NodeId> kEmpty;
+  const CompactList<NodeId>& Args(const Node& call) const {
+    static const CompactList<NodeId> kEmpty;
     return IsTuple(call.args) ? N(call.args).items : kEmpty;
   }
 
@@ -230,7 +230,7 @@ class Resolver {
       return Status();
     }
     if ((name == "builtins.set" || name == "builtins.frozenset") && a.size() <= 1) {
-      std::vector<NodeId> items = a.empty() ? std::vector<NodeId>{} : N(a[0]).items;
+      CompactList<NodeId> items = a.empty() ? CompactList<NodeId>{} : N(a[0]).items;
       m.kind = name == "builtins.set" ? NodeKind::kSet : NodeKind::kFrozenSet;
       m.items = std::move(items);
       return Status();

@@ -1,0 +1,355 @@
+// Small owning containers for the fields of a pickle graph node.
+//
+// A checkpoint of 10^5 parameters unpickles into about 8 * 10^6 nodes, most of
+// them ints, short strings and small tuples whose string and list fields stay
+// empty. std::string (32 bytes) and std::vector (24 bytes) would spend most of
+// each node on empty fields; these spend 8 and 16, allocate only when
+// non-empty, and keep the interface the graph's users already write
+// (`n.text == "state"`, `for (NodeId c : n.items)`, `n.entries.emplace_back`).
+#ifndef OPTSTATE_COMPACT_CONTAINERS_H_
+#define OPTSTATE_COMPACT_CONTAINERS_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <iterator>
+#include <memory>
+#include <new>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace optstate {
+
+// An immutable-size string in one heap block (length, then bytes, then NUL);
+// empty is a null pointer. Reads as std::string_view.
+class CompactText {
+ public:
+  CompactText() = default;
+  CompactText(std::string_view s) { Assign(s); }                     // NOLINT: implicit, like std::string
+  CompactText(const std::string& s) { Assign(s); }                   // NOLINT
+  CompactText(const char* s) { Assign(std::string_view(s)); }        // NOLINT
+  CompactText(const CompactText& o) { Assign(o.view()); }
+  CompactText(CompactText&& o) noexcept : block_(std::exchange(o.block_, nullptr)) {}
+  CompactText& operator=(const CompactText& o) {
+    if (this != &o) Assign(o.view());
+    return *this;
+  }
+  CompactText& operator=(CompactText&& o) noexcept {
+    std::swap(block_, o.block_);
+    return *this;
+  }
+  CompactText& operator=(std::string_view s) { return Assign(s); }
+  CompactText& operator=(const std::string& s) { return Assign(s); }
+  CompactText& operator=(const char* s) { return Assign(std::string_view(s)); }
+  ~CompactText() { std::free(block_); }
+
+  std::string_view view() const {
+    if (block_ == nullptr) return {};
+    uint32_t n;
+    std::memcpy(&n, block_, sizeof n);
+    return {block_ + sizeof n, n};
+  }
+  operator std::string_view() const { return view(); }  // NOLINT: reads as a string
+  std::string str() const { return std::string(view()); }
+  operator std::string() const { return str(); }  // NOLINT: where a std::string is wanted
+
+  size_t size() const { return view().size(); }
+  size_t length() const { return size(); }
+  bool empty() const { return block_ == nullptr; }
+  const char* data() const { return block_ == nullptr ? "" : block_ + sizeof(uint32_t); }
+  const char* c_str() const { return data(); }
+  char operator[](size_t i) const { return view()[i]; }
+  const char* begin() const { return data(); }
+  const char* end() const { return data() + size(); }
+  char front() const { return view().front(); }
+  char back() const { return view().back(); }
+  bool starts_with(std::string_view p) const { return view().starts_with(p); }
+  bool ends_with(std::string_view p) const { return view().ends_with(p); }
+  size_t find(std::string_view s, size_t pos = 0) const { return view().find(s, pos); }
+  size_t find(char c, size_t pos = 0) const { return view().find(c, pos); }
+  size_t rfind(std::string_view s, size_t pos = std::string_view::npos) const { return view().rfind(s, pos); }
+  size_t rfind(char c, size_t pos = std::string_view::npos) const { return view().rfind(c, pos); }
+  size_t find_first_not_of(std::string_view s, size_t pos = 0) const { return view().find_first_not_of(s, pos); }
+  size_t find_first_of(std::string_view s, size_t pos = 0) const { return view().find_first_of(s, pos); }
+  std::string substr(size_t pos, size_t n = std::string::npos) const { return std::string(view().substr(pos, n)); }
+  int compare(std::string_view s) const { return view().compare(s); }
+
+  friend bool operator==(const CompactText& a, const CompactText& b) { return a.view() == b.view(); }
+  friend bool operator==(const CompactText& a, std::string_view b) { return a.view() == b; }
+  friend bool operator==(const CompactText& a, const std::string& b) { return a.view() == std::string_view(b); }
+  friend bool operator==(const CompactText& a, const char* b) { return a.view() == std::string_view(b); }
+  friend auto operator<=>(const CompactText& a, const CompactText& b) { return a.view() <=> b.view(); }
+  friend auto operator<=>(const CompactText& a, std::string_view b) { return a.view() <=> b; }
+  friend std::string operator+(const CompactText& a, std::string_view b) {
+    std::string s(a.view());
+    s += b;
+    return s;
+  }
+  friend std::string operator+(const CompactText& a, const std::string& b) { return a + std::string_view(b); }
+  friend std::string operator+(const CompactText& a, const char* b) { return a + std::string_view(b); }
+  friend std::string operator+(const CompactText& a, char b) { return a.str() + b; }
+  friend std::string operator+(const std::string& a, const CompactText& b) {
+    std::string s = a;
+    s += b.view();
+    return s;
+  }
+  friend std::string operator+(std::string&& a, const CompactText& b) {
+    a += b.view();
+    return std::move(a);
+  }
+  friend std::string operator+(const char* a, const CompactText& b) {
+    std::string s = a;
+    s += b.view();
+    return s;
+  }
+  friend std::string operator+(char a, const CompactText& b) { return std::string(1, a) + b; }
+  friend std::string& operator+=(std::string& a, const CompactText& b) { return a += b.view(); }
+  friend std::ostream& operator<<(std::ostream& os, const CompactText& t) { return os << t.view(); }
+
+ private:
+  CompactText& Assign(std::string_view s) {
+    char* fresh = nullptr;
+    if (!s.empty()) {
+      fresh = static_cast<char*>(std::malloc(sizeof(uint32_t) + s.size() + 1));
+      if (fresh == nullptr) throw std::bad_alloc();
+      uint32_t n = static_cast<uint32_t>(s.size());
+      std::memcpy(fresh, &n, sizeof n);
+      std::memcpy(fresh + sizeof n, s.data(), s.size());
+      fresh[sizeof n + s.size()] = '\0';
+    }
+    std::free(block_);
+    block_ = fresh;
+    return *this;
+  }
+
+  char* block_ = nullptr;
+};
+
+// A vector of trivially copyable values in 16 bytes (pointer, 32-bit size and
+// capacity): the children of one node. Grows like std::vector.
+template <typename T>
+class CompactList {
+  static_assert(std::is_trivially_copyable_v<T>);
+
+ public:
+  using value_type = T;
+  using iterator = T*;
+  using const_iterator = const T*;
+
+  CompactList() = default;
+  CompactList(std::initializer_list<T> items) { Assign(items.begin(), items.size()); }
+  CompactList(const std::vector<T>& items) { Assign(items.data(), items.size()); }  // NOLINT: as a vector
+  template <typename U>
+  CompactList(const std::vector<U>& items) {  // NOLINT: of what converts to T
+    reserve(items.size());
+    for (const U& u : items) push_back(T(u));
+  }
+  CompactList(const CompactList& o) { Assign(o.data_, o.size_); }
+  CompactList(CompactList&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), cap_(std::exchange(o.cap_, 0)) {}
+  CompactList& operator=(const CompactList& o) {
+    if (this != &o) Assign(o.data_, o.size_);
+    return *this;
+  }
+  CompactList& operator=(CompactList&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    std::swap(cap_, o.cap_);
+    return *this;
+  }
+  CompactList& operator=(std::initializer_list<T> items) {
+    Assign(items.begin(), items.size());
+    return *this;
+  }
+  CompactList& operator=(const std::vector<T>& items) {
+    Assign(items.data(), items.size());
+    return *this;
+  }
+  ~CompactList() { std::free(data_); }
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  T* begin() { return data_; }
+  T* end() { return data_ + size_; }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + size_; }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+  const T& at(size_t i) const {
+    if (i >= size_) throw std::out_of_range("CompactList::at");
+    return data_[i];
+  }
+  T& front() { return data_[0]; }
+  const T& front() const { return data_[0]; }
+  T& back() { return data_[size_ - 1]; }
+  const T& back() const { return data_[size_ - 1]; }
+  std::vector<T> ToVector() const { return std::vector<T>(begin(), end()); }
+  // Where a vector is wanted (of T, or of what T converts to).
+  template <typename U>
+  operator std::vector<U>() const {  // NOLINT
+    return std::vector<U>(begin(), end());
+  }
+
+  void clear() { size_ = 0; }
+  void reserve(size_t n) {
+    if (n > cap_) Grow(n);
+  }
+  void push_back(const T& v) {
+    if (size_ == cap_) Grow(size_ + 1);
+    data_[size_++] = v;
+  }
+  template <typename... A>
+  T& emplace_back(A&&... args) {
+    T v(std::forward<A>(args)...);
+    push_back(v);
+    return back();
+  }
+  void pop_back() { --size_; }
+  void resize(size_t n) {
+    reserve(n);
+    for (size_t i = size_; i < n; ++i) data_[i] = T{};
+    size_ = static_cast<uint32_t>(n);
+  }
+  // Inserts [first, last) before `at` (iterators of another container).
+  template <typename It>
+  void insert(T* at, It first, It last) {
+    std::vector<T> tail(at, end());
+    size_ = static_cast<uint32_t>(at - data_);
+    for (; first != last; ++first) push_back(T(*first));
+    for (const T& v : tail) push_back(v);
+  }
+  void insert(T* at, const T& v) {
+    const T* one = &v;
+    T copy = v;  // v may live in this list
+    one = &copy;
+    insert(at, one, one + 1);
+  }
+  T* erase(T* first, T* last) {
+    T* e = std::copy(last, end(), first);
+    size_ = static_cast<uint32_t>(e - data_);
+    return first;
+  }
+  T* erase(T* at) { return erase(at, at + 1); }
+
+  friend bool operator==(const CompactList& a, const CompactList& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+  friend bool operator==(const CompactList& a, const std::vector<T>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+
+ private:
+  void Assign(const T* items, size_t n) {
+    clear();
+    reserve(n);
+    if (n != 0) std::memcpy(static_cast<void*>(data_), items, n * sizeof(T));
+    size_ = static_cast<uint32_t>(n);
+  }
+  void Grow(size_t need) {
+    // A node's children are bounded by the pickle limits long before 2^32.
+    size_t cap = std::max<size_t>({need, size_t{cap_} * 2, 2});
+    if (cap > UINT32_MAX) cap = UINT32_MAX;
+    T* fresh = static_cast<T*>(std::realloc(static_cast<void*>(data_), cap * sizeof(T)));
+    if (fresh == nullptr) throw std::bad_alloc();
+    data_ = fresh;
+    cap_ = static_cast<uint32_t>(cap);
+  }
+
+  T* data_ = nullptr;
+  uint32_t size_ = 0;
+  uint32_t cap_ = 0;
+};
+
+// Nodes in fixed chunks: appending never moves a node (references stay valid)
+// and a graph of n nodes never holds 2n while it grows, as a vector would.
+template <typename T, size_t kChunk = 4096>
+class ChunkedArena {
+ public:
+  ChunkedArena() = default;
+  ChunkedArena(const ChunkedArena& o) {
+    for (const T& v : o) push_back(v);
+  }
+  ChunkedArena(ChunkedArena&&) noexcept = default;
+  ChunkedArena& operator=(const ChunkedArena& o) {
+    if (this != &o) {
+      ChunkedArena copy(o);
+      *this = std::move(copy);
+    }
+    return *this;
+  }
+  ChunkedArena& operator=(ChunkedArena&&) noexcept = default;
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T& operator[](size_t i) { return chunks_[i / kChunk][i % kChunk]; }
+  const T& operator[](size_t i) const { return chunks_[i / kChunk][i % kChunk]; }
+  T& back() { return (*this)[size_ - 1]; }
+  const T& back() const { return (*this)[size_ - 1]; }
+  void push_back(const T& v) { Slot() = v; }
+  void push_back(T&& v) { Slot() = std::move(v); }
+  template <typename... A>
+  T& emplace_back(A&&... args) {
+    T& s = Slot();
+    s = T(std::forward<A>(args)...);
+    return s;
+  }
+  void reserve(size_t) {}
+
+  template <typename Arena, typename V>
+  class Iter {
+   public:
+    using value_type = T;
+    using difference_type = std::ptrdiff_t;
+    using reference = V&;
+    using pointer = V*;
+    using iterator_category = std::forward_iterator_tag;
+    Iter() = default;
+    Iter(Arena* a, size_t i) : a_(a), i_(i) {}
+    V& operator*() const { return (*a_)[i_]; }
+    V* operator->() const { return &(*a_)[i_]; }
+    Iter& operator++() {
+      ++i_;
+      return *this;
+    }
+    Iter operator++(int) {
+      Iter t = *this;
+      ++i_;
+      return t;
+    }
+    bool operator==(const Iter& o) const { return i_ == o.i_; }
+
+   private:
+    Arena* a_ = nullptr;
+    size_t i_ = 0;
+  };
+  using iterator = Iter<ChunkedArena, T>;
+  using const_iterator = Iter<const ChunkedArena, const T>;
+  iterator begin() { return {this, 0}; }
+  iterator end() { return {this, size_}; }
+  const_iterator begin() const { return {this, 0}; }
+  const_iterator end() const { return {this, size_}; }
+
+ private:
+  T& Slot() {
+    if (size_ == chunks_.size() * kChunk) chunks_.push_back(std::make_unique<T[]>(kChunk));
+    T& s = chunks_[size_ / kChunk][size_ % kChunk];
+    ++size_;
+    return s;
+  }
+
+  std::vector<std::unique_ptr<T[]>> chunks_;
+  size_t size_ = 0;
+};
+
+}  // namespace optstate
+
+#endif  // OPTSTATE_COMPACT_CONTAINERS_H_
