@@ -10,6 +10,7 @@
 #define OPTSTATE_COMPACT_CONTAINERS_H_
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -269,16 +270,20 @@ class CompactList {
   uint32_t cap_ = 0;
 };
 
-// Nodes in fixed chunks: appending never moves a node (references stay valid)
-// and a graph of n nodes never holds 2n while it grows, as a vector would.
-template <typename T, size_t kChunk = 4096>
+// Nodes in chunks of 64, 128, 256, ... elements: appending never moves a node
+// (references stay valid), a graph of n nodes never holds 2n while it grows as
+// a vector would, and a pickle of three objects costs one chunk of 64. Slots are
+// constructed as they are used, so untouched pages of a chunk stay unbacked.
+template <typename T>
 class ChunkedArena {
+  static constexpr unsigned kFirstBits = 6;  // the first chunk holds 2^6
+
  public:
   ChunkedArena() = default;
   ChunkedArena(const ChunkedArena& o) {
     for (const T& v : o) push_back(v);
   }
-  ChunkedArena(ChunkedArena&&) noexcept = default;
+  ChunkedArena(ChunkedArena&& o) noexcept : chunks_(std::move(o.chunks_)), size_(std::exchange(o.size_, 0)) {}
   ChunkedArena& operator=(const ChunkedArena& o) {
     if (this != &o) {
       ChunkedArena copy(o);
@@ -286,21 +291,29 @@ class ChunkedArena {
     }
     return *this;
   }
-  ChunkedArena& operator=(ChunkedArena&&) noexcept = default;
+  ChunkedArena& operator=(ChunkedArena&& o) noexcept {
+    std::swap(chunks_, o.chunks_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  ~ChunkedArena() {
+    for (size_t i = 0; i < size_; ++i) (*this)[i].~T();
+    for (size_t c = 0; c < chunks_.size(); ++c) ::operator delete(chunks_[c], std::align_val_t{alignof(T)});
+  }
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  T& operator[](size_t i) { return chunks_[i / kChunk][i % kChunk]; }
-  const T& operator[](size_t i) const { return chunks_[i / kChunk][i % kChunk]; }
+  T& operator[](size_t i) { return *Locate(i); }
+  const T& operator[](size_t i) const { return *const_cast<ChunkedArena*>(this)->Locate(i); }
   T& back() { return (*this)[size_ - 1]; }
   const T& back() const { return (*this)[size_ - 1]; }
-  void push_back(const T& v) { Slot() = v; }
-  void push_back(T&& v) { Slot() = std::move(v); }
+  void push_back(const T& v) { new (Slot()) T(v); ++size_; }
+  void push_back(T&& v) { new (Slot()) T(std::move(v)); ++size_; }
   template <typename... A>
   T& emplace_back(A&&... args) {
-    T& s = Slot();
-    s = T(std::forward<A>(args)...);
-    return s;
+    T* s = new (Slot()) T(std::forward<A>(args)...);
+    ++size_;
+    return *s;
   }
   void reserve(size_t) {}
 
@@ -339,14 +352,24 @@ class ChunkedArena {
   const_iterator end() const { return {this, size_}; }
 
  private:
-  T& Slot() {
-    if (size_ == chunks_.size() * kChunk) chunks_.push_back(std::make_unique<T[]>(kChunk));
-    T& s = chunks_[size_ / kChunk][size_ % kChunk];
-    ++size_;
-    return s;
+  // Chunk c holds 2^(c + kFirstBits) elements and starts at element
+  // 2^(c + kFirstBits) - 2^kFirstBits.
+  T* Locate(size_t i) {
+    size_t j = i + (size_t{1} << kFirstBits);
+    unsigned c = static_cast<unsigned>(std::bit_width(j)) - kFirstBits - 1;
+    return chunks_[c] + (j - (size_t{1} << (c + kFirstBits)));
+  }
+  void* Slot() {
+    size_t j = size_ + (size_t{1} << kFirstBits);
+    unsigned c = static_cast<unsigned>(std::bit_width(j)) - kFirstBits - 1;
+    if (c == chunks_.size()) {
+      chunks_.push_back(
+          static_cast<T*>(::operator new(sizeof(T) << (c + kFirstBits), std::align_val_t{alignof(T)})));
+    }
+    return Locate(size_);
   }
 
-  std::vector<std::unique_ptr<T[]>> chunks_;
+  std::vector<T*> chunks_;
   size_t size_ = 0;
 };
 

@@ -1,0 +1,84 @@
+// The graph's containers behave as the std types they replace: a pickle graph
+// of 10^7 nodes relies on them for every field it reads.
+#include "optstate/compact_containers.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace optstate {
+namespace {
+
+TEST(ChunkedArenaTest, IndexesAcrossChunkBoundariesAndNeverMoves) {
+  ChunkedArena<std::string> arena;
+  std::vector<const std::string*> where;
+  // Chunks hold 64, 128, 256, ...: 64, 192, 448, 960 are the first elements of chunks 1-4.
+  for (int i = 0; i < 5000; ++i) {
+    arena.emplace_back(std::to_string(i));
+    where.push_back(&arena.back());
+  }
+  ASSERT_EQ(arena.size(), 5000u);
+  for (int i : {0, 63, 64, 191, 192, 447, 448, 959, 960, 4999}) {
+    EXPECT_EQ(arena[i], std::to_string(i)) << i;
+    EXPECT_EQ(&arena[i], where[i]) << i << ": appending moved an element";
+  }
+  size_t n = 0;
+  for (const std::string& s : arena) EXPECT_EQ(s, std::to_string(n++));
+  EXPECT_EQ(n, 5000u);
+  ChunkedArena<std::string> copy = arena;
+  arena[7] = "changed";
+  EXPECT_EQ(copy[7], "7");
+  ChunkedArena<std::string> moved = std::move(copy);
+  EXPECT_EQ(moved.size(), 5000u);
+  EXPECT_EQ(moved[4999], "4999");
+}
+
+TEST(CompactTextTest, ReadsAsAString) {
+  CompactText empty;
+  EXPECT_TRUE(empty.empty());
+  EXPECT_EQ(empty, "");
+  EXPECT_STREQ(empty.c_str(), "");
+  CompactText t = std::string("exp_avg");
+  EXPECT_EQ(t.size(), 7u);
+  EXPECT_EQ(t, "exp_avg");
+  EXPECT_NE(t, "exp_avg_sq");
+  EXPECT_TRUE(t.starts_with("exp"));
+  EXPECT_EQ(t.substr(4), "avg");
+  EXPECT_EQ("state." + t + "!", "state.exp_avg!");
+  std::string as_string = t;
+  EXPECT_EQ(as_string, "exp_avg");
+  CompactText with_nul(std::string_view("a\0b", 3));
+  EXPECT_EQ(with_nul.size(), 3u);
+  EXPECT_EQ(with_nul.view(), std::string_view("a\0b", 3));
+  CompactText copy = t;
+  t = "other";
+  EXPECT_EQ(copy, "exp_avg");
+  EXPECT_LT(copy, t);
+}
+
+TEST(CompactListTest, BehavesAsAVector) {
+  CompactList<uint32_t> l;
+  EXPECT_TRUE(l.empty());
+  for (uint32_t i = 0; i < 100; ++i) l.push_back(i);
+  EXPECT_EQ(l.size(), 100u);
+  EXPECT_EQ(l.back(), 99u);
+  std::vector<uint32_t> as_vector = l;
+  EXPECT_EQ(as_vector.size(), 100u);
+  l.insert(l.begin(), 7u);
+  EXPECT_EQ(l[0], 7u);
+  EXPECT_EQ(l[1], 0u);
+  EXPECT_EQ(l.size(), 101u);
+  l.erase(l.begin(), l.begin() + 2);
+  EXPECT_EQ(l[0], 1u);
+  EXPECT_EQ(l.size(), 99u);
+  l = {3, 4};
+  EXPECT_EQ(l, (std::vector<uint32_t>{3, 4}));
+  CompactList<uint32_t> copy = l;
+  l.push_back(5);
+  EXPECT_EQ(copy.size(), 2u);
+  EXPECT_THROW((void)copy.at(2), std::out_of_range);
+}
+
+}  // namespace
+}  // namespace optstate
