@@ -104,6 +104,20 @@ void MappedFile::ReleasePages(ByteSpan range) const {
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
+void MappedFile::ReleasePagesAround(ByteSpan range, uint64_t margin) const {
+  if (addr_ == nullptr) return;
+  const auto* base = static_cast<const std::byte*>(addr_);
+  if (range.data() < base || range.data() + range.size() > base + size_) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(base);
+  const uintptr_t hi = lo + ((size_ + page - 1) & ~(page - 1));
+  uintptr_t begin = reinterpret_cast<uintptr_t>(range.data());
+  uintptr_t end = begin + range.size();
+  begin = begin - lo > margin ? (begin - margin) & ~(page - 1) : lo;
+  end = hi - end > margin ? (end + margin + page - 1) & ~(page - 1) : hi;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 void MappedFile::Release() {
   if (addr_ != nullptr) {
     UnregisterMappedRange(addr_);

@@ -105,6 +105,9 @@ StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpo
   return WriteCheckpoint(input, cp, root, path, nullptr, options);
 }
 
+// The largest page-cache folio a fault may map whole (a PMD on x86-64).
+constexpr uint64_t kLargeFolioBytes = 2u << 20;
+
 StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpoint& cp, NodeId root,
                                       const std::string& path, const StorageSource& computed,
                                       const WriteOptions& options) {
@@ -125,6 +128,9 @@ StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpo
       if (e.method == 0 && e.size == d.bytes.size()) d.crc = e.crc32;
     }
     if (d.crc) d.source = input.FileRangeOf(d.bytes);
+    // The kernel copies this record; its local header, just read through the
+    // mapping, pulled in the large page-cache folio around it (file_io.h).
+    if (d.source) input.ReleasePagesAround(d.bytes.first(0), kLargeFolioBytes);
     d.release = release;
     return d;
   });

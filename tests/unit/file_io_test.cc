@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 
 #include <filesystem>
 #include <fstream>
@@ -59,6 +60,50 @@ TEST(MappedFileTest, MapsWholeFileReadOnly) {
   EXPECT_EQ(AsChars(f->bytes()).substr(0, 4), "PK\x03\x04");
   MappedFile moved = std::move(*f);
   EXPECT_EQ(moved.size(), fs::file_size(path));
+}
+
+// Resident KiB of the mapping that starts at `addr`, from /proc/self/smaps.
+long MappingRssKib(const void* addr) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  char start[32];
+  std::snprintf(start, sizeof start, "%lx-", reinterpret_cast<unsigned long>(addr));
+  bool in = false;
+  while (std::getline(smaps, line)) {
+    if (line.find('-') != std::string::npos && line.find(' ') > line.find('-') && isxdigit(line[0])) {
+      in = line.starts_with(start);
+    } else if (in && line.starts_with("Rss:")) {
+      return std::stol(line.substr(4));
+    }
+  }
+  return -1;
+}
+
+// A partial page at either side of the range is dropped too, the margin is
+// clamped to the mapping, and every byte reads back the same afterwards.
+TEST(MappedFileTest, ReleasePagesAroundUnmapsPartialPagesAndMargin) {
+  TempDir dir;
+  const std::string path = dir / "f";
+  std::string content(8u << 20, '\0');
+  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 31 + 7);
+  std::ofstream(path, std::ios::binary) << content;
+  StatusOr<MappedFile> f = MappedFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  uint64_t sum = 0;
+  for (std::byte b : f->bytes()) sum += static_cast<uint8_t>(b);  // every page resident
+  ASSERT_GE(MappingRssKib(f->bytes().data()), 8 * 1024);
+  // 30 bytes in the middle, 2 MiB either side: 4 MiB and the page holding them.
+  f->ReleasePagesAround(f->bytes().subspan(4u << 20, 30), 2u << 20);
+  long rss = MappingRssKib(f->bytes().data());
+  EXPECT_LE(rss, 4 * 1024 + 4) << "KiB resident after dropping 4 MiB of 8";
+  // Near the end: the margin stops at the mapping's last page.
+  f->ReleasePagesAround(f->bytes().last(10), 2u << 20);
+  f->ReleasePagesAround(f->bytes().first(0), 2u << 20);
+  EXPECT_LE(MappingRssKib(f->bytes().data()), 4);
+  uint64_t again = 0;
+  for (std::byte b : f->bytes()) again += static_cast<uint8_t>(b);
+  EXPECT_EQ(again, sum);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(f->bytes().data()), content.size()), content);
 }
 
 TEST(MappedFileTest, MissingFileIsNotFoundWithPath) {

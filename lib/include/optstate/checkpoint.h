@@ -62,6 +62,9 @@ class CheckpointFile {
   void ReleasePages(ByteSpan range) const {
     if (mapped_) mapped_->ReleasePages(range);
   }
+  void ReleasePagesAround(ByteSpan range, uint64_t margin) const {
+    if (mapped_) mapped_->ReleasePagesAround(range, margin);
+  }
   // Where `range` (within bytes()) lies in the input file, for in-kernel
   // copies; nullopt for decompressed .zst content.
   std::optional<FileRange> FileRangeOf(ByteSpan range) const;
