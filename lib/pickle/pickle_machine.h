@@ -5,6 +5,7 @@
 #define OPTSTATE_LIB_PICKLE_MACHINE_H_
 
 #include <charconv>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -22,6 +23,42 @@ inline std::string OpName(uint8_t op) {
   if (op >= 0x20 && op < 0x7f) return hex + " '" + static_cast<char>(op) + "'";
   return hex;
 }
+
+// The memo: CPython's pickler numbers its entries 0, 1, 2, ... (torch's DCP
+// .metadata memoizes nearly every object, 10^7 of them at 320 k chunks), so
+// those are kept in a vector, 4 bytes each; indices out of that order (any
+// pickle may use them) in a hash map. size() counts distinct indices, as
+// len(memo) does for MEMOIZE.
+class Memo {
+ public:
+  size_t size() const { return dense_.size() + sparse_.size(); }
+  bool contains(uint64_t index) const { return index < dense_.size() || sparse_.contains(index); }
+  void Set(uint64_t index, NodeId id) {
+    if (index < dense_.size()) {
+      dense_[index] = id;
+    } else if (index == dense_.size()) {
+      dense_.push_back(id);
+      while (!sparse_.empty()) {  // entries set out of order that now continue the run
+        auto next = sparse_.find(dense_.size());
+        if (next == sparse_.end()) break;
+        dense_.push_back(next->second);
+        sparse_.erase(next);
+      }
+    } else {
+      sparse_[index] = id;
+    }
+  }
+  std::optional<NodeId> Get(uint64_t index) const {
+    if (index < dense_.size()) return dense_[index];
+    auto it = sparse_.find(index);
+    if (it == sparse_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  std::vector<NodeId> dense_;
+  std::unordered_map<uint64_t, NodeId> sparse_;
+};
 
 class Machine {
  public:
@@ -205,16 +242,16 @@ class Machine {
       return LimitExceededError(Where() + "more than " + std::to_string(limits_.max_memo) +
                                 " memo entries (limit max_memo)");
     }
-    memo_[index] = id;
+    memo_.Set(index, id);
     return Status();
   }
 
   Status MemoGet(uint64_t index) {
-    auto it = memo_.find(index);
-    if (it == memo_.end()) {
+    std::optional<NodeId> it = memo_.Get(index);
+    if (!it) {
       return Corrupt("memo index " + std::to_string(index) + " was never stored");
     }
-    return Push(it->second);
+    return Push(*it);
   }
 
   Status PushGlobal(std::string module, std::string name) {
@@ -284,7 +321,7 @@ class Machine {
   uint64_t frame_end_ = 0;  // where it ends; 0 when no frame is open
   std::vector<NodeId> stack_;
   std::vector<size_t> marks_;
-  std::unordered_map<uint64_t, NodeId> memo_;
+  Memo memo_;
   uint64_t at_ = 0;
   uint8_t op_ = 0;
 };

@@ -351,3 +351,25 @@ TEST(ValueTextTest, FloatsLikePythonRepr) {
 
 }  // namespace
 }  // namespace optstate
+
+namespace optstate {
+namespace {
+
+// Memo indices out of CPython's 0, 1, 2, ... order: MEMOIZE numbers its entry
+// by len(memo), an index set before the run it continues joins it, and every
+// read gives what CPython's unpickler gives (8 and (6, 5, 9), checked in Python).
+TEST(PickleVmTest, MemoIndicesOutOfOrderReadAsCPythonReadsThem) {
+  StatusOr<PickleResult> r = Parse(std::string("\x80\x04K\x07q\x01K\x08\x94" "00h\x01.", 14));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->graph.at(r->graph.root).int_value, 8);
+  r = Parse(std::string("\x80\x04K\x05q\x01" "0K\x06q\x00" "0K\x09\x94" "0(h\x00h\x01h\x02t.", 26));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Node& t = r->graph.at(r->graph.root);
+  ASSERT_EQ(t.kind, NodeKind::kTuple);
+  std::vector<int64_t> values;
+  for (NodeId c : t.items) values.push_back(r->graph.at(c).int_value);
+  EXPECT_EQ(values, (std::vector<int64_t>{6, 5, 9}));
+}
+
+}  // namespace
+}  // namespace optstate
