@@ -124,23 +124,28 @@ for part in dict.fromkeys(r["part"] for r in rows):
 EOF
 
 if command -v gnuplot > /dev/null; then
+  walls=() rsss=() i=0
   for cmd in "optstate inspect" "optstate validate" "optstate collisions" "optstate remap --no-sync" \
              "torch.load (torch 1.13)"; do
+    i=$((i + 1))
     awk -F'\t' -v c="$cmd" '$1 == "file" && $3 == c && ($6 == 0 || $6 == 1) {print $2, $4, $5}' "$tsv" \
-      > "$data/plot-${cmd//[^a-z0-9]/_}.dat"
+      > "$data/plot-$i.dat"
+    walls+=("'$data/plot-$i.dat' using 1:2 with linespoints title '$cmd'")
+    rsss+=("'$data/plot-$i.dat' using 1:3 with linespoints title '$cmd'")
   done
+  join() { local IFS=","; echo "$*"; }
   gnuplot <<EOF
 set terminal pngcairo size 1200,500 noenhanced
 set output "$data/scale.png"
-set multiplot layout 1,2 title "optstate vs torch.load by parameter count (4 tensors each, [16, 8])"
+set multiplot layout 1,2 title "optstate and torch.load by parameter count (4 tensors each, [16, 8]): slope 1 is linear"
 set logscale xy
 set key left top
 set grid
 set xlabel "parameters (N)"
 set ylabel "wall (s)"
-plot for [f in system("ls $data/plot-*.dat")] f using 1:2 with linespoints title system("basename ".f." .dat | sed 's/^plot-//'")
+plot $(join "${walls[@]}")
 set ylabel "peak RSS (MiB)"
-plot for [f in system("ls $data/plot-*.dat")] f using 1:3 with linespoints title system("basename ".f." .dat | sed 's/^plot-//'")
+plot $(join "${rsss[@]}")
 unset multiplot
 EOF
   echo "plot: $data/scale.png" >&2
