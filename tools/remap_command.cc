@@ -138,7 +138,9 @@ int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
   nlohmann::ordered_json doc = {{"global_shapes", set->global_shapes}, {"ranks", nlohmann::ordered_json::array()}};
   for (size_t r = 0; r < set->ranks.size(); ++r) {
     const MatchedState& m = set->ranks[r];
-    doc["ranks"].push_back(ReportJson(o, set->files[r], outputs[r], m, remapped[r], reports[r]));
+    if (o.json || !o.report.empty()) {
+      doc["ranks"].push_back(ReportJson(o, set->files[r], outputs[r], m, remapped[r], reports[r]));
+    }
     if (!o.json) {
       output.out << "rank " << r << ": ";
       WriteText(o, outputs[r], m, remapped[r], reports[r], output.out);
@@ -184,18 +186,16 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   auto written =
       WriteCheckpoint(*m->file, remapped->checkpoint, remapped->checkpoint.graph.root, o.output, ToWriteOptions(o));
   if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
-  if (!o.json && o.report.empty()) {  // the per-entry JSON of 10^5 entries is not built for nothing
-    WriteText(o, o.output, *m, *remapped, *written, output.out);
-    return kExitOk;
-  }
-  nlohmann::ordered_json doc = ReportJson(o, o.input, o.output, *m, *remapped, *written);
-  if (!o.report.empty()) {
-    Status s = WriteFileAtomically(o.report, JsonText(doc));
-    if (!s.ok()) return ReportError(output, kName, s, o.json);
-  }
-  if (o.json) {
-    WriteJson(output, doc);
-    return kExitOk;
+  if (o.json || !o.report.empty()) {  // the per-entry JSON of 10^5 entries is not built for nothing
+    nlohmann::ordered_json doc = ReportJson(o, o.input, o.output, *m, *remapped, *written);
+    if (!o.report.empty()) {
+      Status s = WriteFileAtomically(o.report, JsonText(doc));
+      if (!s.ok()) return ReportError(output, kName, s, o.json);
+    }
+    if (o.json) {
+      WriteJson(output, doc);
+      return kExitOk;
+    }
   }
   WriteText(o, o.output, *m, *remapped, *written, output.out);
   return kExitOk;

@@ -62,14 +62,12 @@ class CompactText {
   operator std::string() const { return str(); }  // NOLINT: where a std::string is wanted
 
   size_t size() const { return view().size(); }
-  size_t length() const { return size(); }
   bool empty() const { return block_ == nullptr; }
   const char* data() const { return block_ == nullptr ? "" : block_ + sizeof(uint32_t); }
   const char* c_str() const { return data(); }
   char operator[](size_t i) const { return view()[i]; }
   const char* begin() const { return data(); }
   const char* end() const { return data() + size(); }
-  char front() const { return view().front(); }
   char back() const { return view().back(); }
   bool starts_with(std::string_view p) const { return view().starts_with(p); }
   bool ends_with(std::string_view p) const { return view().ends_with(p); }
@@ -77,7 +75,6 @@ class CompactText {
   size_t find(char c, size_t pos = 0) const { return view().find(c, pos); }
   size_t rfind(std::string_view s, size_t pos = std::string_view::npos) const { return view().rfind(s, pos); }
   size_t rfind(char c, size_t pos = std::string_view::npos) const { return view().rfind(c, pos); }
-  size_t find_first_not_of(std::string_view s, size_t pos = 0) const { return view().find_first_not_of(s, pos); }
   size_t find_first_of(std::string_view s, size_t pos = 0) const { return view().find_first_of(s, pos); }
   std::string substr(size_t pos, size_t n = std::string::npos) const { return std::string(view().substr(pos, n)); }
   int compare(std::string_view s) const { return view().compare(s); }
@@ -214,7 +211,6 @@ class CompactList {
     push_back(v);
     return back();
   }
-  void pop_back() { --size_; }
   void resize(size_t n) {
     reserve(n);
     for (size_t i = size_; i < n; ++i) data_[i] = T{};
@@ -229,10 +225,8 @@ class CompactList {
     for (const T& v : tail) push_back(v);
   }
   void insert(T* at, const T& v) {
-    const T* one = &v;
-    T copy = v;  // v may live in this list
-    one = &copy;
-    insert(at, one, one + 1);
+    const T copy = v;  // v may live in this list, which may move
+    insert(at, &copy, &copy + 1);
   }
   T* erase(T* first, T* last) {
     T* e = std::copy(last, end(), first);
@@ -315,8 +309,6 @@ class ChunkedArena {
     ++size_;
     return *s;
   }
-  void reserve(size_t) {}
-
   template <typename Arena, typename V>
   class Iter {
    public:
