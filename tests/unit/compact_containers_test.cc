@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,32 @@ TEST(ChunkedArenaTest, IndexesAcrossChunkBoundariesAndNeverMoves) {
   ChunkedArena<std::string> moved = std::move(copy);
   EXPECT_EQ(moved.size(), 5000u);
   EXPECT_EQ(moved[4999], "4999");
+}
+
+// Chunks of 2 MiB and more are mapped on 2 MiB boundaries so the kernel can back
+// them with huge pages; smaller ones come from the heap at the type's alignment.
+TEST(ChunkedArenaTest, LargeChunksStartOnHugePageBoundaries) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  for (size_t bytes : {kHuge, 3 * kHuge + 4096, 16 * kHuge}) {
+    auto* chunk = static_cast<unsigned char*>(AllocateArenaChunk(bytes, 8));
+    ASSERT_NE(chunk, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(chunk) % kHuge, 0u) << bytes;
+    chunk[0] = 1;
+    chunk[bytes - 1] = 2;  // the whole requested range is writable
+    EXPECT_EQ(chunk[0] + chunk[bytes - 1], 3);
+    FreeArenaChunk(chunk, bytes, 8);
+  }
+  void* small = AllocateArenaChunk(7680, 16);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small) % 16, 0u);
+  FreeArenaChunk(small, 7680, 16);
+  // 40,000 nodes of 120 bytes reach chunk 9 (2^15 elements, 3.75 MiB): elements stay addressable.
+  struct Wide {
+    char bytes[120];
+  };
+  ChunkedArena<Wide> arena;
+  for (int i = 0; i < 40000; ++i) arena.emplace_back().bytes[0] = static_cast<char>(i % 101);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(&arena[32704]) % kHuge, 0u) << "the first element of a 3.75 MiB chunk";
+  for (int i : {0, 32703, 32704, 39999}) EXPECT_EQ(arena[i].bytes[0], static_cast<char>(i % 101)) << i;
 }
 
 TEST(CompactTextTest, ReadsAsAString) {

@@ -1,0 +1,50 @@
+// Arena chunks: small ones from the heap, large ones mapped on their own.
+//
+// A large chunk is mapped 2 MiB-aligned and advised MADV_HUGEPAGE. Where
+// transparent huge pages are "madvise" (Debian's default), each 2 MiB of nodes
+// then costs one page fault instead of 512; where they are "never" the advice is
+// ignored and the chunk behaves as any anonymous mapping. Pages are still
+// touched only as slots are used.
+#include "optstate/compact_containers.h"
+
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <new>
+
+namespace optstate {
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+bool MappedOnItsOwn(size_t bytes) { return bytes >= kHugePage; }
+
+size_t RoundUp(size_t bytes) { return (bytes + kHugePage - 1) & ~(kHugePage - 1); }
+
+}  // namespace
+
+void* AllocateArenaChunk(size_t bytes, size_t alignment) {
+  if (!MappedOnItsOwn(bytes)) return ::operator new(bytes, std::align_val_t{alignment});
+  const size_t size = RoundUp(bytes);
+  // Map one huge page more than needed and trim, so the chunk starts on a 2 MiB boundary.
+  void* raw = mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHugePage - 1) & ~(kHugePage - 1);
+  if (aligned > start) munmap(raw, aligned - start);
+  const size_t tail = (start + size + kHugePage) - (aligned + size);
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + size), tail);
+  void* chunk = reinterpret_cast<void*>(aligned);
+  madvise(chunk, size, MADV_HUGEPAGE);  // advice only: no huge pages is not an error
+  return chunk;
+}
+
+void FreeArenaChunk(void* chunk, size_t bytes, size_t alignment) {
+  if (!MappedOnItsOwn(bytes)) {
+    ::operator delete(chunk, std::align_val_t{alignment});
+    return;
+  }
+  munmap(chunk, RoundUp(bytes));
+}
+
+}  // namespace optstate
