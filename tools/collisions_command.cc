@@ -246,6 +246,7 @@ CommandRunner AddCollisionsCommand(CLI::App& parent) {
   AddParamSourceFlags(*cmd, o->params, o->models);
   cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is, e.g. optimizer (default: find it)");
   cmd->add_flag("--json", o->json, "Write JSON (schemas/collisions.schema.json)");
+  AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
       "\nExit codes: 0 every state entry belongs to exactly one parameter; 1 collisions, orphans or\n"
       "ambiguous keys found; 2 could not do the job.\n"

@@ -8,6 +8,7 @@
 #include "optstate/dcp_checkpoint.h"
 #include "optstate/framework_dir.h"
 #include "optstate/security.h"
+#include "shared_flags.h"
 #include "terminal_safe_stream.h"
 
 namespace optstate::tools {
@@ -88,16 +89,7 @@ CommandRunner AddInspectCommand(CLI::App& parent) {
   cmd->add_flag("--records", o->records,
                 "List every zip record with size, data offset and CRC-32 (reads every local header)");
   cmd->add_flag("--verify-crc", o->read.verify_crc, "Recompute every record's CRC-32 (torch.load never does)");
-  auto* limits = cmd->add_option_group("Limits", "Refuse inputs beyond these sizes (safe defaults)");
-  limits->add_option("--max-depth", o->read.pickle.max_depth, "Nesting depth of objects")->capture_default_str();
-  limits->add_option("--max-memo", o->read.pickle.max_memo, "Pickle memo entries")->capture_default_str();
-  limits->add_option("--max-nodes", o->read.pickle.max_nodes, "Objects in one pickle (about 120 bytes each)")
-      ->capture_default_str();
-  limits->add_option("--max-string-bytes", o->read.pickle.max_string_bytes, "One str or bytes value")
-      ->capture_default_str();
-  limits->add_option("--max-storage-bytes", o->read.max_storage_bytes, "One tensor storage")->capture_default_str();
-  limits->add_option("--max-decompressed-bytes", o->read.max_decompressed_bytes, "Content of a .zst file")
-      ->capture_default_str();
+  AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
       "\nExamples:\n"
       "  optstate inspect checkpoint.pt\n"

@@ -177,6 +177,7 @@ CommandRunner AddMigrateCommand(CLI::App& parent) {
   AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
   cmd->add_option("--report", o->report, "Write the report (every input entry's fate, renames, notes) as JSON");
   cmd->add_flag("--json", o->json, "Write the report to stdout as JSON (schemas/migrate.schema.json)");
+  AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
       "\nExit codes: 0 written; 1 refused because state cannot be attributed or nothing would carry\n"
       "over; 2 could not do the job (an algorithm not migrated yet, unreadable input). Nothing is\n"

@@ -226,6 +226,7 @@ CommandRunner AddRemapCommand(CLI::App& parent) {
   cmd->add_flag("--zstd", o->zstd, "Compress the output with zstd (name it .zst; optstate reads it directly)");
   cmd->add_option("--report", o->report, "Write the conservation report (every input entry's fate) as JSON");
   cmd->add_flag("--json", o->json, "Write the report to stdout as JSON (schemas/remap.schema.json)");
+  AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
       "\nExit codes: 0 written; 1 refused because state cannot be attributed; 2 could not do the job.\n"
       "\nExamples:\n"

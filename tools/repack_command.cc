@@ -110,6 +110,7 @@ CommandRunner AddRepackCommand(CLI::App& parent) {
       ->required();
   AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
   cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/repack.schema.json)");
+  AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
       "\nExamples:\n"
       "  optstate repack old_legacy_format.pt -o checkpoint.pt\n"

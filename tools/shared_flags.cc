@@ -52,6 +52,22 @@ void AddWriteFlags(CLI::App& cmd, bool& no_sync, bool& verify_crc) {
                "Check every input record's CRC-32 first (records are copied with the input's CRC)");
 }
 
+void AddReadLimitFlags(CLI::App& cmd, ReadOptions& read) {
+  auto* limits = cmd.add_option_group("Limits", "Refuse inputs beyond these sizes (safe defaults)");
+  limits->add_option("--max-depth", read.pickle.max_depth, "Nesting depth of objects")->capture_default_str();
+  limits->add_option("--max-memo", read.pickle.max_memo, "Pickle memo entries")->capture_default_str();
+  limits
+      ->add_option("--max-nodes", read.pickle.max_nodes,
+                   "Objects in one pickle (about 120 bytes each; a parameter with AdamW state\n"
+                   "and its weight in the file is ~80)")
+      ->capture_default_str();
+  limits->add_option("--max-string-bytes", read.pickle.max_string_bytes, "One str or bytes value")
+      ->capture_default_str();
+  limits->add_option("--max-storage-bytes", read.max_storage_bytes, "One tensor storage")->capture_default_str();
+  limits->add_option("--max-decompressed-bytes", read.max_decompressed_bytes, "Content of a .zst file")
+      ->capture_default_str();
+}
+
 nlohmann::ordered_json ParamSourceJson(const MatchedState& m) {
   nlohmann::ordered_json j = {{"from", m.params_from}, {"order", m.order}, {"tied", m.tied}, {"buffers", m.buffers}};
   if (!m.frozen.empty()) j["frozen"] = m.frozen;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "optstate/checkpoint.h"
 #include "optstate/state_matching.h"
 #include "optstate/state_remap.h"
 
@@ -30,6 +31,12 @@ void AddParamSourceFlags(CLI::App& cmd, ParamSource& source, std::vector<std::st
 
 // --no-sync and --verify-crc, for the commands that write a checkpoint.
 void AddWriteFlags(CLI::App& cmd, bool& no_sync, bool& verify_crc);
+
+// The "Limits" group: how large an input may be before it is refused
+// (--max-depth, --max-memo, --max-nodes, --max-string-bytes, --max-storage-bytes,
+// --max-decompressed-bytes). The defaults are safe; a checkpoint of 10^6
+// parameters needs more objects than --max-nodes allows.
+void AddReadLimitFlags(CLI::App& cmd, ReadOptions& read);
 
 // {"from", "order", "tied", "buffers"} (the "params_source" object of the schemas).
 nlohmann::ordered_json ParamSourceJson(const MatchedState& m);

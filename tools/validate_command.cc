@@ -230,6 +230,7 @@ CommandRunner AddValidateCommand(CLI::App& parent) {
   cmd->add_flag("--no-values", o->no_values, "Structure only: do not read tensor bytes (rules that need them are skipped)");
   cmd->add_flag("--list-rules", o->list_rules, "List every rule with its default severity, and exit");
   cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/validate.schema.json)");
+  AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
       "\nExamples:\n"
       "  optstate validate checkpoint.pt\n"

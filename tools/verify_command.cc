@@ -196,6 +196,7 @@ CommandRunner AddVerifyCommand(CLI::App& parent) {
                   "know it (default: recognised from state fields and group keys)")
       ->check(CLI::IsMember({"adam", "adamw", "sgd", "adagrad", "rmsprop"}));
   cmd->add_flag("--json", o->json, "Write JSON (schemas/verify.schema.json)");
+  AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
       "\nExit codes: 0 clean; 1 findings; 2 unreadable.\n"
       "\nExamples:\n"
