@@ -58,8 +58,9 @@ int RunConsolidateZero(const ConsolidateCommandOptions& o, const std::string& ta
     return kExitOk;
   }
   output.out << o.output << ": " << HumanBytes(report->write.bytes) << " from " << o.input << " (DeepSpeed ZeRO-"
-             << z.stage << ", " << z.world_size << " ranks)\n"
-             << "  model: " << report->trainable << " parameters as fp32 master weights (what zero_to_fp32 gives), "
+             << z.stage << (z.bf16_optimizer ? ", BF16_Optimizer" : "") << ", " << z.world_size << " ranks)\n"
+             << "  model: " << report->trainable << " parameters as fp32 master weights"
+             << (z.bf16_optimizer ? " (zero_to_fp32 refuses BF16_Optimizer files), " : " (what zero_to_fp32 gives), ")
              << report->frozen << " frozen, " << report->buffers << " buffers, " << report->shared << " tied\n"
              << (report->unlisted_frozen.empty() ? std::string()
                                                  : "  frozen, not in the model states' lists (kept from its module "

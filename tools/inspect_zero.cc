@@ -73,13 +73,15 @@ nlohmann::ordered_json ZeroJson(const std::string& input, const ZeroCheckpoint& 
     problems.push_back({{"kind", p.kind}, {"where", p.where}, {"message", p.message}});
   }
   return {{"input", input},        {"format", "deepspeed-zero"}, {"directory", z.dir},
-          {"zero_stage", z.stage}, {"world_size", z.world_size}, {"ds_version", z.ds_version},
+          {"zero_stage", z.stage}, {"bf16_optimizer", z.bf16_optimizer}, {"world_size", z.world_size},
+          {"ds_version", z.ds_version},
           {"ranks", ranks},        {"groups", groups},           {"frozen", frozen},
           {"buffers", z.buffer_names}, {"problems", problems}};
 }
 
 void WriteZeroText(const std::string& input, const ZeroCheckpoint& z, std::ostream& out) {
-  out << input << ": DeepSpeed ZeRO-" << z.stage << " checkpoint, " << z.world_size << " data-parallel ranks"
+  out << input << ": DeepSpeed ZeRO-" << z.stage << " checkpoint"
+      << (z.bf16_optimizer ? " (BF16_Optimizer's partitions)" : "") << ", " << z.world_size << " data-parallel ranks"
       << (z.ds_version.empty() ? "" : ", saved by DeepSpeed " + OneLine(z.ds_version)) << "\n";
   out << "  directory " << z.dir << "\n";
   out << "  model states  " << BaseName(z.model->path()) << "\n";

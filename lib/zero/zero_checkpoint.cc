@@ -153,6 +153,12 @@ StatusOr<std::unique_ptr<ZeroCheckpoint>> OpenZeroCheckpoint(const std::string& 
   const ObjectGraph& fg = first->checkpoint().graph;
   NodeId osd = DictLookup(fg, fg.root, "optimizer_state_dict");
   std::optional<int64_t> stage = osd == kNoNode ? std::nullopt : StageOf(fg, DictLookup(fg, osd, "zero_stage"));
+  if (!stage && osd != kNoNode && DictLookup(fg, osd, "single_partition_of_fp32_groups") != kNoNode &&
+      DictLookup(fg, osd, "param_slice_mappings") != kNoNode && DictLookup(fg, osd, "base_optimizer_state") != kNoNode) {
+    // BF16_Optimizer's state_dict: ZeRO-1's partition keys, no zero_stage or loss scaler.
+    stage = 1;
+    z->bf16_optimizer = true;
+  }
   if (!stage || *stage < 1 || *stage > 3) {
     return UnsupportedError(first_path + ": no optimizer_state_dict.zero_stage of 1, 2 or 3: not a ZeRO optimizer "
                             "file this version reads");

@@ -245,8 +245,9 @@ void PlaceZeroFragments(ZeroCheckpoint& z) {
         z.problems.push_back({"file", rank.optim_path + ": " + GroupText(grp), "its fp32 partition is no float32 tensor"});
         continue;
       }
-      // Stages 1, 2 save the fp32 partition without its padding, the state with it.
-      const uint64_t saved = t->numel(), padding = z.stage == 3 ? 0 : rank.saved_padding[grp];
+      // Stages 1, 2 save the fp32 partition without its padding, the state with it;
+      // BF16_Optimizer saves both with it.
+      const uint64_t saved = t->numel(), padding = z.stage == 3 || z.bf16_optimizer ? 0 : rank.saved_padding[grp];
       z.groups[grp].partition_numel[r] = saved + padding;
       const ObjectGraph& g = rank.optim->checkpoint().graph;
       NodeId state = DictLookup(g, rank.optimizer_state_dict, "state");

@@ -1,8 +1,10 @@
 #!/bin/bash
 # ZeRO checkpoints from DeepSpeed itself (not part of regenerate.sh: CI cannot fetch).
 #
-# Usage: testdata/gen/deepspeed-fixtures.sh DEEPSPEED_GIT_DIR
+# Usage: testdata/gen/deepspeed-fixtures.sh DEEPSPEED_GIT_DIR [CASE...]
 #   DEEPSPEED_GIT_DIR  a clone or mirror of github.com/microsoft/DeepSpeed; tag v0.16.4 is used
+#   CASE               as gen_deepspeed_zero.py takes them (1, 2, 3, 2-bf16, 1-bf16-fp32accum): only
+#                      their outputs are replaced, the rest of the directory stays as committed
 # Extracts it with `git archive` into the torch 2.6 chroot's /var/tmp (outside this repository),
 # installs what it imports from Debian trixie, runs gen_deepspeed_zero.py there (stages 1, 2, 3;
 # 2 ranks, gloo, DS_ACCELERATOR=cpu), and replaces testdata/frameworks/deepspeed_0.16.4/ with
@@ -11,7 +13,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-git_dir=${1:?usage: $0 DEEPSPEED_GIT_DIR}
+git_dir=${1:?usage: $0 DEEPSPEED_GIT_DIR [CASE...]}
+shift
+cases=("$@")
 root=${OPTSTATE_TORCH26_ROOT:-/var/cache/optstate-torch26}
 "$here/torch26-chroot.sh"
 unshare --mount --propagation private bash -c '
@@ -27,8 +31,18 @@ mkdir -p "$root$inside"
 git --git-dir="$git_dir" archive v0.16.4 deepspeed op_builder accelerator version.txt | tar -x -C "$root$inside"
 stage=testdata/frameworks/.deepspeed.new
 rm -rf "$repo/$stage"
-"$here/torch26-python.sh" testdata/gen/gen_deepspeed_zero.py "$inside" "$stage"
+"$here/torch26-python.sh" testdata/gen/gen_deepspeed_zero.py "$inside" "$stage" "${cases[@]}"
 find "$repo/$stage" -name zero_to_fp32.py -delete
-rm -rf "$repo/testdata/frameworks/deepspeed_0.16.4"
-mv "$repo/$stage" "$repo/testdata/frameworks/deepspeed_0.16.4"
+dest="$repo/testdata/frameworks/deepspeed_0.16.4"
+if [ ${#cases[@]} -eq 0 ]; then
+  rm -rf "$dest"
+  mv "$repo/$stage" "$dest"
+else
+  mkdir -p "$dest"
+  for made in "$repo/$stage"/*; do
+    rm -rf "${dest:?}/$(basename "$made")"
+    mv "$made" "$dest/"
+  done
+  rmdir "$repo/$stage"
+fi
 du -sh "$repo/testdata/frameworks/deepspeed_0.16.4"

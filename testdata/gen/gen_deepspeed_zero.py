@@ -1,8 +1,11 @@
 """DeepSpeed ZeRO checkpoints from DeepSpeed itself (v0.16.4), CPU, gloo, 2 ranks (mp.spawn).
 
 Usage (torch 2.6 chroot; deepspeed-fixtures.sh extracts DeepSpeed and runs this):
-  python3 testdata/gen/gen_deepspeed_zero.py DEEPSPEED_SRC OUTDIR [STAGE...]
-For each ZeRO stage (default 1 2 3): a small MLP (Linear 6->8, LayerNorm 8, Linear 8->3, and an
+  python3 testdata/gen/gen_deepspeed_zero.py DEEPSPEED_SRC OUTDIR [CASE...]
+CASE is a ZeRO stage (1, 2, 3) or a bf16 run: `2-bf16` (bf16 parameters, ZeRO-2's fp32 master
+partitions, DeepSpeedZeroOptimizer) or `1-bf16-fp32accum` (bf16 with fp32 gradient accumulation at
+stage 1, which DeepSpeed hands to its BF16_Optimizer: `bf16_zero_pp_rank_*` files). Default: all.
+For each ZeRO stage: a small MLP (Linear 6->8, LayerNorm 8, Linear 8->3, and an
 embedding that is frozen) trained 3 seeded steps by torch.optim.AdamW inside DeepSpeed's ZeRO
 optimizer with two param groups (HF's decay split), then `engine.save_checkpoint(OUTDIR/zeroS,
 tag="global_step3")`. Beside each: `zeroS_nan/` (the same with a NaN in rank 1's flat exp_avg), `zeroS.zero_to_fp32.pt`, DeepSpeed's own
@@ -11,6 +14,9 @@ file removed), for stage 2 `zero2_mixed_steps/` (rank 1's file from a save one s
 `zero2_foreign_rank/` (rank 1's file from a run of a wider model), `zeroS.optimizer_truth.pt` (per trainable parameter, DeepSpeed's safe_get_full_fp32_param and
 safe_get_full_optimizer_state of exp_avg and exp_avg_sq, taken in the run), and `zeroS.truth.json`
 (stage, world size, the parameters of each group in order, the frozen one, DeepSpeed's version).
+A bf16 case writes `zeroS-VARIANT/` with its `.zero_to_fp32.pt`, `.optimizer_truth.pt` and
+`.truth.json` (the same model and steps), without the spoiled copies; `1-bf16-fp32accum` has no
+`.zero_to_fp32.pt`, since DeepSpeed's zero_to_fp32 refuses BF16_Optimizer files.
 """
 import json
 import os
@@ -21,7 +27,8 @@ import sys
 os.environ["DS_ACCELERATOR"] = "cpu"
 sys.path.insert(0, sys.argv[1])
 OUT = sys.argv[2]
-STAGES = [int(s) for s in sys.argv[3:]] or [1, 2, 3]
+CASES = sys.argv[3:] or ["1", "2", "3", "2-bf16", "1-bf16-fp32accum"]
+BF16_VARIANTS = ("bf16", "bf16-fp32accum")
 WORLD = 2
 
 import torch  # noqa: E402
@@ -62,12 +69,17 @@ def worker(rank, stage, port, variant=""):
     opt = torch.optim.AdamW(groups(model), lr=1e-2)
     config = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
               "zero_optimization": {"stage": stage}, "steps_per_print": 1000, "wall_clock_breakdown": False}
+    if variant in BF16_VARIANTS:
+        config["bf16"] = {"enabled": True}
+    if variant == "bf16-fp32accum":
+        config["data_types"] = {"grad_accum_dtype": "fp32"}
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=config)
     g = torch.Generator().manual_seed(100 + rank)
     for _ in range(3):
         idx = torch.randint(0, 5, (4,), generator=g)
         y = torch.randn(4, 3, generator=g)
-        loss = torch.nn.functional.mse_loss(engine(idx), y)
+        out = engine(idx)
+        loss = torch.nn.functional.mse_loss(out, y.to(out.dtype))
         engine.backward(loss)
         engine.step()
     if variant == "wide":  # only its rank files are used, to plant a rank file of another model
@@ -91,14 +103,18 @@ def worker(rank, stage, port, variant=""):
         truth_state[name] = {"fp32": safe_get_full_fp32_param(p).detach().clone(),
                              "exp_avg": safe_get_full_optimizer_state(p, "exp_avg").detach().clone(),
                              "exp_avg_sq": safe_get_full_optimizer_state(p, "exp_avg_sq").detach().clone()}
-    out = os.path.join(OUT, f"zero{stage}")
+    case = f"zero{stage}" + (f"-{variant}" if variant else "")
+    out = os.path.join(OUT, case)
     engine.save_checkpoint(out, tag="global_step3")
     torch.distributed.barrier()
     if rank == 0:
         from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
-        weights = get_fp32_state_dict_from_zero_checkpoint(out, tag="global_step3")
-        torch.save(dict(weights), os.path.join(OUT, f"zero{stage}.zero_to_fp32.pt"))
-        torch.save(truth_state, os.path.join(OUT, f"zero{stage}.optimizer_truth.pt"))
+        if variant != "bf16-fp32accum":
+            weights = get_fp32_state_dict_from_zero_checkpoint(out, tag="global_step3")
+            torch.save(dict(weights), os.path.join(OUT, f"{case}.zero_to_fp32.pt"))
+        # else: zero_to_fp32 refuses BF16_Optimizer's files ("is not a zero checkpoint": they
+        # carry no zero_stage); the weights to expect are optimizer_truth.pt's fp32.
+        torch.save(truth_state, os.path.join(OUT, f"{case}.optimizer_truth.pt"))
         fresh = Net()
         fresh.emb.weight.requires_grad_(False)
         names = {id(p): n for n, p in fresh.named_parameters()}
@@ -106,6 +122,18 @@ def worker(rank, stage, port, variant=""):
                  "groups": [[names[id(p)] for p in grp["params"]] for grp in groups(fresh)],
                  "frozen": ["emb.weight"], "files": sorted(os.listdir(os.path.join(out, "global_step3"))),
                  "beside": sorted(os.listdir(out))}
+        if variant in BF16_VARIANTS:
+            truth.update(variant=variant, steps=3, model_dtype="bfloat16",
+                         optimizer=type(engine.optimizer).__name__,
+                         zero_to_fp32=variant != "bf16-fp32accum")
+            with open(os.path.join(OUT, f"{case}.truth.json"), "w") as f:
+                json.dump(truth, f, indent=1, sort_keys=True)
+                f.write("\n")
+    if variant in BF16_VARIANTS:
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+        return
+    if rank == 0:
         # A copy with a NaN in rank 1's flat exp_avg partition of group 0 (element 5).
         spoiled = os.path.join(OUT, f"zero{stage}_nan")
         shutil.copytree(out, spoiled)
@@ -153,10 +181,13 @@ def free_port():
 
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
-    for stage in STAGES:
-        mp.spawn(worker, args=(stage, free_port()), nprocs=WORLD, join=True)
-        print(f"zero{stage}: {sorted(os.listdir(os.path.join(OUT, f'zero{stage}', 'global_step3')))}")
-        if stage == 2:
+    for case in CASES:
+        stage, _, variant = case.partition("-")
+        stage = int(stage)
+        mp.spawn(worker, args=(stage, free_port(), variant), nprocs=WORLD, join=True)
+        name = f"zero{stage}" + (f"-{variant}" if variant else "")
+        print(f"{name}: {sorted(os.listdir(os.path.join(OUT, name, 'global_step3')))}")
+        if stage == 2 and not variant:
             # Rank 1's file from a run of a wider model (hidden 10) in place of this run's.
             mp.spawn(worker, args=(stage, free_port(), "wide"), nprocs=WORLD, join=True)
             foreign = os.path.join(OUT, "zero2_foreign_rank")

@@ -53,11 +53,11 @@ titan=$fw/torchtitan_0.1.0
   "$bin" consolidate --to index $titan/run/checkpoint/step-6 -o "$scratch/titan.index.pt" -q > /dev/null ||
   { echo "FAIL consolidate of torchtitan's checkpoint"; exit 1; }
 bash tests/interop/with_torch26.sh tests/interop/check_torchtitan_run.py $titan "$scratch" || exit 1
-# DeepSpeed 0.16.4's own ZeRO-1/2/3 directories: consolidated both ways, the index file exported to
-# DCP, all three loaded into AdamW and compared with DeepSpeed's zero_to_fp32 and its per-parameter
-# optimizer state (check_zero.py).
+# DeepSpeed 0.16.4's own ZeRO-1/2/3 directories and its two bf16 runs (check_zero.py's CASES):
+# consolidated both ways, the index file exported to DCP, each loaded into AdamW and compared with
+# DeepSpeed's zero_to_fp32 and its per-parameter optimizer state (check_zero.py).
 ds=$fw/deepspeed_0.16.4
-for stage in 1 2 3; do
+for stage in 1 2 3 2-bf16 1-bf16-fp32accum; do
   "$bin" consolidate $ds/zero$stage -o "$scratch/zero$stage.index.pt" --to index -q > /dev/null &&
     "$bin" consolidate $ds/zero$stage -o "$scratch/zero$stage.fqn.pt" -q > /dev/null &&
     "$bin" export "$scratch/zero$stage.index.pt" -o "$scratch/zero$stage.dcp" --world-size 2 -q > /dev/null ||

@@ -4,10 +4,11 @@ Usage (torch 2.6): check_zero.py SCRATCH
   SCRATCH/zeroS.index.pt, zeroS.fqn.pt   `optstate consolidate --to index|fqn` of
                                          testdata/frameworks/deepspeed_0.16.4/zeroS
   SCRATCH/zeroS.dcp                      `optstate export` of zeroS.index.pt (2 ranks)
-For each stage:
+For each S in CASES (stages 1-3 and the two bf16 runs):
 - torch.load(weights_only=True) reads both files;
-- every weight DeepSpeed's own zero_to_fp32 gave (zeroS.zero_to_fp32.pt) is in 'model', equal bit for
-  bit, and every trainable weight equals safe_get_full_fp32_param's, taken in the run;
+- every weight DeepSpeed's own zero_to_fp32 gave (zeroS.zero_to_fp32.pt, where it gave any) is in
+  'model', equal bit for bit, and every trainable weight equals safe_get_full_fp32_param's, taken in
+  the run;
 - the model loads strictly into the run's Net, the index optimizer into torch.optim.AdamW over it with
   the run's two groups, and every trainable parameter then holds exactly the exp_avg and exp_avg_sq
   DeepSpeed's safe_get_full_optimizer_state gave (zeroS.optimizer_truth.pt), at step 3;
@@ -33,6 +34,12 @@ class Net(torch.nn.Module):  # the generator's model (testdata/gen/gen_deepspeed
         self.fc1 = torch.nn.Linear(6, 8)
         self.norm = torch.nn.LayerNorm(8)
         self.fc2 = torch.nn.Linear(8, 3)
+
+
+# The directories of testdata/frameworks/deepspeed_0.16.4 (check_dcp.sh consolidates the same list):
+# stages 1-3, ZeRO-2 with bf16 parameters, and stage 1 bf16 with fp32 gradient accumulation
+# (DeepSpeed's BF16_Optimizer, bf16_zero_pp_rank_* files).
+CASES = ("1", "2", "3", "2-bf16", "1-bf16-fp32accum")
 
 
 def fresh():
@@ -69,7 +76,9 @@ def check_state(stage, how, model, opt, truth):
 
 
 def check(stage, scratch):
-    ref = torch.load(os.path.join(fixtures, f"zero{stage}.zero_to_fp32.pt"), weights_only=True)
+    # BF16_Optimizer's files (1-bf16-fp32accum) have none: DeepSpeed's zero_to_fp32 refuses them.
+    ref_path = os.path.join(fixtures, f"zero{stage}.zero_to_fp32.pt")
+    ref = torch.load(ref_path, weights_only=True) if os.path.exists(ref_path) else {}
     truth = torch.load(os.path.join(fixtures, f"zero{stage}.optimizer_truth.pt"), weights_only=True)
     index = torch.load(os.path.join(scratch, f"zero{stage}.index.pt"), weights_only=True)
     fqn = torch.load(os.path.join(scratch, f"zero{stage}.fqn.pt"), weights_only=True)
@@ -99,8 +108,8 @@ def check(stage, scratch):
 
 def main():
     torch.set_num_threads(1)
-    for stage in (1, 2, 3):
-        check(stage, sys.argv[1])
+    for case in CASES:
+        check(case, sys.argv[1])
     return 0
 
 

@@ -80,6 +80,10 @@ struct ZeroCheckpoint {
   uint32_t world_size = 0;   // from partition_count
   std::string ds_version;
   std::string optim_prefix;  // "" or "bf16_"
+  // DeepSpeed's BF16_Optimizer (bf16 with fp32 gradient accumulation at stage
+  // 1) wrote the rank files: a stage-1 partition layout without zero_stage, and
+  // each fp32 partition saved with its padding (ZeRO-1/2 cut it off).
+  bool bf16_optimizer = false;
   std::vector<ZeroParam> params;  // trainable in group then flat order, then frozen
   std::vector<ZeroGroup> groups;
   std::vector<std::string> buffer_names;
