@@ -34,7 +34,7 @@ def main():
     shutil.rmtree(out, ignore_errors=True)
     targets = {t: os.path.join(out, t) for t in
                ("pickle_vm", "zip_directory", "legacy", "zstd", "dcp_metadata", "inspect", "roundtrip", "render",
-                "inflate")}
+                "inflate", "zero_dir")}
     for d in targets.values():
         os.makedirs(d)
     checkpoints = list(small_files(["testdata/good/*/*.pt", "testdata/hostile/*.pt", "testdata/validate/*.pt"]))
@@ -65,6 +65,15 @@ def main():
     for path in small_files(["testdata/**/.metadata"]):
         shutil.copy(path, os.path.join(targets["dcp_metadata"], name_of(path)))
         shutil.copy(path, os.path.join(targets["pickle_vm"], name_of(path)))
+    # zero_dir: byte 0 picks the directory (high nibble: 0 stage 2, 1 stage 3, as
+    # zero_dir_fuzz.cc orders them) and the file it replaces (low nibble: sorted order).
+    for selector, stage in enumerate(("zero2", "zero3")):
+        tag = os.path.join(REPO, "testdata/frameworks/deepspeed_0.16.4", stage, "global_step3")
+        for index, name in enumerate(sorted(os.listdir(tag))):
+            with open(os.path.join(tag, name), "rb") as f:
+                data = f.read()
+            with open(os.path.join(targets["zero_dir"], f"{stage}__{name}"), "wb") as f:
+                f.write(bytes([selector << 4 | index]) + data)
     for t, d in targets.items():
         print(f"{t}: {len(os.listdir(d))} seeds")
 

@@ -20,7 +20,7 @@ cd "$repo"
 seconds=${1:-600}
 shift || true
 specs=("$@")
-[ ${#specs[@]} -gt 0 ] || specs=(pickle_vm zip_directory legacy zstd dcp_metadata inspect roundtrip inflate)
+[ ${#specs[@]} -gt 0 ] || specs=(pickle_vm zip_directory legacy zstd dcp_metadata inspect roundtrip inflate zero_dir)
 targets=()
 for spec in "${specs[@]}"; do targets+=("${spec%%:*}"); done
 until_epoch=
