@@ -155,28 +155,47 @@ Status ZipWriter::AddRecordPieces(const std::string& record, const std::vector<R
   uint64_t total = 0;
   for (const RecordPiece& p : pieces) total += p.data.size();
   OPTSTATE_RETURN_IF_ERROR(Header(record, total));
-  uint32_t crc = 0;
-  for (const RecordPiece& p : pieces) {
-    uint64_t copied = 0;
-    if (p.crc && p.source) {
-      OPTSTATE_ASSIGN_OR_RETURN(copied, out_->CopyFromFile(p.source->fd, p.source->offset, p.data.size()));
+  // Pieces cut from a record (a reshard's chunk from an input chunk, a ZeRO-3
+  // parameter from a rank's partition) have a source but no CRC: another thread
+  // reads them for their CRCs while the kernel copies them here. The descriptor
+  // follows the data, so it is the only thing that waits for both; their pages
+  // are released once both are done with them.
+  std::vector<uint32_t> piece_crcs(pieces.size(), 0);
+  auto is_cut = [](const RecordPiece& p) { return !p.crc && p.source; };
+  auto read_cut_pieces = [&pieces, &piece_crcs, &is_cut] {
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      if (is_cut(pieces[i])) piece_crcs[i] = Crc32(pieces[i].data);
     }
-    std::optional<uint32_t> piece_crc = p.crc;
-    if (!piece_crc && p.source) {
-      // Part of a record (a reshard's chunk cut from an input chunk): read once
-      // for the CRC, copied by the kernel.
-      piece_crc = Crc32OnTwoThreads(p.data);
+  };
+  std::future<void> reading;
+  if (std::any_of(pieces.begin(), pieces.end(), is_cut)) {
+    try {
+      reading = std::async(std::launch::async, read_cut_pieces);
+    } catch (const std::system_error&) {
+      read_cut_pieces();  // no thread to be had
+    }
+  }
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const RecordPiece& p = pieces[i];
+    uint64_t copied = 0;
+    if (p.source) {
       OPTSTATE_ASSIGN_OR_RETURN(copied, out_->CopyFromFile(p.source->fd, p.source->offset, p.data.size()));
-      if (done_with) done_with(p.data);
     }
     uint32_t computed = 0;
     for (size_t at = static_cast<size_t>(copied); at < p.data.size(); at += kCopyChunk) {
       ByteSpan chunk = p.data.subspan(at, std::min(kCopyChunk, p.data.size() - at));
-      if (!piece_crc) computed = Crc32(chunk, computed);
+      if (!p.crc && !p.source) computed = Crc32(chunk, computed);
       OPTSTATE_RETURN_IF_ERROR(out_->Write(chunk));
-      if (done_with) done_with(chunk);
+      if (done_with && !is_cut(p)) done_with(chunk);
     }
-    crc = Crc32Combine(crc, piece_crc ? *piece_crc : computed, p.data.size());
+    if (p.crc) piece_crcs[i] = *p.crc;
+    if (!p.crc && !p.source) piece_crcs[i] = computed;
+  }
+  if (reading.valid()) reading.get();
+  uint32_t crc = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (done_with && is_cut(pieces[i])) done_with(pieces[i].data);
+    crc = Crc32Combine(crc, piece_crcs[i], pieces[i].data.size());
   }
   return Descriptor(crc);
 }
