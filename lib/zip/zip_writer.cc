@@ -167,14 +167,18 @@ Status ZipWriter::AddRecordPieces(const std::string& record, const std::vector<R
       if (is_cut(pieces[i])) piece_crcs[i] = Crc32(pieces[i].data);
     }
   };
+  uint64_t cut_bytes = 0;
+  for (const RecordPiece& p : pieces) cut_bytes += is_cut(p) ? p.data.size() : 0;
   std::future<void> reading;
-  if (std::any_of(pieces.begin(), pieces.end(), is_cut)) {
+  if (cut_bytes >= (1u << 20)) {
     try {
       reading = std::async(std::launch::async, read_cut_pieces);
     } catch (const std::system_error&) {
-      read_cut_pieces();  // no thread to be had
+      // No thread to be had: read below.
     }
   }
+  // A thread costs more than reading a small record (an export writes 10^5 chunks of a few KiB).
+  if (!reading.valid()) read_cut_pieces();
   for (size_t i = 0; i < pieces.size(); ++i) {
     const RecordPiece& p = pieces[i];
     uint64_t copied = 0;
