@@ -38,7 +38,6 @@ Status ParseZipCheckpoint(const ByteCursor& whole, const ReadOptions& options, C
     }
     const ZipEntry* e = zip.Find("data/" + s.key);
     if (e == nullptr) return CorruptError("no record '" + zip.prefix + "/data/" + s.key + "'");
-    s.record = e->name;
     if (e->method != 0) {
       return UnsupportedError("record '" + e->name + "' is compressed; torch.save stores records");
     }

@@ -104,7 +104,6 @@ Status ParseLegacyCheckpoint(const ByteCursor& whole, const ReadOptions& options
                                 std::to_string(numel) + " elements (limit max_storage_bytes)");
     }
     s.data_offset = c.position();  // relative to the parsed buffer, like zip offsets
-    s.record = "";
     s.located = true;
     OPTSTATE_RETURN_IF_ERROR_CTX(c.Skip(static_cast<uint64_t>(numel) * elem, "storage data"), ctx);
   }

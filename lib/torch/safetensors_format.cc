@@ -99,7 +99,6 @@ Status ParseSafetensorsCheckpoint(const ByteCursor& whole, const ReadOptions& op
     NodeId tensor = b.Tensor(known->dtype, shape);
     StorageRef& s = out.storages[static_cast<size_t>(out.tensors[out.graph.at(tensor).tensor].storage)];
     s.data_offset = data_start + begin;
-    s.record = "";
     b.Set(root, name, tensor);
   }
   return Status();

@@ -41,7 +41,6 @@ struct StorageRef {
   uint64_t numel = 0;    // elements as declared by the pickle
   uint64_t nbytes = 0;   // numel * element size
   // Where the bytes are: filled by the container layer.
-  std::string record;    // zip record name, or "" for the legacy format
   int64_t zip_entry = -1;    // index in the zip directory; its data offset is read lazily
   uint64_t data_offset = 0;  // legacy format: first byte in the checkpoint buffer
   bool located = false;
@@ -69,7 +68,7 @@ struct TensorRef {
   uint64_t nbytes() const;
 };
 
-// Called once per storage key when first met; fills record/data_offset/located
+// Called once per storage key when first met; fills zip_entry/data_offset/located
 // from the container, or fails (missing record, record shorter than nbytes).
 using StorageLocator = std::function<Status(StorageRef&)>;
 
