@@ -1,8 +1,5 @@
 #include "io/crc32.h"
 
-#include <future>
-#include <system_error>
-
 #include <array>
 
 #include "io/crc32_kernels.h"
@@ -89,19 +86,6 @@ uint32_t XPowerOfBytes(uint64_t n) {
 }
 
 }  // namespace
-
-uint32_t Crc32OnTwoThreads(ByteSpan data) {
-  if (data.size() < (8u << 20)) return Crc32(data);
-  size_t half = data.size() / 2;
-  std::future<uint32_t> first;
-  try {
-    first = std::async(std::launch::async, [data, half] { return Crc32(data.first(half)); });
-  } catch (const std::system_error&) {
-    return Crc32(data);
-  }
-  uint32_t second = Crc32(data.subspan(half));
-  return Crc32Combine(first.get(), second, data.size() - half);
-}
 
 uint32_t Crc32Combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
   // The pre- and post-conditioning xors cancel between the two halves, so the

@@ -13,10 +13,6 @@ namespace optstate {
 // Continues a running CRC: Crc32(b, Crc32(a)) == Crc32(a + b). Start with 0.
 uint32_t Crc32(ByteSpan data, uint32_t crc = 0);
 
-// Crc32(data), on two threads for large ranges (halves joined with
-// Crc32Combine); on one when no thread can be had.
-uint32_t Crc32OnTwoThreads(ByteSpan data);
-
 // The CRC of a + b from crc_a = Crc32(a), crc_b = Crc32(b) and b's length,
 // without the bytes: records made of pieces copied by the kernel (a DCP
 // tensor's chunks) get their CRC from the pieces' CRCs.
