@@ -65,7 +65,7 @@ TEST(CompactTextTest, ReadsAsAString) {
   CompactText empty;
   EXPECT_TRUE(empty.empty());
   EXPECT_EQ(empty, "");
-  EXPECT_STREQ(empty.c_str(), "");
+  EXPECT_EQ(std::string(empty.data()), "");
   CompactText t = std::string("exp_avg");
   EXPECT_EQ(t.size(), 7u);
   EXPECT_EQ(t, "exp_avg");
@@ -82,6 +82,38 @@ TEST(CompactTextTest, ReadsAsAString) {
   t = "other";
   EXPECT_EQ(copy, "exp_avg");
   EXPECT_LT(copy, t);
+}
+
+// Texts of up to 7 bytes are held in the object's own 8 bytes (no malloc);
+// 8 and more on the heap; assignment moves between the two forms.
+TEST(CompactTextTest, ShortTextsLiveInsideTheObject) {
+  auto inside = [](const CompactText& t) {
+    const char* self = reinterpret_cast<const char*>(&t);
+    return t.data() >= self && t.data() < self + sizeof t;
+  };
+  static_assert(sizeof(CompactText) == 8);
+  CompactText seven("storage"), eight("exp_avg_");
+  EXPECT_TRUE(inside(seven));
+  EXPECT_FALSE(inside(eight));
+  EXPECT_EQ(seven, "storage");
+  EXPECT_EQ(eight, "exp_avg_");
+  CompactText nul(std::string_view("\0\0", 2));
+  EXPECT_TRUE(inside(nul));
+  EXPECT_FALSE(nul.empty());
+  EXPECT_EQ(nul.view(), std::string_view("\0\0", 2));
+  eight = eight.view().substr(4);  // heap to inline, from its own bytes
+  EXPECT_TRUE(inside(eight));
+  EXPECT_EQ(eight, "avg_");
+  seven = std::string(100, 'x');  // inline to heap
+  EXPECT_FALSE(inside(seven));
+  EXPECT_EQ(seven.size(), 100u);
+  CompactText moved = std::move(eight);
+  EXPECT_EQ(moved, "avg_");
+  EXPECT_TRUE(inside(moved));
+  moved = std::move(seven);
+  EXPECT_EQ(moved.size(), 100u);
+  std::swap(moved, eight);
+  EXPECT_EQ(eight.size(), 100u);
 }
 
 TEST(CompactListTest, BehavesAsAVector) {

@@ -28,16 +28,24 @@
 
 namespace optstate {
 
-// An immutable-size string in one heap block (length, then bytes, then NUL);
-// empty is a null pointer. Reads as std::string_view.
+// An immutable-size string in 8 bytes. Up to 7 bytes live in those 8 bytes
+// themselves (the first byte is 2 * length + 1, which no heap pointer's low
+// byte is): torch.save writes "storage", "cpu", a storage key and a dict key
+// for every tensor, 14 of 16 strings per parameter, and none of them then
+// costs a malloc. Longer texts take one heap block (length, bytes, NUL).
+// Empty is a null pointer. Reads as std::string_view; data() is not
+// NUL-terminated for the inline form.
 class CompactText {
+  static_assert(std::endian::native == std::endian::little, "the inline tag is the pointer's low byte");
+  static constexpr size_t kInline = 7;
+
  public:
   CompactText() = default;
   CompactText(std::string_view s) { Assign(s); }                     // NOLINT: implicit, like std::string
   CompactText(const std::string& s) { Assign(s); }                   // NOLINT
   CompactText(const char* s) { Assign(std::string_view(s)); }        // NOLINT
   CompactText(const CompactText& o) { Assign(o.view()); }
-  CompactText(CompactText&& o) noexcept : block_(std::exchange(o.block_, nullptr)) {}
+  CompactText(CompactText&& o) noexcept : block_(std::exchange(o.block_, nullptr)) {}  // either form: 8 bytes
   CompactText& operator=(const CompactText& o) {
     if (this != &o) Assign(o.view());
     return *this;
@@ -49,10 +57,13 @@ class CompactText {
   CompactText& operator=(std::string_view s) { return Assign(s); }
   CompactText& operator=(const std::string& s) { return Assign(s); }
   CompactText& operator=(const char* s) { return Assign(std::string_view(s)); }
-  ~CompactText() { std::free(block_); }
+  ~CompactText() {
+    if (!IsInline()) std::free(block_);
+  }
 
   std::string_view view() const {
     if (block_ == nullptr) return {};
+    if (IsInline()) return {reinterpret_cast<const char*>(small_ + 1), static_cast<size_t>(small_[0] >> 1)};
     uint32_t n;
     std::memcpy(&n, block_, sizeof n);
     return {block_ + sizeof n, n};
@@ -63,8 +74,7 @@ class CompactText {
 
   size_t size() const { return view().size(); }
   bool empty() const { return block_ == nullptr; }
-  const char* data() const { return block_ == nullptr ? "" : block_ + sizeof(uint32_t); }
-  const char* c_str() const { return data(); }
+  const char* data() const { return view().data() == nullptr ? "" : view().data(); }
   char operator[](size_t i) const { return view()[i]; }
   const char* begin() const { return data(); }
   const char* end() const { return data() + size(); }
@@ -112,7 +122,16 @@ class CompactText {
   friend std::ostream& operator<<(std::ostream& os, const CompactText& t) { return os << t.view(); }
 
  private:
+  bool IsInline() const { return (small_[0] & 1) != 0; }
+
   CompactText& Assign(std::string_view s) {
+    if (!s.empty() && s.size() <= kInline) {
+      unsigned char fresh[8] = {static_cast<unsigned char>(s.size() << 1 | 1)};
+      std::memcpy(fresh + 1, s.data(), s.size());  // before the free: s may view this text
+      if (!IsInline()) std::free(block_);
+      std::memcpy(small_, fresh, sizeof fresh);
+      return *this;
+    }
     char* fresh = nullptr;
     if (!s.empty()) {
       fresh = static_cast<char*>(std::malloc(sizeof(uint32_t) + s.size() + 1));
@@ -122,12 +141,15 @@ class CompactText {
       std::memcpy(fresh + sizeof n, s.data(), s.size());
       fresh[sizeof n + s.size()] = '\0';
     }
-    std::free(block_);
+    if (!IsInline()) std::free(block_);
     block_ = fresh;
     return *this;
   }
 
-  char* block_ = nullptr;
+  union {
+    char* block_ = nullptr;
+    unsigned char small_[8];
+  };
 };
 
 // A vector of trivially copyable values in 16 bytes (pointer, 32-bit size and
