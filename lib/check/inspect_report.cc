@@ -113,7 +113,7 @@ class Builder {
       case NodeKind::kObject:
         // optstate records the call and never makes it; torch.load(weights_only=False) would.
         return "a call (not run here); arguments " +
-               (n.args == kNoNode ? std::string("none") : ValueText(g_, n.args, 50));
+               (n.args() == kNoNode ? std::string("none") : ValueText(g_, n.args(), 50));
       default: return ValueText(g_, id, 60);
     }
   }

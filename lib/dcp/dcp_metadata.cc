@@ -59,22 +59,22 @@ bool IsMetadataGlobal(std::string_view module, std::string_view name) {
 // memory-format enums by a string name, and no global is changed in place.
 Status CheckMetadataCalls(const ObjectGraph& g) {
   for (const Node& n : g.nodes) {
-    if (n.kind == NodeKind::kGlobal && (n.state != kNoNode || !n.entries.empty() || !n.items.empty())) {
-      return UnsupportedError(At(n) + "the pickle changes the global " + n.module + "." + n.name +
+    if (n.kind == NodeKind::kGlobal && (n.state() != kNoNode || !n.entries.empty() || !n.items.empty())) {
+      return UnsupportedError(At(n) + "the pickle changes the global " + n.module() + "." + n.name() +
                               " in place, which no DCP .metadata does; refused without loading");
     }
-    if (n.kind != NodeKind::kObject || n.callable == kNoNode) continue;
-    const Node& callee = g.at(n.callable);
+    if (n.kind != NodeKind::kObject || n.callable() == kNoNode) continue;
+    const Node& callee = g.at(n.callable());
     if (callee.kind != NodeKind::kGlobal) {
       return UnsupportedError(At(n) + "the pickle calls what another call returned (a " +
-                              TypeName(g, n.callable) + "), which no DCP .metadata does; refused without loading");
+                              TypeName(g, n.callable()) + "), which no DCP .metadata does; refused without loading");
     }
-    if (callee.name != "getattr") continue;
-    const bool enum_member = n.args != kNoNode && g.at(n.args).kind == NodeKind::kTuple &&
-                             g.at(n.args).items.size() == 2 &&
-                             g.at(g.at(n.args).items[0]).kind == NodeKind::kGlobal &&
-                             g.at(g.at(n.args).items[0]).name.ends_with("MEM_FORMAT_ENCODING") &&
-                             g.at(g.at(n.args).items[1]).kind == NodeKind::kStr;
+    if (callee.name() != "getattr") continue;
+    const bool enum_member = n.args() != kNoNode && g.at(n.args()).kind == NodeKind::kTuple &&
+                             g.at(n.args()).items.size() == 2 &&
+                             g.at(g.at(n.args()).items[0]).kind == NodeKind::kGlobal &&
+                             g.at(g.at(n.args()).items[0]).name().ends_with("MEM_FORMAT_ENCODING") &&
+                             g.at(g.at(n.args()).items[1]).kind == NodeKind::kStr;
     if (!enum_member) {
       return UnsupportedError(At(n) + "getattr on something other than a memory-format enum member, which no DCP "
                               ".metadata does; refused without loading");
@@ -86,13 +86,13 @@ Status CheckMetadataCalls(const ObjectGraph& g) {
 // An object made by calling the global `class_name` (NEWOBJ or REDUCE).
 bool IsCallOf(const ObjectGraph& g, NodeId id, std::string_view class_name) {
   if (id == kNoNode || g.at(id).kind != NodeKind::kObject) return false;
-  NodeId c = g.at(id).callable;
-  return c != kNoNode && g.at(c).kind == NodeKind::kGlobal && g.at(c).name == class_name;
+  NodeId c = g.at(id).callable();
+  return c != kNoNode && g.at(c).kind == NodeKind::kGlobal && g.at(c).name() == class_name;
 }
 
 // A dataclass's field: BUILD's dict state.
 NodeId Field(const ObjectGraph& g, NodeId obj, std::string_view field) {
-  return DictLookup(g, g.at(obj).state, field);
+  return DictLookup(g, g.at(obj).state(), field);
 }
 
 StatusOr<NodeId> RequiredField(const ObjectGraph& g, NodeId obj, std::string_view field, std::string_view cls) {
@@ -123,7 +123,7 @@ StatusOr<std::string> StrOf(const ObjectGraph& g, NodeId id, std::string_view wh
 StatusOr<std::vector<int64_t>> SizeOf(const ObjectGraph& g, NodeId id, std::string_view what, uint32_t max_dims) {
   NodeId items = id;
   if (IsCallOf(g, id, "Size")) {
-    NodeId args = g.at(id).args;
+    NodeId args = g.at(id).args();
     if (args == kNoNode || g.at(args).kind != NodeKind::kTuple || g.at(args).items.size() != 1) {
       return CorruptError(At(g.at(id)) + std::string(what) + ": torch.Size called without one argument");
     }
@@ -151,7 +151,7 @@ Status ReadProperties(const ObjectGraph& g, NodeId props, DcpEntry& e) {
   if (!IsCallOf(g, props, "TensorProperties")) {
     return CorruptError(At(g.at(props)) + "'properties' is not a TensorProperties");
   }
-  NodeId state = g.at(props).state;
+  NodeId state = g.at(props).state();
   NodeId dtype = kNoNode, requires_grad = kNoNode;
   if (state != kNoNode && g.at(state).kind == NodeKind::kTuple && g.at(state).items.size() >= 3) {
     dtype = g.at(state).items[0];
@@ -160,11 +160,11 @@ Status ReadProperties(const ObjectGraph& g, NodeId props, DcpEntry& e) {
     dtype = DictLookup(g, state, "dtype");
     requires_grad = DictLookup(g, state, "requires_grad");
   }
-  if (dtype == kNoNode || g.at(dtype).kind != NodeKind::kGlobal || g.at(dtype).module != "torch") {
+  if (dtype == kNoNode || g.at(dtype).kind != NodeKind::kGlobal || g.at(dtype).module() != "torch") {
     return CorruptError(At(g.at(props)) + "TensorProperties has no torch dtype");
   }
-  std::optional<DType> dt = DTypeFromName(g.at(dtype).name);
-  if (!dt) return UnsupportedError(At(g.at(dtype)) + "unknown dtype torch." + g.at(dtype).name);
+  std::optional<DType> dt = DTypeFromName(g.at(dtype).name());
+  if (!dt) return UnsupportedError(At(g.at(dtype)) + "unknown dtype torch." + g.at(dtype).name());
   e.dtype = *dt;
   e.requires_grad = requires_grad != kNoNode && g.at(requires_grad).kind == NodeKind::kBool &&
                     g.at(requires_grad).bool_value;
@@ -280,8 +280,8 @@ Status ReadStorageMeta(const ObjectGraph& g, NodeId meta, DcpMetadata& out) {
   if (!IsCallOf(g, meta, "StorageMeta")) return CorruptError(At(g.at(meta)) + "storage_meta is not a StorageMeta");
   NodeId id = Field(g, meta, "checkpoint_id");
   // A PosixPath('/mnt/dcp') is a call with the path's parts as arguments.
-  if (IsCallOf(g, id, "PosixPath") && g.at(id).args != kNoNode) {
-    for (NodeId part : g.at(g.at(id).args).items) {
+  if (IsCallOf(g, id, "PosixPath") && g.at(id).args() != kNoNode) {
+    for (NodeId part : g.at(g.at(id).args()).items) {
       if (g.at(part).kind != NodeKind::kStr) continue;
       if (!out.checkpoint_id.empty() && out.checkpoint_id.back() != '/') out.checkpoint_id += '/';
       out.checkpoint_id += g.at(part).text;

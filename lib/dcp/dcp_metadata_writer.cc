@@ -29,8 +29,8 @@ class MetadataGraph {
     auto [it, fresh] = globals_.try_emplace(module + "." + name, kNoNode);
     if (fresh) {
       it->second = b_.New(NodeKind::kGlobal);
-      g_.at(it->second).module = module;
-      g_.at(it->second).name = name;
+      g_.at(it->second).extra().module = module;
+      g_.at(it->second).extra().name = name;
     }
     return it->second;
   }
@@ -55,18 +55,18 @@ class MetadataGraph {
     NodeId args = EmptyTuple();
     NodeId id = b_.New(NodeKind::kObject);
     Node& n = g_.at(id);
-    n.callable = callable;
-    n.args = args;
+    n.extra().callable = callable;
+    n.extra().args = args;
     n.call = CallOpcode::kNewObj;
-    n.state = fields;
+    n.extra().state = fields;
     return id;
   }
 
   NodeId Call(NodeId callable, std::vector<NodeId> args) {
     NodeId tuple = b_.Tuple(std::move(args));
     NodeId id = b_.New(NodeKind::kObject);
-    g_.at(id).callable = callable;
-    g_.at(id).args = tuple;
+    g_.at(id).extra().callable = callable;
+    g_.at(id).extra().args = tuple;
     g_.at(id).call = CallOpcode::kReduce;
     return id;
   }
@@ -75,7 +75,7 @@ class MetadataGraph {
     std::vector<NodeId> items;
     for (int64_t d : dims) items.push_back(b_.Int(d));
     NodeId id = b_.Tuple(std::move(items));
-    g_.at(id).class_name = "torch.Size";
+    g_.at(id).extra().class_name = "torch.Size";
     return id;
   }
 
@@ -90,10 +90,10 @@ class MetadataGraph {
     NodeId callable = Global(kMeta, "TensorProperties");
     NodeId args = EmptyTuple();
     NodeId id = b_.New(NodeKind::kObject);
-    g_.at(id).callable = callable;
-    g_.at(id).args = args;
+    g_.at(id).extra().callable = callable;
+    g_.at(id).extra().args = args;
     g_.at(id).call = CallOpcode::kNewObj;
-    g_.at(id).state = state;
+    g_.at(id).extra().state = state;
     return id;
   }
 

@@ -125,9 +125,9 @@ std::vector<Child> Children(const ObjectGraph& g, NodeId id) {
         out.push_back({"[" + std::to_string(i) + "]", n.items[i], kNoNode});
       }
       if (n.kind == NodeKind::kObject) {
-        if (n.args != kNoNode) out.push_back({".(args)", n.args, kNoNode});
-        if (n.kwargs != kNoNode) out.push_back({".(kwargs)", n.kwargs, kNoNode});
-        if (n.state != kNoNode) out.push_back({".(state)", n.state, kNoNode});
+        if (n.args() != kNoNode) out.push_back({".(args)", n.args(), kNoNode});
+        if (n.kwargs() != kNoNode) out.push_back({".(kwargs)", n.kwargs(), kNoNode});
+        if (n.state() != kNoNode) out.push_back({".(state)", n.state(), kNoNode});
       }
       return out;
     default:

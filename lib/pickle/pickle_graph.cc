@@ -4,13 +4,13 @@ namespace optstate {
 
 std::string GlobalName(const Node& node) {
   if (node.kind != NodeKind::kGlobal) return "";
-  return node.module + "." + node.name;
+  return node.module() + "." + node.name();
 }
 
 std::string TypeName(const ObjectGraph& graph, NodeId id) {
   if (id == kNoNode || id >= graph.nodes.size()) return "nothing";
   const Node& n = graph.at(id);
-  if (!n.class_name.empty()) return n.class_name;
+  if (!n.class_name().empty()) return n.class_name();
   switch (n.kind) {
     case NodeKind::kNone: return "None";
     case NodeKind::kBool: return "bool";
@@ -26,9 +26,9 @@ std::string TypeName(const ObjectGraph& graph, NodeId id) {
     case NodeKind::kFrozenSet: return "frozenset";
     case NodeKind::kGlobal: return "global " + GlobalName(n);
     case NodeKind::kObject: {
-      if (n.callable != kNoNode && n.callable < graph.nodes.size() &&
-          graph.at(n.callable).kind == NodeKind::kGlobal) {
-        return GlobalName(graph.at(n.callable));
+      if (n.callable() != kNoNode && n.callable() < graph.nodes.size() &&
+          graph.at(n.callable()).kind == NodeKind::kGlobal) {
+        return GlobalName(graph.at(n.callable()));
       }
       return "object";
     }

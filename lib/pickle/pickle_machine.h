@@ -257,8 +257,8 @@ class Machine {
   Status PushGlobal(std::string module, std::string name) {
     result_.globals.push_back({module, name, at_, OpName(op_)});
     OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(NodeKind::kGlobal));
-    graph().at(id).module = std::move(module);
-    graph().at(id).name = std::move(name);
+    graph().at(id).extra().module = std::move(module);
+    graph().at(id).extra().name = std::move(name);
     return Push(id);
   }
 
@@ -266,9 +266,9 @@ class Machine {
     OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(NodeKind::kObject));
     Node& n = graph().at(id);
     n.call = call;
-    n.callable = callable;
-    n.args = args;
-    n.kwargs = kwargs;
+    n.extra().callable = callable;
+    n.extra().args = args;
+    n.extra().kwargs = kwargs;
     for (NodeId child : {callable, args, kwargs}) {
       if (child != kNoNode) OPTSTATE_RETURN_IF_ERROR(Nest(id, child));
     }

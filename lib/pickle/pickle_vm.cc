@@ -171,7 +171,7 @@ Status Machine::Step(uint8_t op) {
       OPTSTATE_ASSIGN_OR_RETURN(uint64_t n, in_.ReadU64LE("BINBYTES8 length"));
       OPTSTATE_ASSIGN_OR_RETURN(std::string s, ReadSized(n, op == 0x8e ? "BINBYTES8" : "BYTEARRAY8"));
       OPTSTATE_RETURN_IF_ERROR(PushText(NodeKind::kBytes, std::move(s)));
-      if (op == 0x96) graph().at(stack_.back()).class_name = "builtins.bytearray";
+      if (op == 0x96) graph().at(stack_.back()).extra().class_name = "builtins.bytearray";
       return Status();
     }
     case 0x97:
@@ -318,7 +318,7 @@ Status Machine::Step(uint8_t op) {
       OPTSTATE_ASSIGN_OR_RETURN(NodeId state, Pop());
       OPTSTATE_ASSIGN_OR_RETURN(NodeId target, Top());
       OPTSTATE_RETURN_IF_ERROR(Nest(target, state));
-      graph().at(target).state = state;
+      graph().at(target).extra().state = state;
       return Status();
     }
     case 0x82:
@@ -343,7 +343,7 @@ Status Machine::Step(uint8_t op) {
     case 'Q': {
       OPTSTATE_ASSIGN_OR_RETURN(NodeId pid, Pop());
       OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(NodeKind::kPersistentId));
-      graph().at(id).args = pid;
+      graph().at(id).extra().args = pid;
       OPTSTATE_RETURN_IF_ERROR(Nest(id, pid));
       return Push(id);
     }

@@ -156,10 +156,10 @@ class Remapper {
         std::vector<NodeId> items;
         for (NodeId i : n.items) items.push_back(Copy(i, reset, depth + 1));
         NodeId out = New(n.kind);
-        g.at(out).class_name = n.class_name;
+        if (!n.class_name().empty()) g.at(out).extra().class_name = n.class_name();
         g.at(out).entries = std::move(entries);
         g.at(out).items = std::move(items);
-        g.at(out).state = n.state;
+        if (n.state() != kNoNode) g.at(out).extra().state = n.state();
         return out;
       }
       default:
@@ -172,8 +172,8 @@ class Remapper {
   // local shard: the copy keeps the call (class, global size, spec and mesh are
   // shared, as torch itself shares one mesh) around a copy of the local tensor.
   NodeId CopyDTensor(const Node& n, bool reset, int depth) {
-    NodeId args = n.args == kNoNode ? kNoNode : Copy(n.args, reset, depth + 1);
-    NodeId state = n.state == kNoNode ? kNoNode : Copy(n.state, reset, depth + 1);
+    NodeId args = n.args() == kNoNode ? kNoNode : Copy(n.args(), reset, depth + 1);
+    NodeId state = n.state() == kNoNode ? kNoNode : Copy(n.state(), reset, depth + 1);
     TensorRef t = r_.checkpoint.tensors[n.tensor];
     auto it = storage_copies_.find(t.storage);
     if (it != storage_copies_.end()) t.storage = it->second;  // the local tensor's copy, made just above
@@ -182,8 +182,8 @@ class Remapper {
     Node& o = r_.checkpoint.graph.at(out);
     o = n;
     o.tensor = static_cast<uint32_t>(r_.checkpoint.tensors.size() - 1);
-    o.args = args;
-    o.state = state;
+    o.extra().args = args;
+    o.extra().state = state;
     return out;
   }
 

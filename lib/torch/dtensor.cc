@@ -21,7 +21,7 @@ NodeId StateValue(const ObjectGraph& g, NodeId state, std::string_view key, int 
     }
     return kNoNode;
   }
-  if (s.kind == NodeKind::kObject) return StateValue(g, s.state, key, depth + 1);
+  if (s.kind == NodeKind::kObject) return StateValue(g, s.state(), key, depth + 1);
   if (s.kind != NodeKind::kDict) return kNoNode;
   for (auto [k, v] : s.entries) {
     if (g.at(k).kind == NodeKind::kStr && g.at(k).text == key) return v;
@@ -54,9 +54,9 @@ std::string PlacementText(const ObjectGraph& g, NodeId id) {
 
 bool IsDTensorClass(const ObjectGraph& g, NodeId id) {
   const Node& n = g.at(id);
-  return n.kind == NodeKind::kGlobal && n.name == "DTensor" &&
-         (n.module == "torch.distributed.tensor" || n.module == "torch.distributed._tensor.api" ||
-          n.module == "torch.distributed.tensor._api");
+  return n.kind == NodeKind::kGlobal && n.name() == "DTensor" &&
+         (n.module() == "torch.distributed.tensor" || n.module() == "torch.distributed._tensor.api" ||
+          n.module() == "torch.distributed.tensor._api");
 }
 
 DTensorParts FindDTensorParts(const ObjectGraph& g, const std::vector<NodeId>& a) {

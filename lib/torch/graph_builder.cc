@@ -48,7 +48,7 @@ NodeId GraphBuilder::List(std::vector<NodeId> items) {
 
 NodeId GraphBuilder::Dict(const std::string& class_name) {
   NodeId id = New(NodeKind::kDict);
-  cp_.graph.at(id).class_name = class_name;
+  if (!class_name.empty()) cp_.graph.at(id).extra().class_name = class_name;
   return id;
 }
 
@@ -107,7 +107,7 @@ StatusOr<NodeId> GraphBuilder::ImportNode(const ObjectGraph& from, NodeId id,
     Node copy = src;
     copy.items.clear();
     copy.entries.clear();
-    copy.callable = copy.args = copy.kwargs = copy.state = kNoNode;
+    if (copy.has_extra()) copy.extra().callable = copy.extra().args = copy.extra().kwargs = copy.extra().state = kNoNode;
     n = std::move(copy);
   }
   std::vector<NodeId> items;
@@ -121,17 +121,19 @@ StatusOr<NodeId> GraphBuilder::ImportNode(const ObjectGraph& from, NodeId id,
     OPTSTATE_ASSIGN_OR_RETURN(NodeId cv, ImportNode(from, v, copied));
     entries.emplace_back(ck, cv);
   }
-  NodeId refs[4] = {src.callable, src.args, src.kwargs, src.state};
+  NodeId refs[4] = {src.callable(), src.args(), src.kwargs(), src.state()};
   for (NodeId& r : refs) {
     OPTSTATE_ASSIGN_OR_RETURN(r, ImportNode(from, r, copied));
   }
   Node& n = cp_.graph.at(out);
   n.items = std::move(items);
   n.entries = std::move(entries);
-  n.callable = refs[0];
-  n.args = refs[1];
-  n.kwargs = refs[2];
-  n.state = refs[3];
+  if (n.has_extra() || std::ranges::any_of(refs, [](NodeId r) { return r != kNoNode; })) {
+    n.extra().callable = refs[0];
+    n.extra().args = refs[1];
+    n.extra().kwargs = refs[2];
+    n.extra().state = refs[3];
+  }
   return out;
 }
 

@@ -30,7 +30,7 @@ class Writer {
     if (refs_[id]++ > 0) return Status();
     const Node& n = g_.at(id);
     if (n.kind == NodeKind::kTensor) return Status();  // written from its TensorRef
-    for (NodeId c : {n.callable, n.args, n.kwargs, n.state}) {
+    for (NodeId c : {n.callable(), n.args(), n.kwargs(), n.state()}) {
       if (c != kNoNode) OPTSTATE_RETURN_IF_ERROR(Count(c, depth + 1));
     }
     for (NodeId c : n.items) OPTSTATE_RETURN_IF_ERROR(Count(c, depth + 1));
@@ -182,7 +182,7 @@ class Writer {
       case NodeKind::kStr: Str(n.text); break;
       case NodeKind::kBytes: {
         // Protocol 2 spells bytes as _codecs.encode(latin-1 text, 'latin1').
-        bool bytearray = n.class_name == "builtins.bytearray";
+        bool bytearray = n.class_name() == "builtins.bytearray";
         if (bytearray) Global("builtins", "bytearray");
         Global("_codecs", "encode");
         Str(Latin1ToUtf8(n.text));
@@ -196,7 +196,7 @@ class Writer {
         break;
       }
       case NodeKind::kTuple: {
-        if (n.class_name == "torch.Size") Global("torch", "Size");
+        if (n.class_name() == "torch.Size") Global("torch", "Size");
         if (n.items.empty()) {
           Op(')');
         } else if (n.items.size() <= 3) {
@@ -207,7 +207,7 @@ class Writer {
           for (NodeId i : n.items) OPTSTATE_RETURN_IF_ERROR(Emit(i));
           Op('t');
         }
-        if (n.class_name == "torch.Size") {
+        if (n.class_name() == "torch.Size") {
           Op('\x85');
           Op('R');
         }
@@ -219,18 +219,18 @@ class Writer {
         OPTSTATE_RETURN_IF_ERROR(Items(n.items, 'e'));
         return Status();
       case NodeKind::kDict:
-        if (n.class_name.empty()) {
+        if (n.class_name().empty()) {
           Op('}');
         } else {
-          size_t dot = n.class_name.rfind('.');
-          Global(n.class_name.substr(0, dot), n.class_name.substr(dot + 1));
+          size_t dot = n.class_name().rfind('.');
+          Global(n.class_name().substr(0, dot), n.class_name().substr(dot + 1));
           Op(')');
           Op('R');
         }
         Remember(id);
         OPTSTATE_RETURN_IF_ERROR(Entries(n.entries));
-        if (n.state != kNoNode) {
-          OPTSTATE_RETURN_IF_ERROR(Emit(n.state));
+        if (n.state() != kNoNode) {
+          OPTSTATE_RETURN_IF_ERROR(Emit(n.state()));
           Op('b');
         }
         return Status();
@@ -242,13 +242,13 @@ class Writer {
         Op('\x85');
         Op('R');
         break;
-      case NodeKind::kGlobal: Global(n.module, n.name); return Status();
+      case NodeKind::kGlobal: Global(n.module(), n.name()); return Status();
       case NodeKind::kTensor:
         // A DTensor node keeps the call that built it (_rebuild_from_type_v2 with
         // the mesh, placements and local tensor): written back as that call, the
         // local tensor inside it as an ordinary tensor.
         if (cp_.tensors[n.tensor].is_dtensor) {
-          if (n.callable == kNoNode) return UnsupportedError("a DTensor without the call that built it");
+          if (n.callable() == kNoNode) return UnsupportedError("a DTensor without the call that built it");
           return Call(id, n);
         }
         OPTSTATE_RETURN_IF_ERROR(Tensor(cp_.tensors[n.tensor]));
@@ -264,15 +264,15 @@ class Writer {
 
   // An unperformed call as the pickle asked for it, with its APPENDs, SETITEMs and BUILD.
   Status Call(NodeId id, const Node& n) {
-    OPTSTATE_RETURN_IF_ERROR(Emit(n.callable));
-    if (n.args != kNoNode) {
-      OPTSTATE_RETURN_IF_ERROR(Emit(n.args));
+    OPTSTATE_RETURN_IF_ERROR(Emit(n.callable()));
+    if (n.args() != kNoNode) {
+      OPTSTATE_RETURN_IF_ERROR(Emit(n.args()));
     } else {
       Op(')');
     }
     if (n.call == CallOpcode::kNewObjEx) {
-      if (n.kwargs != kNoNode) {
-        OPTSTATE_RETURN_IF_ERROR(Emit(n.kwargs));
+      if (n.kwargs() != kNoNode) {
+        OPTSTATE_RETURN_IF_ERROR(Emit(n.kwargs()));
       } else {
         Op('}');
       }
@@ -283,8 +283,8 @@ class Writer {
     Remember(id);
     if (!n.items.empty()) OPTSTATE_RETURN_IF_ERROR(Items(n.items, 'e'));
     if (!n.entries.empty()) OPTSTATE_RETURN_IF_ERROR(Entries(n.entries));
-    if (n.state != kNoNode) {
-      OPTSTATE_RETURN_IF_ERROR(Emit(n.state));
+    if (n.state() != kNoNode) {
+      OPTSTATE_RETURN_IF_ERROR(Emit(n.state()));
       Op('b');
     }
     return Status();

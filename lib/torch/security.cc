@@ -117,16 +117,16 @@ std::set<uint64_t> CalledGlobalOffsets(const ObjectGraph& graph) {
     // A global changed in place (BUILD sets a module's attributes, SETITEM and
     // APPEND write into sys.modules or os.environ) acts on the live interpreter
     // as surely as a call: it counts as one.
-    if (n.kind == NodeKind::kGlobal && (n.state != kNoNode || !n.entries.empty() || !n.items.empty())) {
+    if (n.kind == NodeKind::kGlobal && (n.state() != kNoNode || !n.entries.empty() || !n.items.empty())) {
       out.insert(n.offset);
       continue;
     }
     if (n.kind != NodeKind::kObject) continue;
-    if (n.callable != kNoNode && graph.at(n.callable).kind == NodeKind::kGlobal) out.insert(graph.at(n.callable).offset);
+    if (n.callable() != kNoNode && graph.at(n.callable()).kind == NodeKind::kGlobal) out.insert(graph.at(n.callable()).offset);
     // A callee may call what it is given (_rebuild_from_type_v2 calls its first
     // argument, copyreg._reconstructor its class's __new__): arguments count too.
-    if (n.args != kNoNode && graph.at(n.args).kind == NodeKind::kTuple) {
-      for (NodeId a : graph.at(n.args).items) {
+    if (n.args() != kNoNode && graph.at(n.args()).kind == NodeKind::kTuple) {
+      for (NodeId a : graph.at(n.args()).items) {
         if (graph.at(a).kind == NodeKind::kGlobal) out.insert(graph.at(a).offset);
       }
     }

@@ -46,7 +46,7 @@ class Resolver {
     // each of 10^7 nodes): resolving a child rewrites only that child's node,
     // and each step reads this node's lists afresh.
     const Node& n = g_.at(id);
-    const std::array<NodeId, 4> refs = {n.callable, n.args, n.kwargs, n.state};
+    const std::array<NodeId, 4> refs = {n.callable(), n.args(), n.kwargs(), n.state()};
     for (NodeId c : refs) OPTSTATE_RETURN_IF_ERROR(Resolve(c, depth + 1));
     for (size_t i = 0; i < g_.at(id).items.size(); ++i) {
       OPTSTATE_RETURN_IF_ERROR(Resolve(g_.at(id).items[i], depth + 1));
@@ -82,7 +82,7 @@ class Resolver {
   bool IsTuple(NodeId id) const { return id != kNoNode && N(id).kind == NodeKind::kTuple; }
   const CompactList<NodeId>& Args(const Node& call) const {
     static const CompactList<NodeId> kEmpty;
-    return IsTuple(call.args) ? N(call.args).items : kEmpty;
+    return IsTuple(call.args()) ? N(call.args()).items : kEmpty;
   }
 
   StatusOr<int64_t> IntArg(const Node& call, NodeId id, const char* what) const {
@@ -107,18 +107,18 @@ class Resolver {
   bool BoolArg(NodeId id) const { return id != kNoNode && N(id).kind == NodeKind::kBool && N(id).bool_value; }
 
   std::string CallName(const Node& call) const {
-    if (call.callable == kNoNode || N(call.callable).kind != NodeKind::kGlobal) return "";
-    const Node& gl = N(call.callable);
-    return std::string(NormalizeModule(gl.module)) + "." + gl.name;
+    if (call.callable() == kNoNode || N(call.callable()).kind != NodeKind::kGlobal) return "";
+    const Node& gl = N(call.callable());
+    return std::string(NormalizeModule(gl.module())) + "." + gl.name();
   }
 
   // --- storages ---
   Status ResolveStorage(NodeId id) {
     Node& n = g_.at(id);
-    const Node* pid = n.args == kNoNode ? nullptr : &N(n.args);
+    const Node* pid = n.args() == kNoNode ? nullptr : &N(n.args());
     if (pid == nullptr || pid->kind != NodeKind::kTuple || pid->items.size() < 5 ||
         N(pid->items[0]).kind != NodeKind::kStr || N(pid->items[0]).text != "storage") {
-      return UnsupportedError(At(n) + "persistent id of type " + TypeName(g_, n.args) +
+      return UnsupportedError(At(n) + "persistent id of type " + TypeName(g_, n.args()) +
                               " is not a torch storage reference");
     }
     const auto& it = pid->items;
@@ -136,11 +136,11 @@ class Resolver {
       s.key = key;
       s.location = N(it[3]).text;
       s.numel = static_cast<uint64_t>(numel);
-      if (type.module == "torch" && type.name.ends_with("Storage")) {
-        std::optional<DType> dt = DTypeFromStorageClass(type.name);
-        if (!dt) return UnsupportedError(At(n) + "storage class torch." + type.name);
+      if (type.module() == "torch" && type.name().ends_with("Storage")) {
+        std::optional<DType> dt = DTypeFromStorageClass(type.name());
+        if (!dt) return UnsupportedError(At(n) + "storage class torch." + type.name());
         s.dtype = *dt;
-      } else if (type.module == "torch.storage" && type.name == "UntypedStorage") {
+      } else if (type.module() == "torch.storage" && type.name() == "UntypedStorage") {
         s.untyped = true;  // numel counts bytes; the dtype comes with _rebuild_tensor_v3
       } else {
         return UnsupportedError(At(n) + "storage class " + GlobalName(type));
@@ -187,8 +187,8 @@ class Resolver {
       if (a.size() >= 4 && IsDTensorClass(g_, a[1])) return RebuildDTensor(id, a);
       Node inner;
       inner.kind = NodeKind::kObject;
-      inner.callable = a[0];
-      inner.args = a[2];
+      inner.extra().callable = a[0];
+      inner.extra().args = a[2];
       inner.offset = N(id).offset;
       g_.nodes.push_back(inner);
       state_.push_back(kActive);
@@ -198,8 +198,8 @@ class Resolver {
       if (N(inner_id).kind != NodeKind::kTensor) return Status();
       TensorRef t = out_.tensors[N(inner_id).tensor];
       const Node& type = N(a[1]);
-      t.is_parameter = type.kind == NodeKind::kGlobal && type.module == "torch.nn.parameter" &&
-                       type.name == "Parameter";
+      t.is_parameter = type.kind == NodeKind::kGlobal && type.module() == "torch.nn.parameter" &&
+                       type.name() == "Parameter";
       return BecomeTensor(id, std::move(t));
     }
     Node& m = g_.at(id);
@@ -217,13 +217,13 @@ class Resolver {
         m.entries.insert(m.entries.begin(), pairs.begin(), pairs.end());
       }
       m.kind = NodeKind::kDict;
-      m.class_name = name;
+      m.extra().class_name = name;
       return Status();
     }
     if (name == "torch.Size" && a.size() == 1 && IsTuple(a[0])) {
       m.items = N(a[0]).items;
       m.kind = NodeKind::kTuple;
-      m.class_name = "torch.Size";
+      m.extra().class_name = "torch.Size";
       return Status();
     }
     if (name == "_codecs.encode" && !a.empty() && a.size() <= 2 && N(a[0]).kind == NodeKind::kStr) {
@@ -239,13 +239,13 @@ class Resolver {
     }
     if (name == "copyreg._reconstructor" && !a.empty() && N(a[0]).kind == NodeKind::kGlobal) {
       // Protocol 0/1 instances: _reconstructor(cls, base, state); name the class.
-      m.class_name = GlobalName(N(a[0]));
+      m.extra().class_name = GlobalName(N(a[0]));
       return Status();
     }
     if (name == "builtins.bytearray" && a.size() == 1 && N(a[0]).kind == NodeKind::kBytes) {
       m.kind = NodeKind::kBytes;
       m.text = N(a[0]).text;
-      m.class_name = "builtins.bytearray";
+      m.extra().class_name = "builtins.bytearray";
       return Status();
     }
     if ((name == "builtins.set" || name == "builtins.frozenset") && a.size() <= 1) {
@@ -343,8 +343,8 @@ class Resolver {
     t.dtype = s.dtype;
     if (need == 7) {
       const Node& dt = N(a[6]);
-      std::optional<DType> d = dt.kind == NodeKind::kGlobal && dt.module == "torch"
-                                   ? DTypeFromName(dt.name) : std::nullopt;
+      std::optional<DType> d = dt.kind == NodeKind::kGlobal && dt.module() == "torch"
+                                   ? DTypeFromName(dt.name()) : std::nullopt;
       if (!d) return UnsupportedError(At(n) + "tensor dtype " + TypeName(g_, a[6]));
       t.dtype = *d;
       if (s.untyped && s.dtype == DType::kUInt8 && s.nbytes % GetDTypeInfo(*d).element_size == 0) {
@@ -369,7 +369,7 @@ class Resolver {
     if (a.size() < 4) return CorruptError(At(n) + "meta tensor needs 4 arguments");
     TensorRef t;
     const Node& dt = N(a[0]);
-    std::optional<DType> d = dt.kind == NodeKind::kGlobal ? DTypeFromName(dt.name) : std::nullopt;
+    std::optional<DType> d = dt.kind == NodeKind::kGlobal ? DTypeFromName(dt.name()) : std::nullopt;
     if (!d) return UnsupportedError(At(n) + "meta tensor dtype " + TypeName(g_, a[0]));
     t.dtype = *d;
     OPTSTATE_ASSIGN_OR_RETURN(t.sizes, IntTuple(n, a[1], "size"));

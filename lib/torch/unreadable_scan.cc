@@ -258,7 +258,7 @@ bool ScanTarMember(const std::string& name, ByteCursor c, const PickleLimits& li
       std::optional<DType> dtype;
       if (args.kind == NodeKind::kTuple && args.items.size() == 3 &&
           got.graph.at(args.items[2]).kind == NodeKind::kGlobal) {
-        dtype = DTypeFromStorageClass(got.graph.at(args.items[2]).name);
+        dtype = DTypeFromStorageClass(got.graph.at(args.items[2]).name());
       }
       if (!dtype) {
         out.not_scanned.push_back("the rest of " + where + ": item " + std::to_string(i) +

@@ -121,9 +121,9 @@ std::optional<int64_t> StageOf(const ObjectGraph& g, NodeId n) {
   if (n == kNoNode) return std::nullopt;
   if (auto v = IntOf(g, n)) return v;
   const Node& node = g.at(n);
-  if (node.kind == NodeKind::kObject && node.args != kNoNode && g.at(node.args).kind == NodeKind::kTuple &&
-      g.at(node.args).items.size() == 1) {
-    return IntOf(g, g.at(node.args).items[0]);
+  if (node.kind == NodeKind::kObject && node.args() != kNoNode && g.at(node.args()).kind == NodeKind::kTuple &&
+      g.at(node.args()).items.size() == 1) {
+    return IntOf(g, g.at(node.args()).items[0]);
   }
   return std::nullopt;
 }

@@ -158,7 +158,7 @@ void CheckRecordedSlices(ZeroCheckpoint& z, uint32_t r) {
     if (IsSequence(g, mappings) && grp < g.at(mappings).items.size() && IsDictNode(g, g.at(mappings).items[grp])) {
       std::map<std::string, std::pair<uint64_t, uint64_t>> recorded;
       for (const auto& [k, v] : g.at(g.at(mappings).items[grp]).entries) {
-        NodeId st = g.at(v).kind == NodeKind::kObject ? g.at(v).state : v;
+        NodeId st = g.at(v).kind == NodeKind::kObject ? g.at(v).state() : v;
         auto start = IntOf(g, DictLookup(g, st, "start")), numel = IntOf(g, DictLookup(g, st, "numel"));
         if (g.at(k).kind == NodeKind::kStr && start && numel) recorded[g.at(k).text] = {*start, *numel};
       }

@@ -41,15 +41,15 @@ class GraphSignature {
       case NodeKind::kBigInt:
       case NodeKind::kStr:
       case NodeKind::kBytes: out_.append(std::to_string(n.text.size())).append(":").append(n.text); break;
-      case NodeKind::kGlobal: out_.append(n.module).append(".").append(n.name); break;
+      case NodeKind::kGlobal: out_.append(n.module()).append(".").append(n.name()); break;
       case NodeKind::kTensor: Tensor(cp_.tensors[n.tensor]); break;
       default: break;
     }
-    out_.append(n.class_name).append("|");
+    out_.append(n.class_name()).append("|");
     for (NodeId c : n.items) Walk(c, depth + 1), out_.append(",");
     for (auto [k, v] : n.entries) Walk(k, depth + 1), out_.append(":"), Walk(v, depth + 1), out_.append(",");
     if (n.kind == NodeKind::kObject) {
-      Walk(n.callable, depth + 1), Walk(n.args, depth + 1), Walk(n.kwargs, depth + 1), Walk(n.state, depth + 1);
+      Walk(n.callable(), depth + 1), Walk(n.args(), depth + 1), Walk(n.kwargs(), depth + 1), Walk(n.state(), depth + 1);
     }
     out_.append(")");
     on_path_.erase(id);

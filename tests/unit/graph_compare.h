@@ -62,7 +62,7 @@ class GraphComparer {
     if (type == "tuple" || type == "list" || type == "torch.Size" || type == "set" || type == "frozenset") {
       NodeKind kind = type == "list" ? NodeKind::kList : type == "set" ? NodeKind::kSet
                     : type == "frozenset" ? NodeKind::kFrozenSet : NodeKind::kTuple;
-      if (n.kind != kind || (type == "torch.Size") != (n.class_name == "torch.Size")) {
+      if (n.kind != kind || (type == "torch.Size") != (n.class_name() == "torch.Size")) {
         return fail("expected " + type + ", got " + TypeName(g_, id));
       }
       const json& items = want["items"];
@@ -74,7 +74,7 @@ class GraphComparer {
       return "";
     }
     if (type == "dict") {
-      std::string cls = n.class_name.empty() ? "dict" : n.class_name;
+      std::string cls = n.class_name().empty() ? "dict" : n.class_name();
       if (n.kind != NodeKind::kDict || cls != want["class"].get<std::string>()) {
         return fail("expected " + want["class"].get<std::string>() + ", got " + TypeName(g_, id));
       }

@@ -286,6 +286,38 @@ class CompactList {
   uint32_t cap_ = 0;
 };
 
+// An owning pointer that copies what it points to: fields most values lack,
+// kept out of line so the values that lack them do not pay for them.
+template <typename T>
+class OutOfLine {
+ public:
+  OutOfLine() = default;
+  OutOfLine(const OutOfLine& o) : p_(o.p_ == nullptr ? nullptr : new T(*o.p_)) {}
+  OutOfLine(OutOfLine&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  OutOfLine& operator=(const OutOfLine& o) {
+    if (this != &o) {
+      OutOfLine copy(o);
+      std::swap(p_, copy.p_);
+    }
+    return *this;
+  }
+  OutOfLine& operator=(OutOfLine&& o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  ~OutOfLine() { delete p_; }
+
+  explicit operator bool() const { return p_ != nullptr; }
+  const T* operator->() const { return p_; }
+  T& GetOrCreate() {
+    if (p_ == nullptr) p_ = new T();
+    return *p_;
+  }
+
+ private:
+  T* p_ = nullptr;
+};
+
 // Nodes in chunks of 64, 128, 256, ... elements: appending never moves a node
 // (references stay valid), a graph of n nodes never holds 2n while it grows as
 // a vector would, and a pickle of three objects costs one chunk of 64. Slots are

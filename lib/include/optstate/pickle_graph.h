@@ -59,7 +59,18 @@ struct Entry {
   friend bool operator==(const Entry&, const Entry&) = default;
 };
 
-// 104 bytes (240 before the string and list fields were made compact, see
+// What only calls, persistent ids, globals and refined containers carry:
+// about one node in six of a torch.save file, so it is held out of line.
+struct NodeExtra {
+  NodeId callable = kNoNode;  // kObject
+  NodeId args = kNoNode;      // kObject, kPersistentId
+  NodeId kwargs = kNoNode;    // kObject (NEWOBJ_EX)
+  NodeId state = kNoNode;     // kObject: argument of BUILD
+  CompactText module, name;   // kGlobal
+  CompactText class_name;     // refined container class after the torch layer
+};
+
+// 72 bytes (240 before the string and list fields were made compact, see
 // compact_containers.h): a file of 10^5 parameters has ~8 * 10^6 nodes, and on
 // a virtual machine each byte first touched costs about a nanosecond.
 struct Node {
@@ -76,18 +87,28 @@ struct Node {
     uint32_t storage;               // kStorage
   };
   uint64_t offset = 0;              // absolute byte offset of the creating opcode
-  NodeId callable = kNoNode;        // kObject
-  NodeId args = kNoNode;            // kObject, kPersistentId
-  NodeId kwargs = kNoNode;          // kObject (NEWOBJ_EX)
-  NodeId state = kNoNode;           // kObject: argument of BUILD
   CompactText text;                 // str / bytes / big int digits
-  CompactText module, name;         // kGlobal
-  CompactText class_name;           // refined container class after the torch layer
   CompactList<NodeId> items;        // tuple / list / set / object APPENDs
   CompactList<Entry> entries;       // dict / object SETITEMs
+
+  // The out-of-line fields: reads give kNoNode or "" where none were set;
+  // writes go through extra(), which makes them on first use.
+  NodeId callable() const { return more_ ? more_->callable : kNoNode; }
+  NodeId args() const { return more_ ? more_->args : kNoNode; }
+  NodeId kwargs() const { return more_ ? more_->kwargs : kNoNode; }
+  NodeId state() const { return more_ ? more_->state : kNoNode; }
+  const CompactText& module() const { return more_ ? more_->module : kNoText; }
+  const CompactText& name() const { return more_ ? more_->name : kNoText; }
+  const CompactText& class_name() const { return more_ ? more_->class_name : kNoText; }
+  NodeExtra& extra() { return more_.GetOrCreate(); }
+  bool has_extra() const { return static_cast<bool>(more_); }
+
+ private:
+  static inline const CompactText kNoText;
+  OutOfLine<NodeExtra> more_;
 };
 
-static_assert(sizeof(Node) <= 104, "a node's size multiplies by the 10^7 nodes of large checkpoints");
+static_assert(sizeof(Node) <= 72, "a node's size multiplies by the 10^7 nodes of large checkpoints");
 
 struct ObjectGraph {
   ChunkedArena<Node> nodes;
