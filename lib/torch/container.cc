@@ -24,13 +24,6 @@ bool StartsWith(ByteSpan data, std::span<const uint8_t> prefix) {
   return true;
 }
 
-std::optional<ContainerFormat> SniffFormat(ByteSpan data) {
-  if (LooksLikeZip(data)) return ContainerFormat::kZip;
-  if (StartsWith(data, kLegacyMagic)) return ContainerFormat::kLegacy;
-  if (data.size() >= 4 && LoadU32LEUnchecked(data.data()) == kZstdMagic) return ContainerFormat::kZstd;
-  if (LooksLikeSafetensors(data)) return ContainerFormat::kSafetensors;
-  return std::nullopt;
-}
 
 std::string DescribeStart(ByteSpan data) {
   static const char* kDigits = "0123456789abcdef";
@@ -104,10 +97,18 @@ void PeekZstd(ByteSpan data, ContainerInfo& info) {
     if (ZSTD_isError(rc) || rc == 0) break;
   }
   ZSTD_freeDStream(stream);
-  info.zstd_inner_format = SniffFormat(ByteSpan(head.data(), out.pos));
+  info.zstd_inner_format = SniffContainerFormat(ByteSpan(head.data(), out.pos));
 }
 
 }  // namespace
+
+std::optional<ContainerFormat> SniffContainerFormat(ByteSpan data) {
+  if (LooksLikeZip(data)) return ContainerFormat::kZip;
+  if (StartsWith(data, kLegacyMagic)) return ContainerFormat::kLegacy;
+  if (data.size() >= 4 && LoadU32LEUnchecked(data.data()) == kZstdMagic) return ContainerFormat::kZstd;
+  if (LooksLikeSafetensors(data)) return ContainerFormat::kSafetensors;
+  return std::nullopt;
+}
 
 std::string_view ContainerFormatName(ContainerFormat format) {
   switch (format) {
@@ -122,7 +123,7 @@ std::string_view ContainerFormatName(ContainerFormat format) {
 StatusOr<ContainerInfo> InspectContainer(const ByteCursor& cursor, const ContainerOptions& options) {
   ContainerInfo info;
   info.file_size = cursor.size();
-  std::optional<ContainerFormat> format = SniffFormat(cursor.data());
+  std::optional<ContainerFormat> format = SniffContainerFormat(cursor.data());
   if (!format) {
     return UnsupportedError("not a PyTorch checkpoint (zip, legacy, zstd) or safetensors file: " +
                             DescribeStart(cursor.data()));

@@ -187,22 +187,20 @@ Status ScanPickleGlobals(ByteCursor& cursor, const std::string& where, const Pic
   return r.status();
 }
 
-void ScanZipNames(const std::vector<std::string>& names, std::vector<Finding>& findings) {
-  for (const std::string& name : names) {
-    bool escapes = name.starts_with("/") || name.starts_with("\\") ||
-                   (name.size() >= 2 && name[1] == ':' && std::isalpha(static_cast<unsigned char>(name[0])));
-    size_t start = 0;
-    while (!escapes && start <= name.size()) {  // any ".." path component, with / or \ separators
-      size_t end = name.find_first_of("/\\", start);
-      if (end == std::string::npos) end = name.size();
-      escapes = name.compare(start, end - start, "..") == 0;
-      start = end + 1;
-    }
-    if (escapes) {
-      findings.push_back({Severity::kError, "zip-name-escapes", "zip entry '" + name + "'",
-                          "this name points outside the archive's directory: unzipping the file would write "
-                          "there. torch.save never writes such names; the file was built or edited by hand.", ""});
-    }
+void ScanZipName(std::string_view name, std::vector<Finding>& findings) {
+  bool escapes = name.starts_with("/") || name.starts_with("\\") ||
+                 (name.size() >= 2 && name[1] == ':' && std::isalpha(static_cast<unsigned char>(name[0])));
+  size_t start = 0;
+  while (!escapes && start <= name.size()) {  // any ".." path component, with / or \ separators
+    size_t end = name.find_first_of("/\\", start);
+    if (end == std::string_view::npos) end = name.size();
+    escapes = name.substr(start, end - start) == "..";
+    start = end + 1;
+  }
+  if (escapes) {
+    findings.push_back({Severity::kError, "zip-name-escapes", "zip entry '" + std::string(name) + "'",
+                        "this name points outside the archive's directory: unzipping the file would write "
+                        "there. torch.save never writes such names; the file was built or edited by hand.", ""});
   }
 }
 

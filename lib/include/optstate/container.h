@@ -23,6 +23,10 @@ enum class ContainerFormat { kZip, kLegacy, kZstd, kSafetensors };
 
 std::string_view ContainerFormatName(ContainerFormat format);  // "zip", "legacy", "zstd", "safetensors"
 
+// The format the first bytes announce (zip: the end record's signature), or
+// nothing; reads no directory, so it costs the same for any number of records.
+std::optional<ContainerFormat> SniffContainerFormat(ByteSpan data);
+
 struct ContainerInfo {
   ContainerFormat format = ContainerFormat::kZip;
   uint64_t file_size = 0;

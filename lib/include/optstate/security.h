@@ -49,10 +49,10 @@ std::set<uint64_t> CalledGlobalOffsets(const ObjectGraph& graph);
 Status ScanPickleGlobals(ByteCursor& cursor, const std::string& where, const PickleLimits& limits,
                          std::vector<Finding>& findings, PickleResult* got = nullptr);
 
-// Zip entry names that would leave the directory an extracting tool writes
+// A zip entry name that would leave the directory an extracting tool writes
 // into ("..", absolute paths, drive letters): optstate never extracts by name,
 // but `unzip` or a careless script would.
-void ScanZipNames(const std::vector<std::string>& names, std::vector<Finding>& findings);
+void ScanZipName(std::string_view name, std::vector<Finding>& findings);
 
 // Parses (never runs) every bytes value in the graph that looks like a pickle
 // and reports its globals, recursing up to `max_depth` levels of nesting.
