@@ -193,6 +193,28 @@ class Machine {
     return Status();
   }
 
+  // None, True, False and () are one object each in CPython, and a
+  // torch.save file holds ten of them per parameter: each is one node, made
+  // where it first occurs (its offset is that occurrence's). Nothing can
+  // change them but BUILD, which gets a node of its own (UnshareTop).
+  Status PushShared(NodeId& slot, NodeKind kind, bool value) {
+    if (slot == kNoNode) {
+      OPTSTATE_ASSIGN_OR_RETURN(slot, New(kind));
+      graph().at(slot).bool_value = value;
+    }
+    return Push(slot);
+  }
+  bool IsShared(NodeId id) const {
+    return id != kNoNode && (id == none_ || id == true_ || id == false_ || id == empty_tuple_);
+  }
+  StatusOr<NodeId> UnshareTop() {
+    const Node shared = graph().at(stack_.back());
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId fresh, New(shared.kind));
+    graph().at(fresh).bool_value = shared.bool_value;
+    stack_.back() = fresh;
+    return fresh;
+  }
+
   Status PushInt(int64_t v) {
     OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(NodeKind::kInt));
     graph().at(id).int_value = v;
@@ -322,6 +344,7 @@ class Machine {
   std::vector<NodeId> stack_;
   std::vector<size_t> marks_;
   Memo memo_;
+  NodeId none_ = kNoNode, true_ = kNoNode, false_ = kNoNode, empty_tuple_ = kNoNode;  // see PushShared
   uint64_t at_ = 0;
   uint8_t op_ = 0;
 };

@@ -54,13 +54,9 @@ Status Machine::Step(uint8_t op) {
       return Push(top);
     }
     // Scalars.
-    case 'N': return PushNew(NodeKind::kNone);
-    case 0x88:
-    case 0x89: {
-      OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(NodeKind::kBool));
-      graph().at(id).bool_value = op == 0x88;
-      return Push(id);
-    }
+    case 'N': return PushShared(none_, NodeKind::kNone, false);
+    case 0x88: return PushShared(true_, NodeKind::kBool, true);
+    case 0x89: return PushShared(false_, NodeKind::kBool, false);
     case 'J': {
       OPTSTATE_ASSIGN_OR_RETURN(int32_t v, in_.ReadI32LE("BININT argument"));
       return PushInt(v);
@@ -178,7 +174,7 @@ Status Machine::Step(uint8_t op) {
     case 0x98:
       return UnsupportedError(Where() + "out-of-band pickle buffers cannot come from a file");
     // Containers.
-    case ')': return MakeSequence(NodeKind::kTuple, {});
+    case ')': return PushShared(empty_tuple_, NodeKind::kTuple, false);
     case 't': {
       OPTSTATE_ASSIGN_OR_RETURN(std::vector<NodeId> items, PopMark());
       return MakeSequence(NodeKind::kTuple, items);
@@ -317,6 +313,9 @@ Status Machine::Step(uint8_t op) {
     case 'b': {  // BUILD
       OPTSTATE_ASSIGN_OR_RETURN(NodeId state, Pop());
       OPTSTATE_ASSIGN_OR_RETURN(NodeId target, Top());
+      if (IsShared(target)) {
+        OPTSTATE_ASSIGN_OR_RETURN(target, UnshareTop());
+      }
       OPTSTATE_RETURN_IF_ERROR(Nest(target, state));
       graph().at(target).extra().state = state;
       return Status();

@@ -46,8 +46,13 @@ class Writer {
   void Str(const std::string& s) { e_.Str(s); }
   void IntTuple(const std::vector<int64_t>& v) { e_.IntTuple(v); }
   // Memoizes the object just written if it is referenced again later.
+  // None, booleans and () never are: the pickler writes them afresh each time
+  // (and the reader shares one node for each, see PushShared).
   void Remember(NodeId id) {
-    if (refs_[id] > 1) memo_[id] = e_.Put();
+    const Node& n = g_.at(id);
+    bool singleton = n.kind == NodeKind::kNone || n.kind == NodeKind::kBool ||
+                     (n.kind == NodeKind::kTuple && n.items.empty() && n.class_name().empty());
+    if (refs_[id] > 1 && !singleton) memo_[id] = e_.Put();
   }
   // Globals torch 2.6's weights_only unpickler would refuse are listed once each.
   void Global(std::string_view module, std::string_view name) {

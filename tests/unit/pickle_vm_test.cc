@@ -161,6 +161,32 @@ TEST(PickleVmTest, OnlyCallsAndGlobalsCarryTheOutOfLineFields) {
   EXPECT_EQ(copy.module(), "collections");
 }
 
+// None, True, False and () are one node each, as they are one object each in
+// CPython; BUILD, the one opcode that could change such a node, gets a node of
+// its own, and the others stay as they were.
+TEST(PickleVmTest, NoneBooleansAndTheEmptyTupleAreOneNodeEach) {
+  StatusOr<PickleResult> r = Parse(std::string("\x80\x02(NN\x88\x88\x89\x89))(tN}bNt.", 19));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Node& top = r->graph.at(r->graph.root);
+  ASSERT_EQ(top.items.size(), 11u);
+  const auto& it = top.items;
+  EXPECT_EQ(it[0], it[1]);
+  EXPECT_EQ(it[2], it[3]);
+  EXPECT_EQ(it[4], it[5]);
+  EXPECT_EQ(it[6], it[7]);
+  EXPECT_NE(it[0], it[2]);
+  EXPECT_NE(it[2], it[4]);
+  EXPECT_TRUE(r->graph.at(it[2]).bool_value);
+  EXPECT_FALSE(r->graph.at(it[4]).bool_value);
+  EXPECT_NE(it[8], it[6]) << "(t makes a tuple of its own, as CPython's TUPLE does";
+  EXPECT_EQ(r->graph.at(it[6]).offset, 9u) << "the first ) is where the shared node was made";
+  EXPECT_NE(it[9], it[0]) << "BUILD's target is a node of its own";
+  EXPECT_NE(r->graph.at(it[9]).state(), kNoNode);
+  EXPECT_EQ(it[10], it[0]);
+  EXPECT_EQ(r->graph.at(it[0]).state(), kNoNode) << "the shared None is unchanged";
+  EXPECT_EQ(r->graph.nodes.size(), 8u);  // None, True, False, (), (t's tuple, BUILD's None, {}, the outer tuple
+}
+
 TEST(PickleVmTest, InstObjAndPersidBuildNodesWithoutCalling) {
   const std::string original = ReadFileOrFail("testdata/pickles/p0.pkl");
   StatusOr<PickleResult> inst = Parse(Replace(original, "Vplain\n", "(Vx\nicollections\nOrderedDict\n"));
