@@ -286,6 +286,7 @@ ModelParams ParamsOfModel(const Checkpoint& model, NodeId dict) {
   const ObjectGraph& g = model.graph;
   ModelParams out;
   std::map<std::tuple<int64_t, uint64_t, std::vector<int64_t>, std::vector<int64_t>>, std::string> first_of;
+  out.params.reserve(g.at(dict).entries.size());  // at most one per entry: no doubling's copies
   for (auto [k, v] : g.at(dict).entries) {
     if (g.at(v).kind != NodeKind::kTensor) continue;  // _extra_state and other non-tensors
     const std::string& name = g.at(k).text;

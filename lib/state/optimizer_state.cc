@@ -164,6 +164,7 @@ StatusOr<OptimizerState> ReadOptimizerState(const Checkpoint& cp, const std::str
     o.group_params.push_back(std::move(ids));
   }
   std::map<KeyKind, size_t> kinds;
+  o.keys.reserve(g.at(DictLookup(g, *node, "state")).entries.size());  // one per entry: no doubling's copies
   for (auto [k, v] : g.at(DictLookup(g, *node, "state")).entries) {
     StateKey key;
     key.key = k;
