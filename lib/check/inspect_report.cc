@@ -93,9 +93,9 @@ class Builder {
         type = t.is_dtensor ? "DTensor" : t.is_parameter ? "Parameter" : "tensor";
         std::string s = std::string(GetDTypeInfo(t.dtype).name) + " " + ShapeText(t.sizes) + " " + HumanBytes(t.nbytes());
         if (t.is_dtensor) {
-          std::string placements = PlacementsText(t.placements);
-          s = std::string(GetDTypeInfo(t.dtype).name) + " " + ShapeText(t.global_sizes) + " as " + placements +
-              " on mesh " + ShapeText(t.mesh_shape) + "; local shard " + ShapeText(t.sizes) + " " +
+          std::string placements = PlacementsText(t.placements());
+          s = std::string(GetDTypeInfo(t.dtype).name) + " " + ShapeText(t.global_sizes()) + " as " + placements +
+              " on mesh " + ShapeText(t.mesh_shape()) + "; local shard " + ShapeText(t.sizes) + " " +
               HumanBytes(t.nbytes());
         }
         if (t.storage < 0) return s + " (meta, no data)";

@@ -189,7 +189,7 @@ class ParamChecks {
         const Node& n = cp_.graph.at(value);
         if (n.kind != NodeKind::kTensor) continue;
         const TensorRef& t = cp_.tensors[n.tensor];
-        const std::vector<int64_t>& shape = t.is_dtensor ? t.global_sizes : t.sizes;
+        const std::vector<int64_t>& shape = t.is_dtensor ? t.global_sizes() : t.sizes;
         if (t.numel() <= 1 && shape.size() <= 1) continue;  // step and other scalars
         // HeavyBall's merged view of the parameter ([64, 27] of [64, 3, 3, 3]) is its own state's shape.
         if (shape != p.shape && !IsDimMerge(p.shape, shape)) {

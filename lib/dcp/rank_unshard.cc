@@ -64,7 +64,7 @@ std::string Where(size_t r, const std::string& file, const std::string& path) {
 }
 
 std::string LayoutText(const TensorRef& t) {
-  return PlacementsText(t.placements) + " on mesh " + ShapeText(t.mesh_shape);
+  return PlacementsText(t.placements()) + " on mesh " + ShapeText(t.mesh_shape());
 }
 
 // One DTensor made whole: every rank's shard and the block of the whole it is.
@@ -121,23 +121,23 @@ StatusOr<UnshardPlan> PlanUnshard(const std::vector<std::string>& given, const R
       }
       const Checkpoint& cp = in[r]->checkpoint();
       const TensorRef& t = cp.tensors[cp.graph.at(it->second).tensor];
-      if (t.global_sizes != t0.global_sizes || t.dtype != t0.dtype || t.placements != t0.placements ||
-          t.mesh_shape != t0.mesh_shape) {
-        return InvalidArgumentError(Where(r, plan.files[r], path) + ": " + ShapeText(t.global_sizes) + " " +
-                                    LayoutText(t) + ", rank 0 has " + ShapeText(t0.global_sizes) + " " +
+      if (t.global_sizes() != t0.global_sizes() || t.dtype != t0.dtype || t.placements() != t0.placements() ||
+          t.mesh_shape() != t0.mesh_shape()) {
+        return InvalidArgumentError(Where(r, plan.files[r], path) + ": " + ShapeText(t.global_sizes()) + " " +
+                                    LayoutText(t) + ", rank 0 has " + ShapeText(t0.global_sizes()) + " " +
                                     LayoutText(t0) + (t.dtype != t0.dtype ? " (and another dtype)" : ""));
       }
-      views.push_back({t.sizes, t.mesh_coordinate, plan.files[r] + " (rank " + std::to_string(r) + ")"});
+      views.push_back({t.sizes, t.mesh_coordinate(), plan.files[r] + " (rank " + std::to_string(r) + ")"});
       w.shards.push_back(&t);
     }
-    std::vector<int64_t> mesh = t0.mesh_shape;
+    std::vector<int64_t> mesh = t0.mesh_shape();
     if (mesh.empty()) mesh.push_back(static_cast<int64_t>(ranks));  // its mesh tensor was not read
     uint64_t positions = 1;
     for (int64_t m : mesh) positions *= static_cast<uint64_t>(std::max<int64_t>(m, 1));
     largest_mesh = std::max(largest_mesh, positions);
-    StatusOr<ShardTiling> tiling = TileShards(t0.global_sizes, t0.placements, mesh, views);
+    StatusOr<ShardTiling> tiling = TileShards(t0.global_sizes(), t0.placements(), mesh, views);
     if (!tiling.ok()) {
-      return std::move(tiling).status().WithContext(path + " " + ShapeText(t0.global_sizes) + " " + LayoutText(t0));
+      return std::move(tiling).status().WithContext(path + " " + ShapeText(t0.global_sizes()) + " " + LayoutText(t0));
     }
     w.tiling = std::move(*tiling);
     wholes.push_back(std::move(w));
@@ -174,7 +174,7 @@ StatusOr<RankSetLayout> CheckRankSetLayout(const std::vector<std::string>& files
   layout.plain_tensors = plan.found[0].plain.size();
   for (const WholeTensor& w : plan.wholes) {
     const TensorRef& t0 = *w.shards[0];
-    layout.dtensors.push_back({w.path, t0.global_sizes, t0.placements, t0.mesh_shape, t0.dtype, w.tiling.replicas});
+    layout.dtensors.push_back({w.path, t0.global_sizes(), t0.placements(), t0.mesh_shape(), t0.dtype, w.tiling.replicas});
   }
   return layout;
 }
@@ -199,7 +199,7 @@ StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, 
   size_t i = 0;
   for (auto& [path, node0] : dtensors0) {
     const TensorRef t0 = out.tensors[out.graph.at(node0).tensor];  // a copy: Tensor() grows the array
-    NodeId fresh = b.Tensor(t0.dtype, t0.global_sizes);
+    NodeId fresh = b.Tensor(t0.dtype, t0.global_sizes());
     out.graph.at(node0) = out.graph.at(fresh);
     wholes[i].whole = out.tensors[out.graph.at(fresh).tensor];
     whole_of_storage.push_back(i);

@@ -78,7 +78,7 @@ class UnreplayedChecks {
       }
       if (g_.at(v).kind != NodeKind::kTensor) continue;  // SGD's None momentum_buffer
       const TensorRef& t = cp.tensors[g_.at(v).tensor];
-      const std::vector<int64_t>& shape = t.is_dtensor ? t.global_sizes : t.sizes;
+      const std::vector<int64_t>& shape = t.is_dtensor ? t.global_sizes() : t.sizes;
       if (!info.shape.empty() || info.nbytes > 0) {
         if (shape != info.shape) {
           Add(info.name, "shape", field + " has shape " + Shape(shape) + ", the parameter " + Shape(info.shape));

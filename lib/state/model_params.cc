@@ -68,12 +68,12 @@ ParamInfo InfoOf(const std::string& name, const TensorRef& t) {
   // matching must compare what the optimizer saw, not this rank's shard.
   if (t.is_dtensor) {
     p.local_shape = t.sizes;
-    p.placements = t.placements;
-    p.mesh_shape = t.mesh_shape;
-    p.mesh_coordinate = t.mesh_coordinate;
-    p.shape = t.global_sizes;
+    p.placements = t.placements();
+    p.mesh_shape = t.mesh_shape();
+    p.mesh_coordinate = t.mesh_coordinate();
+    p.shape = t.global_sizes();
     uint64_t numel = 1;
-    for (int64_t d : t.global_sizes) numel *= static_cast<uint64_t>(d);
+    for (int64_t d : t.global_sizes()) numel *= static_cast<uint64_t>(d);
     p.nbytes = numel * GetDTypeInfo(t.dtype).element_size;
   }
   return p;
@@ -377,7 +377,7 @@ void TakeStateShape(const Checkpoint& checkpoint, NodeId entry, ParamInfo& p) {
     if (g.at(v).kind != NodeKind::kTensor) continue;
     if (g.at(name).kind == NodeKind::kStr && g.at(name).text == "step") continue;
     const TensorRef& t = checkpoint.tensors[g.at(v).tensor];
-    p.shape = t.is_dtensor ? t.global_sizes : t.sizes;
+    p.shape = t.is_dtensor ? t.global_sizes() : t.sizes;
     p.dtype = t.dtype;
     uint64_t numel = 1;
     for (int64_t d : p.shape) numel *= static_cast<uint64_t>(d);

@@ -270,16 +270,16 @@ class Resolver {
     t.inside_dtensor = false;
     t.is_dtensor = true;
     if (parts.has_global_size) {
-      OPTSTATE_ASSIGN_OR_RETURN(t.global_sizes, IntTuple(N(id), parts.global_size, "DTensor size"));
+      OPTSTATE_ASSIGN_OR_RETURN(t.layout().global_sizes, IntTuple(N(id), parts.global_size, "DTensor size"));
     }
-    for (std::string& p : parts.placements) t.placements.push_back(std::move(p));
+    for (std::string& p : parts.placements) t.layout().placements.push_back(std::move(p));
     if (parts.mesh != kNoNode && N(parts.mesh).kind == NodeKind::kTensor) {
-      t.mesh_shape = out_.tensors[N(parts.mesh).tensor].sizes;
+      t.layout().mesh_shape = out_.tensors[N(parts.mesh).tensor].sizes;
     }
     if (parts.coordinate != kNoNode && N(parts.coordinate).kind != NodeKind::kNone) {
       // Only layouts read it; a malformed one leaves it unknown rather than the file unreadable.
       StatusOr<std::vector<int64_t>> c = IntTuple(N(id), parts.coordinate, "mesh coordinate");
-      if (c.ok()) t.mesh_coordinate = std::move(*c);
+      if (c.ok()) t.layout().mesh_coordinate = std::move(*c);
     }
     return BecomeTensor(id, std::move(t));
   }

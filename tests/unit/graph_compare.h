@@ -93,9 +93,9 @@ class GraphComparer {
       if (n.kind != NodeKind::kTensor) return fail("expected DTensor, got " + TypeName(g_, id));
       const TensorRef& t = file_->checkpoint().tensors[n.tensor];
       if (!t.is_dtensor) return fail("not recognised as a DTensor");
-      if (t.global_sizes != want["shape"].get<std::vector<int64_t>>()) return fail("DTensor global shape differs");
-      if (t.placements != want["placements"].get<std::vector<std::string>>()) return fail("placements differ");
-      if (t.mesh_shape != want["mesh_shape"].get<std::vector<int64_t>>()) return fail("mesh shape differs");
+      if (t.global_sizes() != want["shape"].get<std::vector<int64_t>>()) return fail("DTensor global shape differs");
+      if (t.placements() != want["placements"].get<std::vector<std::string>>()) return fail("placements differ");
+      if (t.mesh_shape() != want["mesh_shape"].get<std::vector<int64_t>>()) return fail("mesh shape differs");
       return CompareTensor(id, want["local"], path + ".local");
     }
     if (type == "object") {

@@ -48,6 +48,16 @@ struct StorageRef {
   bool computed = false;     // made by optstate (migrate): bytes computed when written
 };
 
+// How a DTensor (FSDP2, tensor parallel) is split: the whole tensor's sizes
+// and this rank's place. Out of line: one tensor in 10^5 checkpoints' 4 * 10^5
+// has it.
+struct DTensorSplit {
+  std::vector<int64_t> global_sizes;
+  std::vector<std::string> placements;  // "Shard(dim=0)", "Replicate()", "Partial(sum)"
+  std::vector<int64_t> mesh_shape;
+  std::vector<int64_t> mesh_coordinate;  // this rank's, as its DeviceMesh pickled it; empty if not
+};
+
 struct TensorRef {
   int64_t storage = -1;  // index into storages; -1 for meta tensors
   DType dtype = DType::kFloat32;
@@ -57,16 +67,25 @@ struct TensorRef {
   bool requires_grad = false;
   bool is_parameter = false;
   // DTensor (FSDP2, tensor parallel): the fields above describe this rank's local
-  // shard; these describe the whole tensor and how it is split.
+  // shard; these describe the whole tensor and how it is split (empty unless
+  // is_dtensor). Written through layout().
   bool is_dtensor = false;
-  std::vector<int64_t> global_sizes;
-  std::vector<std::string> placements;  // "Shard(dim=0)", "Replicate()", "Partial(sum)"
-  std::vector<int64_t> mesh_shape;
-  std::vector<int64_t> mesh_coordinate;  // this rank's, as its DeviceMesh pickled it; empty if not
   bool inside_dtensor = false;  // this is the _local_tensor of a DTensor listed separately
+  const std::vector<int64_t>& global_sizes() const { return layout_ ? layout_->global_sizes : kNoInts; }
+  const std::vector<std::string>& placements() const { return layout_ ? layout_->placements : kNoTexts; }
+  const std::vector<int64_t>& mesh_shape() const { return layout_ ? layout_->mesh_shape : kNoInts; }
+  const std::vector<int64_t>& mesh_coordinate() const { return layout_ ? layout_->mesh_coordinate : kNoInts; }
+  DTensorSplit& layout() { return layout_.GetOrCreate(); }
   uint64_t numel() const;
   uint64_t nbytes() const;
+
+ private:
+  static inline const std::vector<int64_t> kNoInts;
+  static inline const std::vector<std::string> kNoTexts;
+  OutOfLine<DTensorSplit> layout_;
 };
+
+static_assert(sizeof(TensorRef) <= 88, "one per tensor: 4 * 10^5 of them in a checkpoint of 10^5 parameters");
 
 // Called once per storage key when first met; fills zip_entry/data_offset/located
 // from the container, or fails (missing record, record shorter than nbytes).
