@@ -19,6 +19,52 @@ namespace {
 
 std::string At(const Node& n) { return "offset " + std::to_string(n.offset) + ": "; }
 
+// Storage keys to storage indices. torch.save names its storages "0", "1",
+// ... in order, so those keys index an array (4 bytes a storage, where a hash
+// map of strings took ~70 at 4 * 10^6 storages); any other key (the legacy
+// format's addresses, a hand-made file's names, a number past the bound that
+// keeps a hostile key from sizing the array) goes to a hash map.
+class StorageKeys {
+ public:
+  explicit StorageKeys(size_t expected) : bound_(2 * expected + 1024) { dense_.reserve(expected); }
+
+  std::optional<size_t> Find(std::string_view key) const {
+    if (std::optional<size_t> i = DenseIndex(key)) {
+      if (*i < dense_.size() && dense_[*i] != kAbsent) return dense_[*i];
+      return std::nullopt;
+    }
+    auto it = sparse_.find(std::string(key));
+    if (it == sparse_.end()) return std::nullopt;
+    return it->second;
+  }
+  void Add(std::string_view key, size_t storage) {
+    if (std::optional<size_t> i = DenseIndex(key); i && storage < kAbsent) {
+      if (*i >= dense_.size()) dense_.resize(*i + 1, kAbsent);
+      dense_[*i] = static_cast<uint32_t>(storage);
+      return;
+    }
+    sparse_.emplace(std::string(key), storage);
+  }
+
+ private:
+  static constexpr uint32_t kAbsent = UINT32_MAX;
+  // A plain decimal (no sign, no leading zero) below the bound, else nothing.
+  std::optional<size_t> DenseIndex(std::string_view key) const {
+    if (key.empty() || key.size() > 9 || (key.size() > 1 && key[0] == '0')) return std::nullopt;
+    size_t v = 0;
+    for (char c : key) {
+      if (c < '0' || c > '9') return std::nullopt;
+      v = v * 10 + static_cast<size_t>(c - '0');
+    }
+    if (v >= bound_) return std::nullopt;
+    return v;
+  }
+
+  size_t bound_;
+  std::vector<uint32_t> dense_;
+  std::unordered_map<std::string, size_t> sparse_;
+};
+
 class Resolver {
  public:
   Resolver(ObjectGraph& g, const StorageLocator& locate, uint32_t max_depth)
@@ -74,7 +120,7 @@ class Resolver {
     }
     out_.storages.reserve(persistent_ids);
     out_.tensors.reserve(calls);
-    by_key_.reserve(persistent_ids);
+    by_key_ = StorageKeys(persistent_ids);
   }
 
   // --- small accessors over argument tuples ---
@@ -129,9 +175,9 @@ class Resolver {
     }
     OPTSTATE_ASSIGN_OR_RETURN(int64_t numel, IntArg(n, it[4], "storage numel"));
     if (numel < 0) return CorruptError(At(n) + "negative storage size " + std::to_string(numel));
-    const std::string& key = N(it[2]).text;
-    auto known = by_key_.find(key);
-    if (known == by_key_.end()) {
+    const std::string_view key = N(it[2]).text;
+    std::optional<size_t> known = by_key_.Find(key);
+    if (!known) {
       StorageRef s;
       s.key = key;
       s.location = N(it[3]).text;
@@ -150,12 +196,13 @@ class Resolver {
         return CorruptError(At(n) + "storage of " + std::to_string(s.numel) + " elements overflows");
       }
       s.nbytes = s.numel * elem;
-      OPTSTATE_RETURN_IF_ERROR_CTX(locate_(s), "storage '" + key + "'");
+      OPTSTATE_RETURN_IF_ERROR_CTX(locate_(s), "storage '" + std::string(key) + "'");
       out_.storages.push_back(std::move(s));
-      known = by_key_.emplace(key, out_.storages.size() - 1).first;
+      known = out_.storages.size() - 1;
+      by_key_.Add(key, *known);
     }
     n.kind = NodeKind::kStorage;
-    n.storage = static_cast<uint32_t>(known->second);
+    n.storage = static_cast<uint32_t>(*known);
     return Status();
   }
 
@@ -421,7 +468,7 @@ class Resolver {
   const StorageLocator& locate_;
   uint32_t max_depth_;
   std::vector<uint8_t> state_;
-  std::unordered_map<std::string, size_t> by_key_;
+  StorageKeys by_key_{0};
   TorchObjects out_;
 };
 
