@@ -58,8 +58,8 @@ void AddReadLimitFlags(CLI::App& cmd, ReadOptions& read) {
   limits->add_option("--max-memo", read.pickle.max_memo, "Pickle memo entries")->capture_default_str();
   limits
       ->add_option("--max-nodes", read.pickle.max_nodes,
-                   "Objects in one pickle (about 120 bytes each; a parameter with AdamW state\n"
-                   "and its weight in the file is ~80)")
+                   "Objects in one pickle (72 bytes each, 120 for a call; a parameter with AdamW\n"
+                   "state and its weight in the file is ~70)")
       ->capture_default_str();
   limits->add_option("--max-string-bytes", read.pickle.max_string_bytes, "One str or bytes value")
       ->capture_default_str();
