@@ -1,6 +1,7 @@
 // The graph's containers behave as the std types they replace: a pickle graph
 // of 10^7 nodes relies on them for every field it reads.
 #include "optstate/compact_containers.h"
+#include "optstate/pickle_graph.h"
 
 #include <gtest/gtest.h>
 
@@ -137,6 +138,46 @@ TEST(CompactListTest, BehavesAsAVector) {
   l.push_back(5);
   EXPECT_EQ(copy.size(), 2u);
   EXPECT_THROW((void)copy.at(2), std::out_of_range);
+}
+
+// Up to 8 bytes of elements live in the list itself: two NodeIds, one Entry.
+// A third element moves them to the heap; moves carry inline elements along.
+TEST(CompactListTest, PairsLiveInsideTheList) {
+  auto inside = [](const auto& l) {
+    const char* self = reinterpret_cast<const char*>(&l);
+    const char* d = reinterpret_cast<const char*>(l.data());
+    return d >= self && d < self + sizeof l;
+  };
+  static_assert(sizeof(CompactList<uint32_t>) == 16);
+  CompactList<uint32_t> pair = {16, 8};
+  EXPECT_TRUE(inside(pair));
+  EXPECT_EQ(pair, (std::vector<uint32_t>{16, 8}));
+  EXPECT_EQ(pair.capacity(), 2u);
+  CompactList<uint32_t> moved = std::move(pair);
+  EXPECT_TRUE(inside(moved));
+  EXPECT_EQ(moved, (std::vector<uint32_t>{16, 8}));
+  EXPECT_TRUE(pair.empty());
+  moved.push_back(1);
+  EXPECT_FALSE(inside(moved));
+  EXPECT_EQ(moved, (std::vector<uint32_t>{16, 8, 1}));
+  moved.push_back(moved[0]);  // an element of the list itself, across a growth
+  EXPECT_EQ(moved, (std::vector<uint32_t>{16, 8, 1, 16}));
+  CompactList<uint32_t> copy = moved;
+  EXPECT_EQ(copy, moved);
+  copy = {5};
+  EXPECT_EQ(copy, (std::vector<uint32_t>{5}));
+  std::swap(copy, moved);
+  EXPECT_EQ(copy.size(), 4u);
+  EXPECT_EQ(moved, (std::vector<uint32_t>{5}));
+  EXPECT_FALSE(inside(moved)) << "assignment keeps the heap block, as a vector keeps its capacity";
+
+  CompactList<Entry> one;
+  one.emplace_back(3u, 4u);
+  EXPECT_TRUE(inside(one));
+  one.emplace_back(5u, 6u);
+  EXPECT_FALSE(inside(one));
+  EXPECT_EQ(one[0], Entry(3, 4));
+  EXPECT_EQ(one[1], Entry(5, 6));
 }
 
 }  // namespace

@@ -152,11 +152,17 @@ class CompactText {
   };
 };
 
-// A vector of trivially copyable values in 16 bytes (pointer, 32-bit size and
-// capacity): the children of one node. Grows like std::vector.
+// A vector of trivially copyable values in 16 bytes: the children of one
+// node. Up to 8 bytes of elements (two NodeIds, one Entry) live in the
+// object itself, where the heap pointer would be: a torch.save file's shape,
+// stride and key tuples are pairs, eleven per parameter, and none of them then
+// costs a malloc. Beyond that it grows on the heap like std::vector. Pointers
+// to the elements of an inline list move with the list (a heap list's do not).
 template <typename T>
 class CompactList {
   static_assert(std::is_trivially_copyable_v<T>);
+  static_assert(alignof(T) <= 8);
+  static constexpr uint32_t kInline = 8 / sizeof(T);
 
  public:
   using value_type = T;
@@ -171,15 +177,20 @@ class CompactList {
     reserve(items.size());
     for (const U& u : items) push_back(T(u));
   }
-  CompactList(const CompactList& o) { Assign(o.data_, o.size_); }
-  CompactList(CompactList&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), cap_(std::exchange(o.cap_, 0)) {}
+  CompactList(const CompactList& o) { Assign(o.data(), o.size_); }
+  CompactList(CompactList&& o) noexcept : size_(o.size_), cap_(o.cap_) {
+    std::memcpy(raw_, o.raw_, sizeof raw_);  // the heap pointer, or the elements themselves
+    o.size_ = o.cap_ = 0;
+  }
   CompactList& operator=(const CompactList& o) {
-    if (this != &o) Assign(o.data_, o.size_);
+    if (this != &o) Assign(o.data(), o.size_);
     return *this;
   }
   CompactList& operator=(CompactList&& o) noexcept {
-    std::swap(data_, o.data_);
+    unsigned char raw[sizeof raw_];
+    std::memcpy(raw, raw_, sizeof raw);
+    std::memcpy(raw_, o.raw_, sizeof raw);
+    std::memcpy(o.raw_, raw, sizeof raw);
     std::swap(size_, o.size_);
     std::swap(cap_, o.cap_);
     return *this;
@@ -192,26 +203,29 @@ class CompactList {
     Assign(items.data(), items.size());
     return *this;
   }
-  ~CompactList() { std::free(data_); }
+  ~CompactList() {
+    if (OnHeap()) std::free(Heap());
+  }
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  T* data() { return data_; }
-  const T* data() const { return data_; }
-  T* begin() { return data_; }
-  T* end() { return data_ + size_; }
-  const T* begin() const { return data_; }
-  const T* end() const { return data_ + size_; }
-  T& operator[](size_t i) { return data_[i]; }
-  const T& operator[](size_t i) const { return data_[i]; }
+  size_t capacity() const { return OnHeap() ? cap_ : kInline; }
+  T* data() { return OnHeap() ? Heap() : reinterpret_cast<T*>(raw_); }
+  const T* data() const { return OnHeap() ? Heap() : reinterpret_cast<const T*>(raw_); }
+  T* begin() { return data(); }
+  T* end() { return data() + size_; }
+  const T* begin() const { return data(); }
+  const T* end() const { return data() + size_; }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
   const T& at(size_t i) const {
     if (i >= size_) throw std::out_of_range("CompactList::at");
-    return data_[i];
+    return data()[i];
   }
-  T& front() { return data_[0]; }
-  const T& front() const { return data_[0]; }
-  T& back() { return data_[size_ - 1]; }
-  const T& back() const { return data_[size_ - 1]; }
+  T& front() { return data()[0]; }
+  const T& front() const { return data()[0]; }
+  T& back() { return data()[size_ - 1]; }
+  const T& back() const { return data()[size_ - 1]; }
   std::vector<T> ToVector() const { return std::vector<T>(begin(), end()); }
   // Where a vector is wanted (of T, or of what T converts to).
   template <typename U>
@@ -221,11 +235,12 @@ class CompactList {
 
   void clear() { size_ = 0; }
   void reserve(size_t n) {
-    if (n > cap_) Grow(n);
+    if (n > capacity()) Grow(n);
   }
   void push_back(const T& v) {
-    if (size_ == cap_) Grow(size_ + 1);
-    data_[size_++] = v;
+    const T copy = v;  // v may live in this list, which may move
+    if (size_ == capacity()) Grow(size_ + 1);
+    data()[size_++] = copy;
   }
   template <typename... A>
   T& emplace_back(A&&... args) {
@@ -235,14 +250,14 @@ class CompactList {
   }
   void resize(size_t n) {
     reserve(n);
-    for (size_t i = size_; i < n; ++i) data_[i] = T{};
+    for (size_t i = size_; i < n; ++i) data()[i] = T{};
     size_ = static_cast<uint32_t>(n);
   }
   // Inserts [first, last) before `at` (iterators of another container).
   template <typename It>
   void insert(T* at, It first, It last) {
     std::vector<T> tail(at, end());
-    size_ = static_cast<uint32_t>(at - data_);
+    size_ = static_cast<uint32_t>(at - data());
     for (; first != last; ++first) push_back(T(*first));
     for (const T& v : tail) push_back(v);
   }
@@ -252,7 +267,7 @@ class CompactList {
   }
   T* erase(T* first, T* last) {
     T* e = std::copy(last, end(), first);
-    size_ = static_cast<uint32_t>(e - data_);
+    size_ = static_cast<uint32_t>(e - data());
     return first;
   }
   T* erase(T* at) { return erase(at, at + 1); }
@@ -265,23 +280,36 @@ class CompactList {
   }
 
  private:
+  bool OnHeap() const { return cap_ != 0; }
+  T* Heap() const {
+    T* p;
+    std::memcpy(&p, raw_, sizeof p);
+    return p;
+  }
   void Assign(const T* items, size_t n) {
     clear();
     reserve(n);
-    if (n != 0) std::memcpy(static_cast<void*>(data_), items, n * sizeof(T));
+    if (n != 0) std::memmove(static_cast<void*>(data()), items, n * sizeof(T));
     size_ = static_cast<uint32_t>(n);
   }
   void Grow(size_t need) {
     // A node's children are bounded by the pickle limits long before 2^32.
-    size_t cap = std::max<size_t>({need, size_t{cap_} * 2, 2});
+    size_t cap = std::max<size_t>({need, size_t{cap_} * 2, 4});
     if (cap > UINT32_MAX) cap = UINT32_MAX;
-    T* fresh = static_cast<T*>(std::realloc(static_cast<void*>(data_), cap * sizeof(T)));
+    T* fresh;
+    if (OnHeap()) {
+      fresh = static_cast<T*>(std::realloc(static_cast<void*>(Heap()), cap * sizeof(T)));
+    } else {
+      fresh = static_cast<T*>(std::malloc(cap * sizeof(T)));
+      if (fresh != nullptr && size_ != 0) std::memcpy(static_cast<void*>(fresh), raw_, size_ * sizeof(T));
+    }
     if (fresh == nullptr) throw std::bad_alloc();
-    data_ = fresh;
+    std::memcpy(raw_, &fresh, sizeof fresh);
     cap_ = static_cast<uint32_t>(cap);
   }
 
-  T* data_ = nullptr;
+  // The heap pointer when cap_ != 0, else up to kInline elements.
+  alignas(8) unsigned char raw_[8] = {};
   uint32_t size_ = 0;
   uint32_t cap_ = 0;
 };
