@@ -28,8 +28,8 @@ inline std::string OpName(uint8_t op) {
 // .metadata memoizes nearly every object, 10^7 of them at 320 k chunks), so
 // those are kept in growing chunks, 4 bytes each and never copied as they
 // grow (a vector's doubling held 1.5 times the memo at 4 * 10^7 entries);
-// indices out of that order (any pickle may use them) in a hash map. size() counts distinct indices, as
-// len(memo) does for MEMOIZE.
+// indices out of that order (any pickle may use them) in a hash map. size()
+// counts distinct indices, as len(memo) does for MEMOIZE.
 class Memo {
  public:
   size_t size() const { return dense_.size() + sparse_.size(); }
@@ -209,7 +209,7 @@ class Machine {
     return id != kNoNode && (id == none_ || id == true_ || id == false_ || id == empty_tuple_);
   }
   StatusOr<NodeId> UnshareTop() {
-    const Node shared = graph().at(stack_.back());
+    const Node& shared = graph().at(stack_.back());  // the arena never moves a node
     OPTSTATE_ASSIGN_OR_RETURN(NodeId fresh, New(shared.kind));
     graph().at(fresh).bool_value = shared.bool_value;
     stack_.back() = fresh;

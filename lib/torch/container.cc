@@ -24,7 +24,6 @@ bool StartsWith(ByteSpan data, std::span<const uint8_t> prefix) {
   return true;
 }
 
-
 std::string DescribeStart(ByteSpan data) {
   static const char* kDigits = "0123456789abcdef";
   std::string hex;
