@@ -12,6 +12,7 @@
 
 #include "optstate/pickle_vm.h"
 #include "pickle/pickle_text.h"
+#include "pickle/recent_values.h"
 
 namespace optstate::pickle_internal {
 
@@ -196,35 +197,49 @@ class Machine {
 
   // None, True, False and () are one object each in CPython, and a
   // torch.save file holds ten of them per parameter: each is one node, made
-  // where it first occurs (its offset is that occurrence's). Nothing can
-  // change them but BUILD, which gets a node of its own (UnshareTop).
+  // where it first occurs (its offset is that occurrence's). Recurring ints
+  // and strs share nodes too (RecentValues). Nothing can change any of them
+  // but BUILD, which gets a node of its own (UnshareTop).
   Status PushShared(NodeId& slot, NodeKind kind, bool value) {
     if (slot == kNoNode) {
       OPTSTATE_ASSIGN_OR_RETURN(slot, New(kind));
       graph().at(slot).bool_value = value;
+      graph().at(slot).shared = true;
     }
     return Push(slot);
   }
-  bool IsShared(NodeId id) const {
-    return id != kNoNode && (id == none_ || id == true_ || id == false_ || id == empty_tuple_);
-  }
+  bool IsShared(NodeId id) const { return id != kNoNode && result_.graph.at(id).shared; }
   StatusOr<NodeId> UnshareTop() {
-    const Node& shared = graph().at(stack_.back());  // the arena never moves a node
-    OPTSTATE_ASSIGN_OR_RETURN(NodeId fresh, New(shared.kind));
-    graph().at(fresh).bool_value = shared.bool_value;
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId fresh, New(NodeKind::kNone));
+    Node& copy = graph().at(fresh);
+    copy = graph().at(stack_.back());  // a value node: no children, no extra; the arena never moves nodes
+    copy.shared = false;
+    copy.offset = at_;
     stack_.back() = fresh;
     return fresh;
   }
 
   Status PushInt(int64_t v) {
-    OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(NodeKind::kInt));
-    graph().at(id).int_value = v;
+    NodeId id = recent_.FindInt(v);
+    if (id == kNoNode) {
+      OPTSTATE_ASSIGN_OR_RETURN(id, New(NodeKind::kInt));
+      graph().at(id).int_value = v;
+      graph().at(id).shared = true;
+      recent_.KeepInt(v, id);
+    }
     return Push(id);
   }
 
   Status PushText(NodeKind kind, std::string text) {
-    OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(kind));
-    graph().at(id).text = std::move(text);
+    NodeId id = kind == NodeKind::kStr ? recent_.FindStr(text) : kNoNode;
+    if (id == kNoNode) {
+      OPTSTATE_ASSIGN_OR_RETURN(id, New(kind));
+      if (kind == NodeKind::kStr && text.size() <= RecentValues::kMaxStrBytes) {
+        recent_.KeepStr(text, id);
+        graph().at(id).shared = true;
+      }
+      graph().at(id).text = std::move(text);
+    }
     return Push(id);
   }
 
@@ -266,6 +281,18 @@ class Machine {
                                 " memo entries (limit max_memo)");
     }
     memo_.Set(index, id);
+    // A memoized int or str is one object the pickle refers to again by
+    // index (torch 2.x memoizes 'exp_avg' once for all its state dicts): its
+    // node becomes that object's alone, so the writer memoizes it in turn,
+    // and later unmemoized occurrences of the value get a node of their own.
+    Node& n = graph().at(id);
+    if (n.shared && n.kind == NodeKind::kInt) {
+      recent_.ForgetInt(n.int_value);
+      n.shared = false;
+    } else if (n.shared && n.kind == NodeKind::kStr) {
+      recent_.ForgetStr(n.text);
+      n.shared = false;
+    }
     return Status();
   }
 
@@ -346,6 +373,7 @@ class Machine {
   std::vector<size_t> marks_;
   Memo memo_;
   NodeId none_ = kNoNode, true_ = kNoNode, false_ = kNoNode, empty_tuple_ = kNoNode;  // see PushShared
+  RecentValues recent_;
   uint64_t at_ = 0;
   uint8_t op_ = 0;
 };

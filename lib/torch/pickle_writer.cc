@@ -46,11 +46,11 @@ class Writer {
   void Str(const std::string& s) { e_.Str(s); }
   void IntTuple(const std::vector<int64_t>& v) { e_.IntTuple(v); }
   // Memoizes the object just written if it is referenced again later.
-  // None, booleans and () never are: the pickler writes them afresh each time
-  // (and the reader shares one node for each, see PushShared).
+  // None, booleans, () and the ints and strs the reader shared never are:
+  // the pickler wrote them afresh each time (see Node::shared).
   void Remember(NodeId id) {
     const Node& n = g_.at(id);
-    bool singleton = n.kind == NodeKind::kNone || n.kind == NodeKind::kBool ||
+    bool singleton = n.shared || n.kind == NodeKind::kNone || n.kind == NodeKind::kBool ||
                      (n.kind == NodeKind::kTuple && n.items.empty() && n.class_name().empty());
     if (refs_[id] > 1 && !singleton) memo_[id] = e_.Put();
   }

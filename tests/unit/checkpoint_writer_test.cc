@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "fixtures.h"
+#include "optstate/zip_archive.h"
 #include "graph_compare.h"
 
 namespace optstate {
@@ -57,6 +60,35 @@ TEST(CheckpointWriterTest, EveryFixtureRoundTrips) {
   }
   fs::remove_all(dir);
   EXPECT_GE(written, 30);
+}
+
+// The reader makes one node for each recurring int and short str (and for
+// None, booleans and ()); the writer writes every occurrence afresh, as the
+// pickler did, not as a memo reference to the first.
+TEST(CheckpointWriterTest, SharedValuesAreWrittenAtEachOccurrence) {
+  const std::string pickle("\x80\x02(K\x10K\x10X\x03\x00\x00\x00" "cpuX\x03\x00\x00\x00" "cpuNN\x89\x89t.", 29);
+  ByteCursor cursor(AsBytes(pickle));
+  StatusOr<PickleResult> read = ReadPickle(cursor);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_LT(read->graph.nodes.size(), 8u) << "the reader shares the repeats";
+  Checkpoint cp;
+  cp.graph = std::move(read->graph);
+  std::string out = (fs::temp_directory_path() / ("optstate-shared-" + std::to_string(::getpid()) + ".pt")).string();
+  auto no_storages = [](size_t) -> StatusOr<ByteSpan> { return InternalError("no storages here"); };
+  StatusOr<WriteReport> report = WriteNewCheckpoint(cp, cp.graph.root, out, no_storages);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  std::ifstream in(out, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ByteCursor zip(AsBytes(file));
+  StatusOr<ZipArchive> archive = ReadZipDirectory(zip);
+  ASSERT_TRUE(archive.ok()) << archive.status().ToString();
+  const ZipEntry* entry = archive->Find("data.pkl");
+  ASSERT_NE(entry, nullptr);
+  StatusOr<ByteSpan> data = ZipEntryData(zip, *entry);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  std::string written(AsChars(*data));
+  EXPECT_EQ(written, pickle);
+  fs::remove(out);
 }
 
 TEST(CheckpointWriterTest, HostileInputIsCarriedButReported) {

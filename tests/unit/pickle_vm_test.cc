@@ -187,6 +187,56 @@ TEST(PickleVmTest, NoneBooleansAndTheEmptyTupleAreOneNodeEach) {
   EXPECT_EQ(r->graph.nodes.size(), 8u);  // None, True, False, (), (t's tuple, BUILD's None, {}, the outer tuple
 }
 
+// Ints and short strs are immutable in Python too, and a torch.save file
+// repeats a few of them (sizes, strides, 'storage', 'cpu') for every tensor:
+// a recurring one is one node. Long strs are not kept; BUILD on a shared
+// value gets a node of its own.
+TEST(PickleVmTest, RecurringIntsAndShortStrsAreOneNodeEach) {
+  const std::string sixteen_bytes = "0123456789abcdef";
+  const std::string pickle = std::string("\x80\x02(K\x10K\x10M\x00\x01\x8a\x02\x00\x01", 14) +
+                             std::string("X\x07\x00\x00\x00storage", 12) + std::string("X\x07\x00\x00\x00storage", 12) +
+                             std::string("X\x10\x00\x00\x00", 5) + sixteen_bytes +
+                             std::string("X\x10\x00\x00\x00", 5) + sixteen_bytes +
+                             std::string("K\x11K\x10Nbt.", 9);
+  StatusOr<PickleResult> r = Parse(pickle);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Node& top = r->graph.at(r->graph.root);
+  ASSERT_EQ(top.items.size(), 10u);
+  const auto& it = top.items;
+  EXPECT_EQ(it[0], it[1]) << "K 16 twice";
+  EXPECT_EQ(it[2], it[3]) << "BININT2 256 and LONG1 256 are the same int";
+  EXPECT_NE(it[0], it[2]);
+  EXPECT_EQ(r->graph.at(it[2]).offset, 7u) << "made where the value first occurs";
+  EXPECT_EQ(it[4], it[5]) << "'storage' twice";
+  EXPECT_EQ(r->graph.at(it[4]).text, "storage");
+  EXPECT_NE(it[6], it[7]) << "strs longer than 15 bytes are not kept";
+  EXPECT_EQ(r->graph.at(it[6]).text, sixteen_bytes);
+  EXPECT_NE(it[8], it[0]);
+  EXPECT_EQ(r->graph.at(it[8]).int_value, 17);
+  EXPECT_NE(it[9], it[0]) << "BUILD's target is a node of its own";
+  EXPECT_EQ(r->graph.at(it[9]).int_value, 16);
+  EXPECT_NE(r->graph.at(it[9]).state(), kNoNode);
+  EXPECT_FALSE(r->graph.at(it[9]).shared);
+  EXPECT_EQ(r->graph.at(it[0]).state(), kNoNode) << "the shared 16 is unchanged";
+  EXPECT_TRUE(r->graph.at(it[0]).shared);
+  EXPECT_FALSE(r->graph.at(it[6]).shared);
+
+  // A memoized str is the one object its memo index names (torch 2.x writes
+  // 'exp_avg' once and refers to it by index after): its node is its own;
+  // an unmemoized 'exp_avg' after it is another object.
+  const std::string memoized = std::string("\x80\x02(X\x07\x00\x00\x00" "exp_avgq\x00h\x00", 19) +
+                               std::string("X\x07\x00\x00\x00" "exp_avgX\x07\x00\x00\x00" "exp_avgt.", 26);
+  r = Parse(memoized);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const auto& m = r->graph.at(r->graph.root).items;
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[0], m[1]);
+  EXPECT_FALSE(r->graph.at(m[0]).shared);
+  EXPECT_NE(m[2], m[0]);
+  EXPECT_EQ(m[2], m[3]);
+  EXPECT_TRUE(r->graph.at(m[2]).shared);
+}
+
 TEST(PickleVmTest, InstObjAndPersidBuildNodesWithoutCalling) {
   const std::string original = ReadFileOrFail("testdata/pickles/p0.pkl");
   StatusOr<PickleResult> inst = Parse(Replace(original, "Vplain\n", "(Vx\nicollections\nOrderedDict\n"));
@@ -341,9 +391,17 @@ TEST(PickleVmTest, LongIntegersInDecimal) {
 TEST(PickleVmTest, PaddedLongsThatFitAreInts) {
   const std::string original = ReadFileOrFail("testdata/pickles/p2.pkl");
   const std::string two_to_64("\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01", 11);
+  // Occurrences, not nodes: one node stands for every occurrence of an int.
   auto count = [](const PickleResult& r, NodeKind kind, int64_t value) {
+    auto is = [&](NodeId id) {
+      const Node& node = r.graph.at(id);
+      return node.kind == kind && (kind != NodeKind::kInt || node.int_value == value);
+    };
     size_t n = 0;
-    for (const Node& node : r.graph.nodes) n += node.kind == kind && (kind != NodeKind::kInt || node.int_value == value);
+    for (const Node& node : r.graph.nodes) {
+      for (NodeId item : node.items) n += is(item);
+      for (auto [k, v] : node.entries) n += is(k) + is(v);
+    }
     return n;
   };
   StatusOr<PickleResult> before = Parse(original);

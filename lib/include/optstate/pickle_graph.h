@@ -77,6 +77,10 @@ struct Node {
   NodeKind kind = NodeKind::kNone;
   CallOpcode call = CallOpcode::kReduce;
   bool bool_value = false;
+  // One node stands for many occurrences of an immutable value (None, True,
+  // False, (), and recurring ints and strs): never changed in place, and the
+  // writer writes it afresh at each, as the pickle had it.
+  bool shared = false;
   uint32_t depth = 1;               // nesting depth below and including this node
   // One value per kind, so they share their bytes: read only the member the
   // kind names (a kTensor rewritten from a call keeps nothing else here).
