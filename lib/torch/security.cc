@@ -92,6 +92,16 @@ void ScanBytesValue(const std::string& text, const std::string& where, const Pic
 
 void ScanGraphBytes(const ObjectGraph& graph, const std::string& prefix, const PickleLimits& limits,
                     uint32_t levels_left, std::vector<Finding>& findings) {
+  // The walk below names every object's path (10^7 strings in a large
+  // checkpoint); most graphs hold no bytes at all, which one pass shows.
+  bool any_bytes = false;
+  for (const Node& n : graph.nodes) {
+    if (n.kind == NodeKind::kBytes) {
+      any_bytes = true;
+      break;
+    }
+  }
+  if (!any_bytes) return;
   WalkTree(graph, graph.root, limits.max_depth, [&](const WalkStep& step) {
     const Node& n = graph.at(step.id);
     if (step.repeat || n.kind != NodeKind::kBytes) return true;
