@@ -242,9 +242,10 @@ StatusOr<std::unique_ptr<CheckpointFile>> OpenCheckpoint(const std::string& path
     // of it (70 MB at 4 * 10^5 records) and read it twice.
     if (SniffContainerFormat(file->mapped_->bytes()) != ContainerFormat::kZstd) {
       ReadOptions mapped_options = options;
-      const MappedFile* mapping = file->mapped_.get();
-      mapped_options.done_with = [mapping](ByteSpan range) { mapping->ReleasePages(range); };
+      ReleaseInBatches<MappedFile> done(*file->mapped_);
+      mapped_options.done_with = [&done](ByteSpan range) { done.Add(range); };
       StatusOr<Checkpoint> parsed = ParseCheckpoint(ByteCursor(file->mapped_->bytes()), mapped_options);
+      done.Flush();
       if (!parsed.ok()) return std::move(parsed).status().WithContext(path);
       file->checkpoint_ = std::move(*parsed);
       return file;

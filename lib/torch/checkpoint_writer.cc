@@ -106,59 +106,16 @@ StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpo
   return WriteCheckpoint(input, cp, root, path, nullptr, options);
 }
 
-// The largest page-cache folio a fault may map whole (a PMD on x86-64).
-constexpr uint64_t kLargeFolioBytes = 2u << 20;
-
 // Records smaller than this are written from the mapping into the zip writer's
 // buffer: a kernel copy costs a system call per record, and a save of 10^5
 // parameters has 4 * 10^5 records of a few hundred bytes.
 constexpr uint64_t kSmallRecordBytes = 64u << 10;
 
-namespace {
-
-// The input pages small records were read through, released a stretch at a
-// time (one madvise per 8 MiB rather than one per record) so that resident
-// memory stays bounded whatever the number of records.
-class ReleaseInBatches {
- public:
-  explicit ReleaseInBatches(const CheckpointFile& input) : input_(input) {}
-  ReleaseInBatches(const ReleaseInBatches&) = delete;
-  ReleaseInBatches& operator=(const ReleaseInBatches&) = delete;
-  ~ReleaseInBatches() { Flush(); }
-
-  void Add(ByteSpan read) {
-    const std::byte* lo = read.data();
-    const std::byte* hi = read.data() + read.size();
-    // Records usually follow each other in the file; one that does not starts a new stretch.
-    if (lo_ != nullptr && (lo + kStretch < lo_ || hi > hi_ + kStretch)) Flush();
-    if (lo_ == nullptr) {
-      lo_ = lo;
-      hi_ = hi;
-    }
-    lo_ = std::min(lo_, lo);
-    hi_ = std::max(hi_, hi);
-    if (static_cast<uint64_t>(hi_ - lo_) >= kStretch) Flush();
-  }
-  void Flush() {
-    if (lo_ == nullptr) return;
-    input_.ReleasePagesAround(ByteSpan(lo_, static_cast<size_t>(hi_ - lo_)), kLargeFolioBytes);
-    lo_ = hi_ = nullptr;
-  }
-
- private:
-  static constexpr uint64_t kStretch = 8u << 20;
-  const CheckpointFile& input_;
-  const std::byte* lo_ = nullptr;
-  const std::byte* hi_ = nullptr;
-};
-
-}  // namespace
-
 StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpoint& cp, NodeId root,
                                       const std::string& path, const StorageSource& computed,
                                       const WriteOptions& options) {
   auto release = [&input](ByteSpan chunk) { input.ReleasePages(chunk); };
-  ReleaseInBatches small_records(input);
+  ReleaseInBatches<CheckpointFile> small_records(input);
   auto release_small = [&small_records](ByteSpan chunk) { small_records.Add(chunk); };
   return WriteWith(cp, root, path, options, [&](const StorageRef& s, size_t index) -> StatusOr<StorageData> {
     StorageData d;

@@ -71,6 +71,48 @@ class MappedFile {
 // Where writers put bytes: an atomic file, or a compressor in front of one.
 // position() counts the bytes given to Write (before any compression), which is
 // what zip offsets refer to.
+// The largest page-cache folio a fault may map whole (a PMD on x86-64).
+constexpr uint64_t kLargeFolioBytes = 2u << 20;
+
+// The input pages many small reads went through (records of a few hundred
+// bytes, 4 * 10^5 of them in a save of 10^5 parameters), released a stretch
+// at a time (one madvise per 8 MiB rather than one per read) so that resident
+// memory stays bounded whatever the number of records. `Input` is a
+// MappedFile or anything with its ReleasePagesAround.
+template <typename Input>
+class ReleaseInBatches {
+ public:
+  explicit ReleaseInBatches(const Input& input) : input_(input) {}
+  ReleaseInBatches(const ReleaseInBatches&) = delete;
+  ReleaseInBatches& operator=(const ReleaseInBatches&) = delete;
+  ~ReleaseInBatches() { Flush(); }
+
+  void Add(ByteSpan read) {
+    const std::byte* lo = read.data();
+    const std::byte* hi = read.data() + read.size();
+    // Reads usually follow each other in the file; one that does not starts a new stretch.
+    if (lo_ != nullptr && (lo + kStretch < lo_ || hi > hi_ + kStretch)) Flush();
+    if (lo_ == nullptr) {
+      lo_ = lo;
+      hi_ = hi;
+    }
+    lo_ = lo < lo_ ? lo : lo_;
+    hi_ = hi > hi_ ? hi : hi_;
+    if (static_cast<uint64_t>(hi_ - lo_) >= kStretch) Flush();
+  }
+  void Flush() {
+    if (lo_ == nullptr) return;
+    input_.ReleasePagesAround(ByteSpan(lo_, static_cast<size_t>(hi_ - lo_)), kLargeFolioBytes);
+    lo_ = hi_ = nullptr;
+  }
+
+ private:
+  static constexpr uint64_t kStretch = 8u << 20;
+  const Input& input_;
+  const std::byte* lo_ = nullptr;
+  const std::byte* hi_ = nullptr;
+};
+
 class OutputStream {
  public:
   virtual ~OutputStream() = default;
