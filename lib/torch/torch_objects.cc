@@ -461,6 +461,10 @@ class Resolver {
     n.kind = NodeKind::kTensor;
     n.tensor = static_cast<uint32_t>(out_.tensors.size() - 1);
     n.text = std::move(label);
+    // The call that built it is done with (its arguments stay in the graph for
+    // the security scans, which read every node): only a DTensor is written
+    // back as its call. 64 bytes a tensor, 4 * 10^5 of them at 10^5 parameters.
+    if (!out_.tensors.back().is_dtensor) n.drop_extra();
     return Status();
   }
 

@@ -106,6 +106,7 @@ struct Node {
   const CompactText& class_name() const { return more_ ? more_->class_name : kNoText; }
   NodeExtra& extra() { return more_.GetOrCreate(); }
   bool has_extra() const { return static_cast<bool>(more_); }
+  void drop_extra() { more_ = OutOfLine<NodeExtra>(); }
 
  private:
   static inline const CompactText kNoText;
