@@ -59,7 +59,8 @@ void AddReadLimitFlags(CLI::App& cmd, ReadOptions& read) {
   limits
       ->add_option("--max-nodes", read.pickle.max_nodes,
                    "Objects in one pickle (72 bytes each, 120 for a call; a parameter with AdamW\n"
-                   "state and its weight in the file is ~70)")
+                   "state and its weight in the file is ~30, as recurring ints, short strs and\n"
+                   "tuples of them are one object each)")
       ->capture_default_str();
   limits->add_option("--max-string-bytes", read.pickle.max_string_bytes, "One str or bytes value")
       ->capture_default_str();

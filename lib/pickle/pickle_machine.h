@@ -4,6 +4,7 @@
 #ifndef OPTSTATE_LIB_PICKLE_MACHINE_H_
 #define OPTSTATE_LIB_PICKLE_MACHINE_H_
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 #include <string>
@@ -161,7 +162,24 @@ class Machine {
   }
 
   Status MakeSequence(NodeKind kind, const std::vector<NodeId>& items) {
+    // A short tuple of shared ints, strs, None and booleans is as immutable as
+    // they are: a tensor's size and stride, a key's shape, (16, 8) four times
+    // a parameter. Tuples holding anything else keep their own node.
+    const bool value_tuple = kind == NodeKind::kTuple && !items.empty() &&
+                             items.size() <= RecentValues::kMaxTupleItems &&
+                             std::all_of(items.begin(), items.end(), [&](NodeId i) {
+                               const Node& n = graph().at(i);
+                               return n.shared && n.kind != NodeKind::kTuple;
+                             });
+    if (value_tuple) {
+      NodeId known = recent_.FindTuple(items);
+      if (known != kNoNode) return Push(known);
+    }
     OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(kind));
+    if (value_tuple) {
+      graph().at(id).shared = true;
+      recent_.KeepTuple(items, id);
+    }
     for (NodeId item : items) OPTSTATE_RETURN_IF_ERROR(Nest(id, item));
     graph().at(id).items = items;
     return Push(id);
@@ -212,7 +230,7 @@ class Machine {
   StatusOr<NodeId> UnshareTop() {
     OPTSTATE_ASSIGN_OR_RETURN(NodeId fresh, New(NodeKind::kNone));
     Node& copy = graph().at(fresh);
-    copy = graph().at(stack_.back());  // a value node: no children, no extra; the arena never moves nodes
+    copy = graph().at(stack_.back());  // a value or a tuple of them: no extra; the arena never moves nodes
     copy.shared = false;
     copy.offset = at_;
     stack_.back() = fresh;
@@ -281,7 +299,7 @@ class Machine {
                                 " memo entries (limit max_memo)");
     }
     memo_.Set(index, id);
-    // A memoized int or str is one object the pickle refers to again by
+    // A memoized int, str or tuple is one object the pickle refers to again by
     // index (torch 2.x memoizes 'exp_avg' once for all its state dicts): its
     // node becomes that object's alone, so the writer memoizes it in turn,
     // and later unmemoized occurrences of the value get a node of their own.
@@ -291,6 +309,9 @@ class Machine {
       n.shared = false;
     } else if (n.shared && n.kind == NodeKind::kStr) {
       recent_.ForgetStr(n.text);
+      n.shared = false;
+    } else if (n.shared && n.kind == NodeKind::kTuple && !n.items.empty()) {
+      recent_.ForgetTuple(std::vector<NodeId>(n.items.begin(), n.items.end()));
       n.shared = false;
     }
     return Status();

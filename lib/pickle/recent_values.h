@@ -8,6 +8,8 @@
 // ('storage', 'cpu', 'exp_avg', ...) per parameter and memoizes none of them:
 // half of its objects. One node for each recurring value halves the graph.
 //
+// Short tuples of such values, (16, 8) as a size and a key's shape, likewise.
+//
 // A direct-mapped cache of 1024 slots per kind: a value whose slot another
 // value took since just gets a node of its own again. Nothing grows with the
 // file, a lookup is one compare, and the slots are allocated on first use (a
@@ -19,6 +21,7 @@
 #include <cstring>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "optstate/pickle_graph.h"
 
@@ -59,6 +62,28 @@ class RecentValues {
     std::memcpy(s.bytes, text.data(), text.size());
     s.id = id;
   }
+  // Tuples of up to three shared values, by their items' nodes.
+  static constexpr size_t kMaxTupleItems = 3;
+  NodeId FindTuple(const std::vector<NodeId>& items) const {
+    if (!slots_ || items.empty() || items.size() > kMaxTupleItems) return kNoNode;
+    const TupleSlot& s = slots_->tuples[TupleSlotOf(items)];
+    if (s.id == kNoNode || s.size != items.size()) return kNoNode;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (s.items[i] != items[i]) return kNoNode;
+    }
+    return s.id;
+  }
+  void KeepTuple(const std::vector<NodeId>& items, NodeId id) {
+    if (items.empty() || items.size() > kMaxTupleItems) return;
+    TupleSlot& s = Slots().tuples[TupleSlotOf(items)];
+    s.size = static_cast<uint8_t>(items.size());
+    for (size_t i = 0; i < items.size(); ++i) s.items[i] = items[i];
+    s.id = id;
+  }
+  void ForgetTuple(const std::vector<NodeId>& items) {
+    if (FindTuple(items) != kNoNode) slots_->tuples[TupleSlotOf(items)].id = kNoNode;
+  }
+
   void ForgetStr(std::string_view text) {
     if (FindStr(text) != kNoNode) slots_->strs[StrSlotOf(text)].id = kNoNode;
   }
@@ -74,9 +99,15 @@ class RecentValues {
     char bytes[kMaxStrBytes] = {};
     NodeId id = kNoNode;
   };
+  struct TupleSlot {
+    uint8_t size = 0;
+    NodeId items[kMaxTupleItems] = {};
+    NodeId id = kNoNode;
+  };
   struct Table {
     IntSlot ints[kSlots];
     StrSlot strs[kSlots];
+    TupleSlot tuples[kSlots];
   };
 
   static size_t IntSlotOf(int64_t v) {
@@ -85,6 +116,11 @@ class RecentValues {
   static size_t StrSlotOf(std::string_view text) {
     uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over at most 15 bytes
     for (char c : text) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+    return static_cast<size_t>(h >> 54);
+  }
+  static size_t TupleSlotOf(const std::vector<NodeId>& items) {
+    uint64_t h = items.size();
+    for (NodeId i : items) h = (h ^ i) * 0x9E3779B97F4A7C15ull;
     return static_cast<size_t>(h >> 54);
   }
   Table& Slots() {

@@ -28,8 +28,9 @@ struct PickleLimits {
   // 72 bytes (120 when it is a call, with its out-of-line fields), a memo entry
   // ~40. A 70B-parameter model's checkpoint has a few hundred thousand nodes,
   // but the count grows with the tensors: 10^5 parameters with Adam state are
-  // ~7 * 10^6 nodes, a DCP .metadata of 320 k
-  // chunks ~10^7 (which the earlier 2^23 refused).
+  // ~3 * 10^6 nodes (recurring ints, short strs and tuples of them share one),
+  // 10^6 parameters ~3 * 10^7, a DCP .metadata of 320 k chunks ~10^7 (which
+  // the earlier 2^23 refused).
   uint64_t max_memo = 1u << 25;           // memo entries
   uint64_t max_nodes = 1u << 25;          // objects in the graph
   uint64_t max_stack = 1u << 24;          // stack items, i.e. items in one container
