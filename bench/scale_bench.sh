@@ -8,7 +8,7 @@
 #
 # For each N, `optstate regenerate` writes N parameters of shape [16, 8] with
 # AdamW state keyed (data_ptr, shape) and the model in the same file (4 N zip
-# records, ~80 N pickle objects), with a manifest of the pointers. Then inspect,
+# records, ~30 N pickle objects), with a manifest of the pointers. Then inspect,
 # validate, collisions, remap run on it, and torch 1.13's torch.load (Debian's
 # /usr/bin/python3) of the same file, in one run so the rows compare. Each
 # command runs once (10^6 takes minutes); a command that fails is shown with

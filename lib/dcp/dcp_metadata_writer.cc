@@ -75,7 +75,7 @@ class MetadataGraph {
     std::vector<NodeId> items;
     for (int64_t d : dims) items.push_back(b_.Int(d));
     NodeId id = b_.Tuple(std::move(items));
-    g_.at(id).extra().class_name = "torch.Size";
+    g_.at(id).extra().class_name = CompactText::Common("torch.Size");
     return id;
   }
 

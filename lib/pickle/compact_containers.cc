@@ -10,6 +10,8 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstring>
+#include <string_view>
 #include <new>
 
 namespace optstate {
@@ -21,7 +23,45 @@ bool MappedOnItsOwn(size_t bytes) { return bytes >= kHugePage; }
 
 size_t RoundUp(size_t bytes) { return (bytes + kHugePage - 1) & ~(kHugePage - 1); }
 
+// The texts CompactText::Common keeps once: class names the torch layer sets
+// on containers it refines, one per dict of a large checkpoint.
+constexpr std::string_view kCommonTexts[] = {"collections.OrderedDict", "collections.defaultdict",
+                                             "collections.Counter", "torch.Size", "builtins.bytearray"};
+constexpr size_t kCommonCount = sizeof kCommonTexts / sizeof kCommonTexts[0];
+
+// Laid out as a heap block (length, bytes, NUL); 8-aligned so the low bits
+// are free for the form tag.
+struct alignas(8) StaticBlock {
+  uint32_t size = 0;
+  char bytes[28] = {};
+};
+
+const StaticBlock* CommonBlocks() {
+  static const auto* blocks = [] {
+    auto* b = new StaticBlock[kCommonCount];  // lives as long as the process, as texts may
+    for (size_t i = 0; i < kCommonCount; ++i) {
+      b[i].size = static_cast<uint32_t>(kCommonTexts[i].size());
+      std::memcpy(b[i].bytes, kCommonTexts[i].data(), kCommonTexts[i].size());
+    }
+    return b;
+  }();
+  return blocks;
+}
+
 }  // namespace
+
+CompactText CompactText::Common(std::string_view s) {
+  CompactText t;
+  for (size_t i = 0; i < kCommonCount; ++i) {
+    if (s == kCommonTexts[i]) {
+      static_assert(sizeof(StaticBlock::bytes) > 23, "the longest common text and its NUL");
+      t.block_ = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(&CommonBlocks()[i]) | 2);
+      return t;
+    }
+  }
+  t.Assign(s);
+  return t;
+}
 
 void* AllocateArenaChunk(size_t bytes, size_t alignment) {
   if (!MappedOnItsOwn(bytes)) return ::operator new(bytes, std::align_val_t{alignment});

@@ -264,13 +264,13 @@ class Resolver {
         m.entries.insert(m.entries.begin(), pairs.begin(), pairs.end());
       }
       m.kind = NodeKind::kDict;
-      m.extra().class_name = name;
+      m.extra().class_name = CompactText::Common(name);
       return Status();
     }
     if (name == "torch.Size" && a.size() == 1 && IsTuple(a[0])) {
       m.items = N(a[0]).items;
       m.kind = NodeKind::kTuple;
-      m.extra().class_name = "torch.Size";
+      m.extra().class_name = CompactText::Common("torch.Size");
       return Status();
     }
     if (name == "_codecs.encode" && !a.empty() && a.size() <= 2 && N(a[0]).kind == NodeKind::kStr) {
@@ -292,7 +292,7 @@ class Resolver {
     if (name == "builtins.bytearray" && a.size() == 1 && N(a[0]).kind == NodeKind::kBytes) {
       m.kind = NodeKind::kBytes;
       m.text = N(a[0]).text;
-      m.extra().class_name = "builtins.bytearray";
+      m.extra().class_name = CompactText::Common("builtins.bytearray");
       return Status();
     }
     if ((name == "builtins.set" || name == "builtins.frozenset") && a.size() <= 1) {

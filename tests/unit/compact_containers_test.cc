@@ -117,6 +117,29 @@ TEST(CompactTextTest, ShortTextsLiveInsideTheObject) {
   EXPECT_EQ(eight.size(), 100u);
 }
 
+// A class name set on 4 * 10^5 dicts is one static copy, not a heap block each.
+TEST(CompactTextTest, CommonTextsShareOneStaticCopy) {
+  CompactText a = CompactText::Common("collections.OrderedDict");
+  CompactText b = CompactText::Common("collections.OrderedDict");
+  EXPECT_EQ(a, "collections.OrderedDict");
+  EXPECT_EQ(a.data(), b.data());
+  EXPECT_EQ(a.data()[a.size()], '\0');
+  CompactText copy = a;
+  EXPECT_EQ(copy.data(), a.data()) << "copies keep referring to it";
+  copy = CompactText("collections.defaultdict but longer");  // static to heap: nothing freed that was not allocated
+  EXPECT_EQ(copy, "collections.defaultdict but longer");
+  copy = b;  // heap to static
+  EXPECT_EQ(copy.data(), a.data());
+  copy = "short";  // static to inline
+  EXPECT_EQ(copy, "short");
+  CompactText other = CompactText::Common("not one of them");
+  EXPECT_NE(other.data(), a.data());
+  EXPECT_EQ(other, "not one of them");
+  EXPECT_EQ(CompactText::Common("torch.Size"), "torch.Size");
+  CompactText moved = std::move(b);
+  EXPECT_EQ(moved.data(), a.data());
+}
+
 TEST(CompactListTest, BehavesAsAVector) {
   CompactList<uint32_t> l;
   EXPECT_TRUE(l.empty());

@@ -44,10 +44,10 @@ class CompactText {
   CompactText(std::string_view s) { Assign(s); }                     // NOLINT: implicit, like std::string
   CompactText(const std::string& s) { Assign(s); }                   // NOLINT
   CompactText(const char* s) { Assign(std::string_view(s)); }        // NOLINT
-  CompactText(const CompactText& o) { Assign(o.view()); }
+  CompactText(const CompactText& o) { Copy(o); }
   CompactText(CompactText&& o) noexcept : block_(std::exchange(o.block_, nullptr)) {}  // either form: 8 bytes
   CompactText& operator=(const CompactText& o) {
-    if (this != &o) Assign(o.view());
+    if (this != &o) Copy(o);
     return *this;
   }
   CompactText& operator=(CompactText&& o) noexcept {
@@ -58,15 +58,22 @@ class CompactText {
   CompactText& operator=(const std::string& s) { return Assign(s); }
   CompactText& operator=(const char* s) { return Assign(std::string_view(s)); }
   ~CompactText() {
-    if (!IsInline()) std::free(block_);
+    if (OnHeap()) std::free(block_);
   }
+
+  // One of a few fixed texts set on many nodes (a class name such as
+  // "collections.OrderedDict", on 4 * 10^5 dicts of a large checkpoint):
+  // refers to one static copy instead of a heap block each. Any other text
+  // is held as usual.
+  static CompactText Common(std::string_view s);
 
   std::string_view view() const {
     if (block_ == nullptr) return {};
     if (IsInline()) return {reinterpret_cast<const char*>(small_ + 1), static_cast<size_t>(small_[0] >> 1)};
+    const char* block = Block();
     uint32_t n;
-    std::memcpy(&n, block_, sizeof n);
-    return {block_ + sizeof n, n};
+    std::memcpy(&n, block, sizeof n);
+    return {block + sizeof n, n};
   }
   operator std::string_view() const { return view(); }  // NOLINT: reads as a string
   std::string str() const { return std::string(view()); }
@@ -122,13 +129,28 @@ class CompactText {
   friend std::ostream& operator<<(std::ostream& os, const CompactText& t) { return os << t.view(); }
 
  private:
+  // The low two bits of the 8 bytes tell the forms apart: x1 inline, 10 a
+  // static block (Common), 00 a heap block or empty (malloc aligns to 16).
   bool IsInline() const { return (small_[0] & 1) != 0; }
+  bool IsStatic() const { return (small_[0] & 3) == 2; }
+  bool OnHeap() const { return (small_[0] & 3) == 0; }
+  const char* Block() const {
+    return reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(block_) & ~uintptr_t{3});
+  }
+  void Copy(const CompactText& o) {
+    if (!o.IsStatic()) {
+      Assign(o.view());
+      return;
+    }
+    if (OnHeap()) std::free(block_);
+    block_ = o.block_;
+  }
 
   CompactText& Assign(std::string_view s) {
     if (!s.empty() && s.size() <= kInline) {
       unsigned char fresh[8] = {static_cast<unsigned char>(s.size() << 1 | 1)};
       std::memcpy(fresh + 1, s.data(), s.size());  // before the free: s may view this text
-      if (!IsInline()) std::free(block_);
+      if (OnHeap()) std::free(block_);
       std::memcpy(small_, fresh, sizeof fresh);
       return *this;
     }
@@ -141,7 +163,7 @@ class CompactText {
       std::memcpy(fresh + sizeof n, s.data(), s.size());
       fresh[sizeof n + s.size()] = '\0';
     }
-    if (!IsInline()) std::free(block_);
+    if (OnHeap()) std::free(block_);
     block_ = fresh;
     return *this;
   }
