@@ -46,6 +46,12 @@ std::string TrimmedRecord(const ByteCursor& cursor, const ZipEntry& e) {
 
 Status DescribeZip(const ByteCursor& cursor, const ContainerOptions& options, ContainerInfo& info) {
   OPTSTATE_ASSIGN_OR_RETURN(info.zip, ReadZipDirectory(cursor, options.zip));
+  // Its entries are copied out (the directory is 28 MB at 4 * 10^5 records).
+  if (options.done_with && info.zip.directory_offset <= cursor.data().size()) {
+    options.done_with(cursor.data().subspan(
+        info.zip.directory_offset,
+        std::min<uint64_t>(info.zip.directory_size, cursor.data().size() - info.zip.directory_offset)));
+  }
   const ZipEntry* pkl = info.zip.Find("data.pkl");
   if (pkl == nullptr) {
     return CorruptError("no '" + info.zip.prefix + "/data.pkl' record: not a torch.save file");

@@ -229,6 +229,8 @@ StatusOr<ZipArchive> ReadZipDirectory(const ByteCursor& cursor, const ZipLimits&
   OPTSTATE_ASSIGN_OR_RETURN(ByteCursor cd, cursor.Slice(loc.offset, loc.size, "central directory"));
   ZipArchive archive;
   archive.zip64 = loc.zip64;
+  archive.directory_offset = loc.offset;
+  archive.directory_size = loc.size;
   archive.entries.reserve(static_cast<size_t>(loc.entries));
   for (uint64_t i = 0; i < loc.entries; ++i) {
     OPTSTATE_ASSIGN_OR_RETURN(ZipEntry e, ReadCentralEntry(cd));

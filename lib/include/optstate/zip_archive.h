@@ -38,6 +38,8 @@ struct ZipArchive {
   std::vector<ZipEntry> entries;  // central directory order
   std::string prefix;             // text before the first '/' of the first entry
   bool zip64 = false;             // zip64 end-of-central-directory present
+  uint64_t directory_offset = 0;  // where the central directory lies in the zip
+  uint64_t directory_size = 0;
   // Positions in `entries` sorted by name, equal names in directory order:
   // Find is a binary search, so reading a file of n records costs n log n, not
   // n^2 (a checkpoint of 10^5 parameters has 4 * 10^5 records). Built by
