@@ -39,13 +39,13 @@ StatusOr<std::vector<ParamInfo>> LoadParams(const RegenerateCommandOptions& o, M
   for (ParamInfo& p : params) {
     model.tensors.push_back(DictLookup(cp.graph, *dict, p.name));
     // A rank's DTensor shard: the state is regenerated for the values this file holds.
-    if (!p.local_shape.empty()) {
-      p.shape = p.local_shape;
+    if (!p.local_shape().empty()) {
+      p.shape = p.local_shape();
       uint64_t n = 1;
       for (int64_t d : p.shape) n *= static_cast<uint64_t>(d);
       p.nbytes = n * GetDTypeInfo(p.dtype).element_size;
-      p.local_shape.clear();
-      p.placements.clear();
+      p.shard().local_shape.clear();
+      p.shard().placements.clear();
     }
   }
   return params;

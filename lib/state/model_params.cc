@@ -67,10 +67,10 @@ ParamInfo InfoOf(const std::string& name, const TensorRef& t) {
   // HeavyBall keyed by param.shape, and a DTensor's shape is the global one:
   // matching must compare what the optimizer saw, not this rank's shard.
   if (t.is_dtensor) {
-    p.local_shape = t.sizes;
-    p.placements = t.placements();
-    p.mesh_shape = t.mesh_shape();
-    p.mesh_coordinate = t.mesh_coordinate();
+    p.shard().local_shape = t.sizes;
+    p.shard().placements = t.placements();
+    p.shard().mesh_shape = t.mesh_shape();
+    p.shard().mesh_coordinate = t.mesh_coordinate();
     p.shape = t.global_sizes();
     uint64_t numel = 1;
     for (int64_t d : t.global_sizes()) numel *= static_cast<uint64_t>(d);

@@ -38,26 +38,26 @@ Status CheckDTensorTiling(const RankSetMatch& set, size_t p) {
   const ParamInfo& p0 = set.ranks[0].params[p];
   for (size_t r = 1; r < set.ranks.size(); ++r) {
     const ParamInfo& pr = set.ranks[r].params[p];
-    if (pr.shape != p0.shape || pr.placements != p0.placements || pr.mesh_shape != p0.mesh_shape) {
+    if (pr.shape != p0.shape || pr.placements() != p0.placements() || pr.mesh_shape() != p0.mesh_shape()) {
       return InvalidArgumentError(RankText(r, set.files[r]) + ": parameter " + p0.name + " is " +
-                                  ShapeText(pr.shape) + " placed " + PlacedText(pr.placements) + " on mesh " +
-                                  ShapeText(pr.mesh_shape) + ", but " + ShapeText(p0.shape) + " placed " +
-                                  PlacedText(p0.placements) + " on mesh " + ShapeText(p0.mesh_shape) +
+                                  ShapeText(pr.shape) + " placed " + PlacedText(pr.placements()) + " on mesh " +
+                                  ShapeText(pr.mesh_shape()) + ", but " + ShapeText(p0.shape) + " placed " +
+                                  PlacedText(p0.placements()) + " on mesh " + ShapeText(p0.mesh_shape()) +
                                   " on rank 0");
     }
   }
-  if (p0.placements.empty()) return Status();  // a whole tensor on every rank
-  std::vector<int64_t> mesh = p0.mesh_shape;
+  if (p0.placements().empty()) return Status();  // a whole tensor on every rank
+  std::vector<int64_t> mesh = p0.mesh_shape();
   if (mesh.empty()) mesh.push_back(static_cast<int64_t>(set.ranks.size()));  // a mesh tensor we did not read
   std::vector<ShardView> views;
   for (size_t r = 0; r < set.ranks.size(); ++r) {
     const ParamInfo& pr = set.ranks[r].params[p];
-    views.push_back({pr.local_shape, pr.mesh_coordinate, RankText(r, set.models.empty() ? set.files[r] : set.models[r])});
+    views.push_back({pr.local_shape(), pr.mesh_coordinate(), RankText(r, set.models.empty() ? set.files[r] : set.models[r])});
   }
-  StatusOr<ShardTiling> tiling = TileShards(p0.shape, p0.placements, mesh, views);
+  StatusOr<ShardTiling> tiling = TileShards(p0.shape, p0.placements(), mesh, views);
   if (!tiling.ok()) {
     return std::move(tiling).status().WithContext("parameter " + p0.name + " " + ShapeText(p0.shape) + " placed " +
-                                                   PlacedText(p0.placements));
+                                                   PlacedText(p0.placements()));
   }
   return Status();
 }
@@ -98,8 +98,8 @@ void InferGlobalShapes(RankSetMatch& set) {
     for (size_t p = 0; p < m.params.size(); ++p) {
       ParamInfo& info = m.params[p];
       if (info.shape == summed[p]) continue;
-      info.local_shape = info.shape;
-      info.placements = {"Shard(dim=0)"};
+      info.shard().local_shape = info.shape;
+      info.shard().placements = {"Shard(dim=0)"};
       uint64_t per_row = info.shape[0] > 0 ? info.nbytes / static_cast<uint64_t>(info.shape[0]) : 0;
       info.shape = summed[p];
       info.nbytes = per_row * static_cast<uint64_t>(summed[p][0]);
@@ -190,7 +190,7 @@ StatusOr<RankSetMatch> OpenAndMatchRankSet(const RankSetSource& source, const st
     }
   }
   OPTSTATE_RETURN_IF_ERROR(CheckStatesAgree(set));
-  bool dtensors = std::any_of(p0.begin(), p0.end(), [](const ParamInfo& p) { return !p.local_shape.empty(); });
+  bool dtensors = std::any_of(p0.begin(), p0.end(), [](const ParamInfo& p) { return !p.local_shape().empty(); });
   if (!source.manifest.empty()) {
     set.global_shapes = "the manifest's shapes";
   } else if (dtensors) {
