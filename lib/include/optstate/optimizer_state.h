@@ -37,12 +37,12 @@ struct StateKey {
   int64_t index = -1;            // kIndex, kStringIndex
   uint64_t ptr = 0;              // kPtrShape, kBarePtr
   std::vector<int64_t> shape;    // kPtrShape
-  std::string fqn;               // kFqn
+  CompactText fqn;               // kFqn (compact: one key per parameter, 10^5 and more)
   int64_t tensor = -1;           // kParamView: index into Checkpoint::tensors
   int64_t view = 0;              // kParamView
   bool nested_views = false;     // value is {view_idx: {name: value}}
   uint64_t state_bytes = 0;      // tensor bytes in the value
-  std::string text;              // the key as printed
+  CompactText text;              // the key as printed
 };
 
 struct OptimizerState {
