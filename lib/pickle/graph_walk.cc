@@ -165,7 +165,9 @@ void WalkTree(const ObjectGraph& graph, NodeId root, uint32_t max_depth,
     stack.pop_back();
     std::vector<Child> kids = Children(graph, step.id);
     step.children = kids.size();
-    if (!kids.empty()) {
+    // A shared node stands for equal values, not one object reached twice
+    // (a tensor's (16, 8) size in every tensor): each occurrence is walked.
+    if (!kids.empty() && !graph.at(step.id).shared) {
       auto [it, first] = seen.emplace(step.id, step.path);
       if (!first) {
         step.repeat = true;

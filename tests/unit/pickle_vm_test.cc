@@ -257,6 +257,17 @@ TEST(PickleVmTest, ShortTuplesOfSharedValuesAreOneNodeEach) {
   EXPECT_NE(it[6], it[7]) << "a memoized tuple is its memo entry's alone";
   EXPECT_FALSE(r->graph.at(it[6]).shared);
   EXPECT_TRUE(r->graph.at(it[7]).shared);
+
+  // Walks see each occurrence as its own value, not as the same object again.
+  std::vector<std::string> repeats;
+  WalkTree(r->graph, r->graph.root, 10, [&](const WalkStep& s) {
+    if (s.repeat) repeats.push_back(s.path);
+    return true;
+  });
+  EXPECT_EQ(repeats, std::vector<std::string>{});
+  std::optional<NodeId> inner = FindPath(r->graph, r->graph.root, "[1][1]");
+  ASSERT_TRUE(inner);
+  EXPECT_EQ(r->graph.at(*inner).int_value, 8);
 }
 
 TEST(PickleVmTest, InstObjAndPersidBuildNodesWithoutCalling) {
