@@ -51,15 +51,14 @@ class RecentValues {
   NodeId FindStr(std::string_view text) const {
     if (!slots_ || text.size() > kMaxStrBytes) return kNoNode;
     const StrSlot& s = slots_->strs[StrSlotOf(text)];
-    return s.id != kNoNode && s.size == text.size() && std::memcmp(s.bytes, text.data(), text.size()) == 0
-               ? s.id
-               : kNoNode;
+    // Compared as views: an empty text's data() may be null, which memcmp must not get.
+    return s.id != kNoNode && std::string_view(s.bytes, s.size) == text ? s.id : kNoNode;
   }
   void KeepStr(std::string_view text, NodeId id) {
     if (text.size() > kMaxStrBytes) return;
     StrSlot& s = Slots().strs[StrSlotOf(text)];
     s.size = static_cast<uint8_t>(text.size());
-    std::memcpy(s.bytes, text.data(), text.size());
+    if (!text.empty()) std::memcpy(s.bytes, text.data(), text.size());
     s.id = id;
   }
   // Tuples of up to three shared values, by their items' nodes.
