@@ -135,7 +135,7 @@ StatusOr<ZipEntry> ReadCentralEntry(ByteCursor& cd) {
   e.size = size;
   e.local_header_offset = local;
   OPTSTATE_ASSIGN_OR_RETURN(ByteSpan name, cd.ReadBytes(name_len, "record name"));
-  e.name.assign(AsChars(name));
+  e.name = AsChars(name);
   uint64_t extra_at = cd.offset();
   OPTSTATE_ASSIGN_OR_RETURN(ByteSpan extra, cd.ReadBytes(extra_len, "extra field"));
   OPTSTATE_RETURN_IF_ERROR(cd.Skip(comment_len, "record comment"));
@@ -238,7 +238,7 @@ StatusOr<ZipArchive> ReadZipDirectory(const ByteCursor& cursor, const ZipLimits&
     archive.entries.push_back(std::move(e));
   }
   if (archive.entries.empty()) return CorruptError("zip archive has no records");
-  const std::string& first = archive.entries.front().name;
+  const std::string first = archive.entries.front().name;
   size_t slash = first.find('/');
   if (slash == std::string::npos || slash == 0) {
     return CorruptError("record '" + first + "' is not inside a top directory, as torch.save writes");

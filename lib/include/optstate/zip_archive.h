@@ -19,20 +19,25 @@
 #include <vector>
 
 #include "optstate/byte_cursor.h"
+#include "optstate/compact_containers.h"
 #include "optstate/status.h"
 
 namespace optstate {
 
+// 48 bytes and the name's heap block: a checkpoint of 10^5 parameters has
+// 4 * 10^5 records, each with a name of ~20 bytes.
 struct ZipEntry {
-  std::string name;
-  uint16_t method = 0;          // 0 stored; anything else we cannot read in place
+  CompactText name;
   uint64_t compressed_size = 0;
   uint64_t size = 0;            // uncompressed
-  uint32_t crc32 = 0;           // from the central directory
   uint64_t local_header_offset = 0;
   uint64_t data_offset = 0;     // first byte of the record's data, once known
+  uint32_t crc32 = 0;           // from the central directory
+  uint16_t method = 0;          // 0 stored; anything else we cannot read in place
   bool data_offset_known = false;
 };
+
+static_assert(sizeof(ZipEntry) <= 48, "one per record: 4 * 10^5 of them at 10^5 parameters");
 
 struct ZipArchive {
   std::vector<ZipEntry> entries;  // central directory order
