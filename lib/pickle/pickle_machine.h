@@ -106,8 +106,9 @@ class Machine {
     }
     Node n;
     n.kind = kind;
-    n.offset = at_;
+    n.set_offset(at_);
     graph().nodes.push_back(std::move(n));
+    depth_.push_back(1);
     return static_cast<NodeId>(graph().nodes.size() - 1);
   }
 
@@ -151,13 +152,13 @@ class Machine {
   // Records that `child` now lives inside `parent`, keeping depth bounded so that
   // every later recursive walk of the graph is bounded too.
   Status Nest(NodeId parent, NodeId child) {
-    uint32_t d = graph().at(child).depth + 1;
-    Node& p = graph().at(parent);
-    if (d > p.depth) p.depth = d;
-    if (p.depth > limits_.max_depth) {
-      return LimitExceededError(Where() + "objects nested deeper than " +
-                                std::to_string(limits_.max_depth) + " levels (limit max_depth)");
+    const uint32_t limit = std::min<uint32_t>(limits_.max_depth, UINT16_MAX);
+    const uint32_t d = depth_[child] + 1u;
+    if (d > limit) {
+      return LimitExceededError(Where() + "objects nested deeper than " + std::to_string(limit) +
+                                " levels (limit max_depth)");
     }
+    if (d > depth_[parent]) depth_[parent] = static_cast<uint16_t>(d);
     return Status();
   }
 
@@ -232,7 +233,8 @@ class Machine {
     Node& copy = graph().at(fresh);
     copy = graph().at(stack_.back());  // a value or a tuple of them: no extra; the arena never moves nodes
     copy.shared = false;
-    copy.offset = at_;
+    copy.set_offset(at_);
+    depth_[fresh] = depth_[stack_.back()];
     stack_.back() = fresh;
     return fresh;
   }
@@ -392,6 +394,9 @@ class Machine {
   uint64_t frame_end_ = 0;  // where it ends; 0 when no frame is open
   std::vector<NodeId> stack_;
   std::vector<size_t> marks_;
+  // Nesting depth below and including each node, by NodeId: only Nest reads
+  // it, so it lives here for the parse rather than in every node for good.
+  std::vector<uint16_t> depth_;
   Memo memo_;
   NodeId none_ = kNoNode, true_ = kNoNode, false_ = kNoNode, empty_tuple_ = kNoNode;  // see PushShared
   RecentValues recent_;

@@ -236,7 +236,7 @@ class Resolver {
       inner.kind = NodeKind::kObject;
       inner.extra().callable = a[0];
       inner.extra().args = a[2];
-      inner.offset = N(id).offset;
+      inner.set_offset(N(id).offset);
       g_.nodes.push_back(inner);
       state_.push_back(kActive);
       NodeId inner_id = static_cast<NodeId>(g_.nodes.size() - 1);

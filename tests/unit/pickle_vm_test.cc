@@ -148,7 +148,15 @@ TEST(PickleVmTest, OnlyCallsAndGlobalsCarryTheOutOfLineFields) {
     }
   }
   EXPECT_GT(plain, 10u);
-  static_assert(sizeof(Node) == 72);
+  static_assert(sizeof(Node) == 64);
+  // Offsets are 40 bits: exact below 2^40, kOffsetUnknown at and past it.
+  Node far;
+  far.set_offset((uint64_t{1} << 40) - 2);
+  EXPECT_EQ(far.offset, (uint64_t{1} << 40) - 2);
+  far.set_offset(uint64_t{1} << 40);
+  EXPECT_EQ(far.offset, Node::kOffsetUnknown);
+  far.set_offset(UINT64_MAX);
+  EXPECT_EQ(far.offset, Node::kOffsetUnknown);
 
   Node call;
   call.kind = NodeKind::kObject;
@@ -485,6 +493,21 @@ TEST(PickleVmTest, LimitsAreEnforced) {
   small = {};
   small.max_nodes = 50;
   EXPECT_EQ(Parse(bytes, small).status().code(), StatusCode::kLimitExceeded);
+
+  // Depth is held in 16 bits while parsing: a max_depth above 65535 acts as
+  // 65535. Lists each appended to the one below, no marks; read without
+  // resolving torch objects (that walk recurses once a level).
+  auto nested = [](size_t n) { return "\x80\x02" + std::string(n + 1, ']') + std::string(n, 'a') + "."; };
+  small = {};
+  small.max_depth = 70000;
+  std::string shallower = nested(60000), deep = nested(70000);
+  ByteCursor fits(AsBytes(shallower));
+  EXPECT_TRUE(ReadPickle(fits, small).ok());
+  ByteCursor past(AsBytes(deep));
+  StatusOr<PickleResult> too_deep = ReadPickle(past, small);
+  EXPECT_EQ(too_deep.status().code(), StatusCode::kLimitExceeded);
+  EXPECT_NE(too_deep.status().message().find("nested deeper than 65535 levels (limit max_depth)"), std::string::npos)
+      << too_deep.status().ToString();
 }
 
 }  // namespace

@@ -70,18 +70,24 @@ struct NodeExtra {
   CompactText class_name;     // refined container class after the torch layer
 };
 
-// 72 bytes (240 before the string and list fields were made compact, see
-// compact_containers.h): a file of 10^5 parameters has ~8 * 10^6 nodes, and on
-// a virtual machine each byte first touched costs about a nanosecond.
+// 64 bytes (240 before the string and list fields were made compact, see
+// compact_containers.h; 72 before the nesting depth moved into the pickle
+// machine, the only reader, and the offset became 40 bits): a file of 10^5
+// parameters has ~3 * 10^6 nodes, and on a virtual machine each byte first
+// touched costs about a nanosecond.
 struct Node {
-  NodeKind kind = NodeKind::kNone;
-  CallOpcode call = CallOpcode::kReduce;
-  bool bool_value = false;
+  // Offsets at or past 2^40 (a pickle a terabyte into its file) read as
+  // kOffsetUnknown; every other offset is exact.
+  static constexpr uint64_t kOffsetUnknown = (uint64_t{1} << 40) - 1;
+
+  NodeKind kind : 8 = NodeKind::kNone;
+  CallOpcode call : 8 = CallOpcode::kReduce;
+  bool bool_value : 1 = false;
   // One node stands for many occurrences of an immutable value (None, True,
   // False, (), and recurring ints and strs): never changed in place, and the
   // writer writes it afresh at each, as the pickle had it.
-  bool shared = false;
-  uint32_t depth = 1;               // nesting depth below and including this node
+  bool shared : 1 = false;
+  uint64_t offset : 40 = 0;         // absolute byte offset of the creating opcode
   // One value per kind, so they share their bytes: read only the member the
   // kind names (a kTensor rewritten from a call keeps nothing else here).
   union {
@@ -90,7 +96,6 @@ struct Node {
     uint32_t tensor;                // kTensor
     uint32_t storage;               // kStorage
   };
-  uint64_t offset = 0;              // absolute byte offset of the creating opcode
   CompactText text;                 // str / bytes / big int digits
   CompactList<NodeId> items;        // tuple / list / set / object APPENDs
   CompactList<Entry> entries;       // dict / object SETITEMs
@@ -105,6 +110,7 @@ struct Node {
   const CompactText& name() const { return more_ ? more_->name : kNoText; }
   const CompactText& class_name() const { return more_ ? more_->class_name : kNoText; }
   NodeExtra& extra() { return more_.GetOrCreate(); }
+  void set_offset(uint64_t at) { offset = at < kOffsetUnknown ? at : kOffsetUnknown; }
   bool has_extra() const { return static_cast<bool>(more_); }
   void drop_extra() { more_ = OutOfLine<NodeExtra>(); }
 
@@ -113,7 +119,7 @@ struct Node {
   OutOfLine<NodeExtra> more_;
 };
 
-static_assert(sizeof(Node) <= 72, "a node's size multiplies by the 10^7 nodes of large checkpoints");
+static_assert(sizeof(Node) <= 64, "a node's size multiplies by the 10^7 nodes of large checkpoints");
 
 struct ObjectGraph {
   ChunkedArena<Node> nodes;

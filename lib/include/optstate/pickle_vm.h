@@ -23,9 +23,9 @@
 namespace optstate {
 
 struct PickleLimits {
-  uint32_t max_depth = 1000;              // nesting of containers and calls
+  uint32_t max_depth = 1000;              // nesting of containers and calls (at most 65535)
   // Memory per pickle stays under about 5 GiB whatever the input: a node is
-  // 72 bytes (120 when it is a call, with its out-of-line fields), a memo entry
+  // 64 bytes (112 when it is a call, with its out-of-line fields), a memo entry
   // ~40. A 70B-parameter model's checkpoint has a few hundred thousand nodes,
   // but the count grows with the tensors: 10^5 parameters with Adam state are
   // ~3 * 10^6 nodes (recurring ints, short strs and tuples of them share one),
