@@ -3,7 +3,9 @@
 #ifndef OPTSTATE_STATE_PARAM_LOADING_H_
 #define OPTSTATE_STATE_PARAM_LOADING_H_
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "optstate/state_matching.h"
 
@@ -12,8 +14,9 @@ namespace optstate {
 // Fills m.params (and params_from, order, tied, buffers, model_file,
 // model_dict) from `source` for the optimizer state m.state of m.file, which
 // was opened from `checkpoint`. Errors carry the path of the file concerned.
+// `manifest`: source.manifest's parameters when the caller read them already.
 Status LoadParams(const std::string& checkpoint, const ParamSource& source, const ReadOptions& read,
-                  MatchedState& m);
+                  MatchedState& m, std::optional<std::vector<ParamInfo>> manifest = std::nullopt);
 
 // PrepareContentMatch (state_matching.h) for m, when its parameters came from
 // a model file of their own.

@@ -30,6 +30,7 @@ StatusOr<std::vector<ParamInfo>> ParseParamManifest(std::string_view text) {
   }
   const nlohmann::json& list = plain_list ? doc : doc["params"];
   std::vector<ParamInfo> out;
+  out.reserve(list.size());
   for (size_t i = 0; i < list.size(); ++i) {
     const nlohmann::json& p = list[i];
     std::string where = (plain_list ? "[" : "params[") + std::to_string(i) + "]";
