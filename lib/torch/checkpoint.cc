@@ -222,6 +222,7 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
   ScanNestedPickles(out.graph, options.pickle, options.max_nested_pickle_depth, out.findings);
   for (const ZipEntry& e : out.container.zip.entries) ScanZipName(e.name, out.findings);
   if (out.container.format == ContainerFormat::kZip) ScanRecordsBesideTheMainPickle(cursor, options.pickle, out);
+  ReleaseTensorCalls(out.graph, out.tensors);
   return out;
 }
 

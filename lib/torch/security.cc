@@ -131,7 +131,8 @@ std::set<uint64_t> CalledGlobalOffsets(const ObjectGraph& graph) {
       out.insert(n.offset);
       continue;
     }
-    if (n.kind != NodeKind::kObject) continue;
+    // A tensor's node keeps the call that built it until ReleaseTensorCalls.
+    if (n.kind != NodeKind::kObject && n.kind != NodeKind::kTensor) continue;
     if (n.callable() != kNoNode && graph.at(n.callable()).kind == NodeKind::kGlobal) out.insert(graph.at(n.callable()).offset);
     // A callee may call what it is given (_rebuild_from_type_v2 calls its first
     // argument, copyreg._reconstructor its class's __new__): arguments count too.

@@ -461,10 +461,9 @@ class Resolver {
     n.kind = NodeKind::kTensor;
     n.tensor = static_cast<uint32_t>(out_.tensors.size() - 1);
     n.text = std::move(label);
-    // The call that built it is done with (its arguments stay in the graph for
-    // the security scans, which read every node): only a DTensor is written
-    // back as its call. 64 bytes a tensor, 4 * 10^5 of them at 10^5 parameters.
-    if (!out_.tensors.back().is_dtensor) n.drop_extra();
+    // The call that built it stays until the security scans have read it
+    // (_rebuild_from_type_v2 calls the class it is given); then
+    // ReleaseTensorCalls lets it go.
     return Status();
   }
 
@@ -512,6 +511,48 @@ StatusOr<TorchObjects> ResolveTorchObjects(ObjectGraph& graph, const StorageLoca
                                            uint32_t max_depth) {
   Resolver r(graph, locate, max_depth);
   return r.Run();
+}
+
+size_t ReleaseTensorCalls(ObjectGraph& graph, const std::vector<TensorRef>& tensors) {
+  if (graph.root == kNoNode) return 0;
+  auto plain_tensor = [&](const Node& n) {
+    return n.kind == NodeKind::kTensor && n.tensor < tensors.size() && !tensors[n.tensor].is_dtensor;
+  };
+  // What the root still reaches, a plain tensor being a leaf. Iterative: the
+  // graph may be as deep as max_depth allows.
+  std::vector<bool> reached(graph.nodes.size(), false);
+  std::vector<NodeId> todo = {graph.root};
+  reached[graph.root] = true;
+  auto visit = [&](NodeId c) {
+    if (c != kNoNode && c < reached.size() && !reached[c]) {
+      reached[c] = true;
+      todo.push_back(c);
+    }
+  };
+  while (!todo.empty()) {
+    const Node& n = graph.at(todo.back());
+    todo.pop_back();
+    if (plain_tensor(n)) continue;
+    for (NodeId c : {n.callable(), n.args(), n.kwargs(), n.state()}) visit(c);
+    for (NodeId c : n.items) visit(c);
+    for (const Entry& e : n.entries) {
+      visit(e.first);
+      visit(e.second);
+    }
+  }
+  size_t released = 0;
+  for (NodeId id = 0; id < graph.nodes.size(); ++id) {
+    Node& n = graph.at(id);
+    if (plain_tensor(n)) n.drop_extra();
+    if (reached[id] || n.shared) continue;
+    // Unreachable: a tensor's call arguments, storage reference and hooks.
+    // Ids stay valid (the node stays, as None); its heap blocks go back for
+    // what is allocated next.
+    n = Node();
+    n.kind = NodeKind::kNone;
+    ++released;
+  }
+  return released;
 }
 
 }  // namespace optstate

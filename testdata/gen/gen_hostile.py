@@ -24,6 +24,7 @@ import runpy
 import random
 import sys
 import timeit
+import types
 
 import torch
 
@@ -48,6 +49,21 @@ def torch_save_bytes(obj):
     buf = io.BytesIO()
     torch.save(obj, buf)
     return buf.getvalue()
+
+
+def tensor_of_unknown_subclass():
+    """A tensor of a subclass from a module torch does not know. torch.save writes
+    _rebuild_from_type_v2(_rebuild_tensor_v2, cls, args, state): torch.load
+    imports the module and makes the result a cls, so cls counts as called."""
+    module = types.ModuleType("mypackage_tensors")
+
+    class Tagged(torch.Tensor):
+        pass
+
+    Tagged.__module__, Tagged.__qualname__ = module.__name__, "Tagged"
+    module.Tagged = Tagged
+    sys.modules[module.__name__] = module  # pickle looks the class up by name; nothing is imported
+    return torch.zeros(2).as_subclass(Tagged)
 
 
 def state_with(extra):
@@ -422,6 +438,8 @@ def main():
         "newline_key.pt": (state_with({"ok\n\nfindings: none\n": Call(os.system, RUN)}), 2),
         # Default-deny: a callable on no allowlist and no danger list is still refused.
         "unknown_callable.pt": (state_with(Call(random.Random, 0)), 2),
+        # The same, as the class of a tensor (_rebuild_from_type_v2's second argument).
+        "tensor_subclass_unknown.pt": (state_with(tensor_of_unknown_subclass()), 2),
         # On picklescan's list, not on the first version of ours: runs a statement.
         "timeit_timeit.pt": (state_with(Call(timeit.timeit, f"__import__('os').system('{RUN}')")), 4),
         # Benign but not weights_only-loadable: HeavyBall 2.x's precond_rng.

@@ -84,6 +84,8 @@ TEST(SecurityTest, EveryHostileFileIsRefusedOrFlagged) {
       {"newline_key.pt", "flagged: error dangerous-global"},
       {"timeit_timeit.pt", "flagged: error dangerous-global"},
       {"unknown_callable.pt", "flagged: error unknown-global-called"},
+      // A tensor's class is called too (_rebuild_from_type_v2), though its node is a tensor once read.
+      {"tensor_subclass_unknown.pt", "flagged: error unknown-global-called"},
       // What torch.load runs of files optstate cannot read (validate reports it: tests/cli hostile_unreadable_*).
       {"raw_pickle_os_system.pt", "refused: unsupported: not a PyTorch checkpoint (zip, legacy, zstd) or safetensors"},
       {"legacy_magic_hides_call.pt", "refused: unsupported: not a PyTorch checkpoint (zip, legacy, zstd) or safetensors"},
@@ -202,6 +204,31 @@ TEST(SecurityTest, DefaultDenyJudgesEveryGlobal) {
   EXPECT_EQ(judge("argparse", "Namespace", true), "global-not-allowlisted");
   EXPECT_EQ(judge("deepspeed.runtime.fp16.loss_scaler", "LossScaler", true), "global-not-allowlisted");
   EXPECT_EQ(judge("torch.distributed.tensor.placement_types", "Shard", true), "global-needs-import");
+}
+
+// The call that built a tensor is read by the scans (its class argument is
+// called), then let go: the tensor's node keeps no call, and what only that
+// call reached (arguments, storage reference, hooks) is None.
+TEST(SecurityTest, TensorCallsAreReleasedAfterTheScans) {
+  StatusOr<std::unique_ptr<CheckpointFile>> f =
+      OpenCheckpoint(testing::RepoPath("testdata/hostile/tensor_subclass_unknown.pt"), ReadOptions{});
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const Checkpoint& cp = (*f)->checkpoint();
+  bool called = false;
+  for (const Finding& x : cp.findings) called |= x.code == "unknown-global-called" && x.global == "mypackage_tensors.Tagged";
+  EXPECT_TRUE(called);
+  size_t tensors = 0, cleared = 0, globals = 0;
+  for (const Node& n : cp.graph.nodes) {
+    if (n.kind == NodeKind::kTensor) {
+      ++tensors;
+      EXPECT_FALSE(n.has_extra()) << n.text;
+    }
+    cleared += n.kind == NodeKind::kNone && !n.shared;
+    globals += n.kind == NodeKind::kGlobal;
+  }
+  EXPECT_EQ(tensors, 3u);  // step, exp_avg, the subclass tensor (the call inside it, unreached, is None)
+  EXPECT_EQ(globals, 0u);  // every global was a callable of a tensor's call
+  EXPECT_GT(cleared, 10u);
 }
 
 }  // namespace

@@ -104,6 +104,13 @@ struct TorchObjects {
 StatusOr<TorchObjects> ResolveTorchObjects(ObjectGraph& graph, const StorageLocator& locate,
                                            uint32_t max_depth);
 
+// Once the security scans have read every call: a plain tensor's node drops
+// the call that built it (it is written back from its TensorRef), and nodes the
+// root no longer reaches (those calls' arguments, storage references and
+// hooks: ~160 bytes of heap a tensor) become None, their memory freed. Node
+// ids stay valid. Returns how many nodes were cleared.
+size_t ReleaseTensorCalls(ObjectGraph& graph, const std::vector<TensorRef>& tensors);
+
 // Is module.name on torch 2.6's default weights_only allowlist? (Python 2 names
 // such as __builtin__.set are mapped first, as torch does.)
 bool IsWeightsOnlyAllowed(std::string_view module, std::string_view name);
