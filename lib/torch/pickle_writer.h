@@ -9,7 +9,9 @@
 #ifndef OPTSTATE_PICKLE_WRITER_H_
 #define OPTSTATE_PICKLE_WRITER_H_
 
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "optstate/checkpoint.h"
@@ -25,9 +27,16 @@ struct PickleOutput {
   bool only_dtensor_globals_unsafe = false;
 };
 
+// Takes the pickle a piece (about a megabyte) at a time, in order.
+using PickleSink = std::function<Status(std::string_view piece)>;
+
 // kUnsupported for objects that cannot be written back faithfully yet
 // (self-containing objects). DTensors are written as the call that built them.
 StatusOr<PickleOutput> WriteTorchPickle(const Checkpoint& checkpoint, NodeId root);
+// The same, the bytes handed to `sink` as they are made instead of held in
+// `bytes` (which stays empty): a pickle of ~12 bytes a node is never whole in
+// memory. A sink error stops the writing and is returned.
+StatusOr<PickleOutput> WriteTorchPickle(const Checkpoint& checkpoint, NodeId root, const PickleSink& sink);
 
 }  // namespace optstate
 

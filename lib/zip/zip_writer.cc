@@ -204,6 +204,32 @@ Status ZipWriter::AddRecordPieces(const std::string& record, const std::vector<R
   return Descriptor(crc);
 }
 
+Status ZipWriter::BeginRecord(const std::string& record) {
+  OPTSTATE_RETURN_IF_ERROR(Header(record, 0));
+  streaming_ = true;
+  streamed_crc_ = 0;
+  return Status();
+}
+
+Status ZipWriter::AppendToRecord(ByteSpan data) {
+  if (!streaming_) return InternalError("zip record appended to before BeginRecord");
+  Entry& e = entries_.back();
+  // The local header said 32-bit sizes (or zip64 for the offset alone):
+  // the descriptor must agree, so the record stays below 4 GiB.
+  if (data.size() >= k4G - e.size) {
+    return LimitExceededError("a zip record written as it is made is limited to 4 GiB");
+  }
+  streamed_crc_ = Crc32(data, streamed_crc_);
+  e.size += data.size();
+  return out_->Write(data);
+}
+
+Status ZipWriter::EndRecord() {
+  if (!streaming_) return InternalError("zip record ended before BeginRecord");
+  streaming_ = false;
+  return Descriptor(streamed_crc_);
+}
+
 Status ZipWriter::AddZeroRecord(const std::string& record, uint64_t size) {
   static const std::vector<std::byte> kZeros(1 << 16);
   OPTSTATE_RETURN_IF_ERROR(Header(record, size));
@@ -220,6 +246,7 @@ Status ZipWriter::AddZeroRecord(const std::string& record, uint64_t size) {
 // Local header of a stored record. Bit 3 says the CRC follows the data in a
 // descriptor; the sizes are known up front and given here too.
 Status ZipWriter::Header(const std::string& record, uint64_t size) {
+  if (streaming_) return InternalError("zip record '" + record + "' begun before the streamed record ended");
   const std::string name = prefix_ + "/" + record;
   Entry e{names_.size(), static_cast<uint32_t>(name.size()), 0, size, out_->position()};
   names_ += name;
@@ -273,6 +300,7 @@ Status ZipWriter::Descriptor(uint32_t crc) {
 }
 
 Status ZipWriter::Finish() {
+  if (streaming_) return InternalError("zip finished before the streamed record ended");
   uint64_t cd_start = out_->position();
   uint64_t cd_size = 0;
   std::string cd;

@@ -58,6 +58,15 @@ class ZipWriter {
   // alone are read once (for the CRC) and copied by the kernel.
   Status AddRecordPieces(const std::string& name, const std::vector<RecordPiece>& pieces,
                          const std::function<void(ByteSpan)>& done_with = nullptr);
+  // A record whose size is known only at its end (data.pkl, written as the
+  // pickle is made rather than held whole): BeginRecord, any number of
+  // AppendToRecord, EndRecord, with no other record in between. Its local
+  // header gives sizes 0, as bit 3 allows (Python's zipfile does the same on
+  // unseekable outputs); the descriptor and the central directory give them.
+  // At most 4 GiB - 1.
+  Status BeginRecord(const std::string& name);
+  Status AppendToRecord(ByteSpan data);
+  Status EndRecord();
   // Adds a record of `size` zero bytes, streamed without allocating them.
   Status AddZeroRecord(const std::string& name, uint64_t size);
   // Central directory and end records, then the atomic rename.
@@ -84,6 +93,8 @@ class ZipWriter {
   std::string prefix_;
   std::vector<Entry> entries_;
   std::string names_;
+  bool streaming_ = false;   // between BeginRecord and EndRecord
+  uint32_t streamed_crc_ = 0;
 };
 
 }  // namespace optstate
