@@ -8,6 +8,7 @@
 #include "optstate/compact_containers.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -77,6 +78,14 @@ void* AllocateArenaChunk(size_t bytes, size_t alignment) {
   void* chunk = reinterpret_cast<void*>(aligned);
   madvise(chunk, size, MADV_HUGEPAGE);  // advice only: no huge pages is not an error
   return chunk;
+}
+
+void DiscardArenaTail(void* chunk, size_t bytes, size_t /*alignment*/, void* from) {
+  if (!MappedOnItsOwn(bytes)) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t start = (reinterpret_cast<uintptr_t>(from) + page - 1) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(chunk) + RoundUp(bytes);
+  if (start < end) madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);  // advice; no error
 }
 
 void FreeArenaChunk(void* chunk, size_t bytes, size_t alignment) {

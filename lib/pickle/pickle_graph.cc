@@ -2,6 +2,37 @@
 
 namespace optstate {
 
+size_t CompactGraph(ObjectGraph& graph, const std::vector<bool>& keep) {
+  const size_t size = graph.nodes.size();
+  std::vector<NodeId> renamed(size, kNoNode);
+  NodeId next = 0;
+  for (NodeId id = 0; id < size; ++id) {
+    if (id < keep.size() && keep[id]) renamed[id] = next++;
+  }
+  auto fix = [&](NodeId& ref) {
+    if (ref != kNoNode) ref = renamed[ref];
+  };
+  // New ids are never above old ones, so nodes move down in one pass; what a
+  // move swaps out is an unkept node, destroyed with the tail below.
+  for (NodeId id = 0; id < size; ++id) {
+    if (renamed[id] == kNoNode) continue;
+    Node& n = graph.nodes[renamed[id]];
+    if (renamed[id] != id) n = std::move(graph.nodes[id]);
+    for (NodeId& c : n.items) fix(c);
+    for (Entry& e : n.entries) {
+      fix(e.first);
+      fix(e.second);
+    }
+    if (n.has_extra()) {
+      NodeExtra& x = n.extra();
+      for (NodeId* ref : {&x.callable, &x.args, &x.kwargs, &x.state}) fix(*ref);
+    }
+  }
+  fix(graph.root);
+  graph.nodes.Truncate(next);
+  return next;
+}
+
 std::string GlobalName(const Node& node) {
   if (node.kind != NodeKind::kGlobal) return "";
   return node.module() + "." + node.name();

@@ -514,45 +514,36 @@ StatusOr<TorchObjects> ResolveTorchObjects(ObjectGraph& graph, const StorageLoca
 }
 
 size_t ReleaseTensorCalls(ObjectGraph& graph, const std::vector<TensorRef>& tensors) {
-  if (graph.root == kNoNode) return 0;
+  if (graph.root == kNoNode) return graph.nodes.size();
   auto plain_tensor = [&](const Node& n) {
     return n.kind == NodeKind::kTensor && n.tensor < tensors.size() && !tensors[n.tensor].is_dtensor;
   };
-  // What the root still reaches, a plain tensor being a leaf. Iterative: the
-  // graph may be as deep as max_depth allows.
+  // What the root still reaches, a plain tensor's call not counted.
+  // Iterative: the graph may be as deep as max_depth allows.
   std::vector<bool> reached(graph.nodes.size(), false);
   std::vector<NodeId> todo = {graph.root};
   reached[graph.root] = true;
   auto visit = [&](NodeId c) {
-    if (c != kNoNode && c < reached.size() && !reached[c]) {
+    if (c != kNoNode && !reached[c]) {
       reached[c] = true;
       todo.push_back(c);
     }
   };
   while (!todo.empty()) {
-    const Node& n = graph.at(todo.back());
+    Node& n = graph.at(todo.back());
     todo.pop_back();
-    if (plain_tensor(n)) continue;
-    for (NodeId c : {n.callable(), n.args(), n.kwargs(), n.state()}) visit(c);
+    if (plain_tensor(n)) {
+      n.drop_extra();
+    } else {
+      for (NodeId c : {n.callable(), n.args(), n.kwargs(), n.state()}) visit(c);
+    }
     for (NodeId c : n.items) visit(c);
     for (const Entry& e : n.entries) {
       visit(e.first);
       visit(e.second);
     }
   }
-  size_t released = 0;
-  for (NodeId id = 0; id < graph.nodes.size(); ++id) {
-    Node& n = graph.at(id);
-    if (plain_tensor(n)) n.drop_extra();
-    if (reached[id] || n.shared) continue;
-    // Unreachable: a tensor's call arguments, storage reference and hooks.
-    // Ids stay valid (the node stays, as None); its heap blocks go back for
-    // what is allocated next.
-    n = Node();
-    n.kind = NodeKind::kNone;
-    ++released;
-  }
-  return released;
+  return CompactGraph(graph, reached);
 }
 
 }  // namespace optstate

@@ -36,6 +36,65 @@ TEST(ChunkedArenaTest, IndexesAcrossChunkBoundariesAndNeverMoves) {
   EXPECT_EQ(moved[4999], "4999");
 }
 
+// Truncating destroys the tail (each element once) and frees the chunks past
+// it; the arena then grows again from there.
+TEST(ChunkedArenaTest, TruncateDestroysTheTailAndGrowsAgain) {
+  ChunkedArena<std::string> arena;
+  for (int i = 0; i < 100000; ++i) arena.emplace_back(std::string(40, 'x') + std::to_string(i));
+  arena.Truncate(200000);  // past the end: nothing
+  EXPECT_EQ(arena.size(), 100000u);
+  arena.Truncate(1000);
+  ASSERT_EQ(arena.size(), 1000u);
+  EXPECT_EQ(arena[999], std::string(40, 'x') + "999");
+  for (int i = 0; i < 5000; ++i) arena.emplace_back("again" + std::to_string(i));
+  EXPECT_EQ(arena[999], std::string(40, 'x') + "999");
+  EXPECT_EQ(arena[1000], "again0");
+  EXPECT_EQ(arena[5999], "again4999");
+  arena.Truncate(0);
+  EXPECT_TRUE(arena.empty());
+  arena.emplace_back("first");
+  EXPECT_EQ(arena[0], "first");
+  // Nodes of 64 bytes in chunks mapped on their own: the kept ones keep their values.
+  ChunkedArena<Node> nodes;
+  for (int i = 0; i < 200000; ++i) nodes.emplace_back().int_value = i;
+  nodes.Truncate(70000);
+  for (int i : {0, 65471, 65472, 69999}) EXPECT_EQ(nodes[i].int_value, i) << i;
+  nodes.emplace_back().int_value = -1;
+  EXPECT_EQ(nodes[70000].int_value, -1);
+}
+
+// CompactGraph keeps the marked nodes in order, renumbering every reference.
+TEST(CompactGraphTest, KeepsMarkedNodesAndRenumbersReferences) {
+  ObjectGraph g;
+  auto add = [&](NodeKind k) {
+    g.nodes.emplace_back().kind = k;
+    return static_cast<NodeId>(g.nodes.size() - 1);
+  };
+  NodeId dead0 = add(NodeKind::kInt);                 // 0
+  NodeId key = add(NodeKind::kStr);                   // 1 -> 0
+  NodeId dead2 = add(NodeKind::kTuple);               // 2
+  NodeId callable = add(NodeKind::kGlobal);           // 3 -> 1
+  NodeId call = add(NodeKind::kObject);               // 4 -> 2
+  NodeId list = add(NodeKind::kList);                 // 5 -> 3
+  NodeId root = add(NodeKind::kDict);                 // 6 -> 4
+  g.at(key).text = "k";
+  g.at(dead2).items = {dead0};
+  g.at(callable).extra().name = "f";
+  g.at(call).extra().callable = callable;
+  g.at(list).items = {call, key};
+  g.at(root).entries.emplace_back(key, list);
+  g.root = root;
+  std::vector<bool> keep = {false, true, false, true, true, true, true};
+  EXPECT_EQ(CompactGraph(g, keep), 5u);
+  ASSERT_EQ(g.nodes.size(), 5u);
+  EXPECT_EQ(g.root, 4u);
+  EXPECT_EQ(g.at(4).entries[0], Entry(0, 3));
+  EXPECT_EQ(g.at(0).text, "k");
+  EXPECT_EQ(g.at(3).items, (CompactList<NodeId>{2, 0}));
+  EXPECT_EQ(g.at(2).callable(), 1u);
+  EXPECT_EQ(g.at(1).name(), "f");
+}
+
 // Chunks of 2 MiB and more are mapped on 2 MiB boundaries so the kernel can back
 // them with huge pages; smaller ones come from the heap at the type's alignment.
 TEST(ChunkedArenaTest, LargeChunksStartOnHugePageBoundaries) {

@@ -129,6 +129,11 @@ struct ObjectGraph {
   Node& at(NodeId id) { return nodes[id]; }
 };
 
+// Keeps the nodes with keep[id] set, in their order, and frees the rest:
+// references and the root are renumbered, the arena shrinks. Every node a
+// kept node refers to must be kept. Returns the number of nodes kept.
+size_t CompactGraph(ObjectGraph& graph, const std::vector<bool>& keep);
+
 // "module.name" of a kGlobal node, "" otherwise.
 std::string GlobalName(const Node& node);
 

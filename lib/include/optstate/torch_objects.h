@@ -105,10 +105,11 @@ StatusOr<TorchObjects> ResolveTorchObjects(ObjectGraph& graph, const StorageLoca
                                            uint32_t max_depth);
 
 // Once the security scans have read every call: a plain tensor's node drops
-// the call that built it (it is written back from its TensorRef), and nodes the
-// root no longer reaches (those calls' arguments, storage references and
-// hooks: ~160 bytes of heap a tensor) become None, their memory freed. Node
-// ids stay valid. Returns how many nodes were cleared.
+// the call that built it (it is written back from its TensorRef), and the
+// nodes the root no longer reaches (those calls' arguments, storage
+// references and hooks; objects left beneath the root at STOP) are freed, the
+// graph compacted and renumbered (CompactGraph): 29 nodes a parameter become
+// ~9 at 10^5 parameters. Returns the nodes kept.
 size_t ReleaseTensorCalls(ObjectGraph& graph, const std::vector<TensorRef>& tensors);
 
 // Is module.name on torch 2.6's default weights_only allowlist? (Python 2 names
