@@ -39,7 +39,9 @@ void DcpCheckpoint::ReleasePages(ByteSpan range) const {
   for (const auto& [name, file] : mapped_) {
     ByteSpan all = file->bytes();
     if (!all.empty() && range.data() >= all.data() && range.data() + range.size() <= all.data() + all.size()) {
-      file->ReleasePages(range);
+      std::unique_ptr<ReleaseInBatches<MappedFile>>& batch = released_[file.get()];
+      if (!batch) batch = std::make_unique<ReleaseInBatches<MappedFile>>(*file);
+      batch->Add(range);
       return;
     }
   }

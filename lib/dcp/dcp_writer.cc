@@ -173,13 +173,16 @@ StatusOr<std::vector<std::string>> Gather(Coordinator& co, const std::string& st
   return all;
 }
 
-std::vector<DcpEntry> MetadataEntries(const std::vector<DcpOutEntry>& entries, const std::vector<Placement>& plan) {
+// Takes the plan's chunks (the last use of the plan): a copy was 47 MB at
+// 250 k chunks, beside the plan itself.
+std::vector<DcpEntry> MetadataEntries(const std::vector<DcpOutEntry>& entries, std::vector<Placement>&& plan) {
   std::vector<DcpEntry> meta;
+  meta.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     DcpEntry m = entries[i];  // key, path, kind, dtype, size
     m.chunks.clear();
     if (m.is_tensor) {
-      m.chunks = plan[i].chunks;
+      m.chunks = std::move(plan[i].chunks);
     } else {
       m.bytes_where = plan[i].chunks.at(0).where;
     }
@@ -250,11 +253,11 @@ StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const
   Status done;
   if (co.rank() == 0) {
     done = [&]() -> Status {
-      OPTSTATE_ASSIGN_OR_RETURN(std::string pickle, WriteDcpMetadata(MetadataEntries(entries, plan)));
-      all.metadata_bytes = pickle.size();
       OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> md,
                                 AtomicFileWriter::Create(staging_path + "/.metadata", options.durability));
-      OPTSTATE_RETURN_IF_ERROR(md->Write(AsBytes(pickle)));
+      OPTSTATE_ASSIGN_OR_RETURN(all.metadata_bytes,
+                                WriteDcpMetadata(MetadataEntries(entries, std::move(plan)),
+                                                 [&md](std::string_view piece) { return md->Write(AsBytes(piece)); }));
       OPTSTATE_RETURN_IF_ERROR(md->Commit());
       return staging->Keep(options.durability);
     }();

@@ -58,6 +58,18 @@ TEST(DcpWriterTest, MetadataReadsBackAsWritten) {
   const std::vector<DcpEntry>& want = (*dcp)->metadata().entries;
   auto pickle = WriteDcpMetadata(want);
   ASSERT_TRUE(pickle.ok()) << pickle.status().ToString();
+  // Streamed to a sink, the same bytes in order.
+  std::string streamed;
+  StatusOr<uint64_t> count = WriteDcpMetadata(want, [&](std::string_view piece) {
+    streamed += piece;
+    return Status();
+  });
+  ASSERT_TRUE(count.ok()) << count.status().ToString();
+  EXPECT_EQ(*count, pickle->size());
+  EXPECT_EQ(streamed, *pickle);
+  // A sink's error stops the writing and is returned.
+  StatusOr<uint64_t> refused = WriteDcpMetadata(want, [](std::string_view) { return IoError("disk full"); });
+  EXPECT_EQ(refused.status().ToString(), "I/O error: disk full");
   auto got = ParseDcpMetadata(AsBytes(*pickle));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_EQ(got->entries.size(), want.size());

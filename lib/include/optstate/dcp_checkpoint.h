@@ -71,7 +71,9 @@ class DcpCheckpoint {
   Status CopyRows(const DcpEntry& entry, int64_t begin, int64_t end, std::byte* out,
                   const ReadOptions& options = {}) const;
 
-  // Drops resident pages of a range once copied.
+  // Drops resident pages of a range once copied: gathered per file and
+  // released a stretch at a time, since an item of a few hundred bytes holds
+  // no whole page of its own (ReleaseInBatches).
   void ReleasePages(ByteSpan range) const;
 
  private:
@@ -86,6 +88,8 @@ class DcpCheckpoint {
   uint64_t metadata_bytes_ = 0;
   std::vector<DcpDataFile> files_;
   std::map<std::string, std::unique_ptr<MappedFile>> mapped_;
+  // After mapped_: flushed (on destruction) while the files are still mapped.
+  mutable std::map<const MappedFile*, std::unique_ptr<ReleaseInBatches<MappedFile>>> released_;
 };
 
 // Is `path` a DCP checkpoint directory (a directory holding .metadata)?

@@ -17,7 +17,9 @@
 #define OPTSTATE_DCP_METADATA_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "optstate/byte_cursor.h"
@@ -99,6 +101,10 @@ Status CheckDcpChunkLayout(const DcpEntry& entry);
 // The .metadata pickle for `entries` (with their chunks and locations), as
 // torch 2.6's pickle.load rebuilds DCP's Metadata from it (dcp_metadata_writer.cc).
 StatusOr<std::string> WriteDcpMetadata(const std::vector<DcpEntry>& entries);
+// The same bytes handed to `sink` a piece (about a megabyte) at a time as they
+// are made (a .metadata of 320 k chunks is ~30 MB); returns how many.
+StatusOr<uint64_t> WriteDcpMetadata(const std::vector<DcpEntry>& entries,
+                                    const std::function<Status(std::string_view)>& sink);
 
 // "optim.state.fc1.weight.exp_avg" -> the path as "optim/state/fc1.weight/exp_avg"
 // for display; list indices print as numbers.
