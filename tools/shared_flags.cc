@@ -54,13 +54,18 @@ void AddWriteFlags(CLI::App& cmd, bool& no_sync, bool& verify_crc) {
 
 void AddReadLimitFlags(CLI::App& cmd, ReadOptions& read) {
   auto* limits = cmd.add_option_group("Limits", "Refuse inputs beyond these sizes (safe defaults)");
-  limits->add_option("--max-depth", read.pickle.max_depth, "Nesting depth of objects")->capture_default_str();
+  limits
+      ->add_option("--max-depth", read.pickle.max_depth,
+                   "Nesting depth of objects (walks of the graph recurse once a level; beyond 5000\n"
+                   "they could exhaust the stack)")
+      ->check(CLI::Range(1u, kMaxPickleDepth))
+      ->capture_default_str();
   limits->add_option("--max-memo", read.pickle.max_memo, "Pickle memo entries")->capture_default_str();
   limits
       ->add_option("--max-nodes", read.pickle.max_nodes,
-                   "Objects in one pickle (72 bytes each, 120 for a call; a parameter with AdamW\n"
-                   "state and its weight in the file is ~30, as recurring ints, short strs and\n"
-                   "tuples of them are one object each)")
+                   "Objects in one pickle (64 bytes each, 112 for a call; a parameter with AdamW\n"
+                   "state and its weight in the file is ~30 while it is read, as recurring ints,\n"
+                   "short strs and tuples of them are one object each, and ~9 once its tensors are)")
       ->capture_default_str();
   limits->add_option("--max-string-bytes", read.pickle.max_string_bytes, "One str or bytes value")
       ->capture_default_str();

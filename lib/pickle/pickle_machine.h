@@ -152,7 +152,7 @@ class Machine {
   // Records that `child` now lives inside `parent`, keeping depth bounded so that
   // every later recursive walk of the graph is bounded too.
   Status Nest(NodeId parent, NodeId child) {
-    const uint32_t limit = std::min<uint32_t>(limits_.max_depth, UINT16_MAX);
+    const uint32_t limit = std::min(limits_.max_depth, kMaxPickleDepth);
     const uint32_t d = depth_[child] + 1u;
     if (d > limit) {
       return LimitExceededError(Where() + "objects nested deeper than " + std::to_string(limit) +
@@ -394,8 +394,9 @@ class Machine {
   uint64_t frame_end_ = 0;  // where it ends; 0 when no frame is open
   std::vector<NodeId> stack_;
   std::vector<size_t> marks_;
-  // Nesting depth below and including each node, by NodeId: only Nest reads
-  // it, so it lives here for the parse rather than in every node for good.
+  // Nesting depth below and including each node, by NodeId (at most
+  // kMaxPickleDepth, so 16 bits): only Nest reads it, so it lives here for the
+  // parse rather than in every node for good.
   std::vector<uint16_t> depth_;
   Memo memo_;
   NodeId none_ = kNoNode, true_ = kNoNode, false_ = kNoNode, empty_tuple_ = kNoNode;  // see PushShared

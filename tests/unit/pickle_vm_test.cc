@@ -494,19 +494,19 @@ TEST(PickleVmTest, LimitsAreEnforced) {
   small.max_nodes = 50;
   EXPECT_EQ(Parse(bytes, small).status().code(), StatusCode::kLimitExceeded);
 
-  // Depth is held in 16 bits while parsing: a max_depth above 65535 acts as
-  // 65535. Lists each appended to the one below, no marks; read without
-  // resolving torch objects (that walk recurses once a level).
+  // A max_depth above kMaxPickleDepth (5000) acts as it: walks recurse once a
+  // level. Lists each appended to the one below, no marks; read without
+  // resolving torch objects (that walk recurses).
   auto nested = [](size_t n) { return "\x80\x02" + std::string(n + 1, ']') + std::string(n, 'a') + "."; };
   small = {};
   small.max_depth = 70000;
-  std::string shallower = nested(60000), deep = nested(70000);
+  std::string shallower = nested(4999), deep = nested(5000);
   ByteCursor fits(AsBytes(shallower));
   EXPECT_TRUE(ReadPickle(fits, small).ok());
   ByteCursor past(AsBytes(deep));
   StatusOr<PickleResult> too_deep = ReadPickle(past, small);
   EXPECT_EQ(too_deep.status().code(), StatusCode::kLimitExceeded);
-  EXPECT_NE(too_deep.status().message().find("nested deeper than 65535 levels (limit max_depth)"), std::string::npos)
+  EXPECT_NE(too_deep.status().message().find("nested deeper than 5000 levels (limit max_depth)"), std::string::npos)
       << too_deep.status().ToString();
 }
 

@@ -22,8 +22,13 @@
 
 namespace optstate {
 
+// Walks of the graph recurse once a level: 5000 levels fit the 8 MiB main
+// stack with room to spare (60000 did not, in a release build). A larger
+// max_depth acts as this.
+inline constexpr uint32_t kMaxPickleDepth = 5000;
+
 struct PickleLimits {
-  uint32_t max_depth = 1000;              // nesting of containers and calls (at most 65535)
+  uint32_t max_depth = 1000;              // nesting of containers and calls (at most kMaxPickleDepth)
   // Memory per pickle stays under about 5 GiB whatever the input: a node is
   // 64 bytes (112 when it is a call, with its out-of-line fields), a memo entry
   // ~40. A 70B-parameter model's checkpoint has a few hundred thousand nodes,
