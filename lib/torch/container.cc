@@ -68,13 +68,7 @@ Status DescribeZip(const ByteCursor& cursor, const ContainerOptions& options, Co
   if (options.resolve_offsets || options.verify_crc) {
     // Each local header read faults in its page (a large folio, often): at
     // 4 * 10^5 records, every page of the file, unless released as we go.
-    for (ZipEntry& e : info.zip.entries) {
-      OPTSTATE_ASSIGN_OR_RETURN(e.data_offset, ZipEntryDataOffset(cursor, e));
-      e.data_offset_known = true;
-      if (options.done_with) {
-        options.done_with(cursor.data().subspan(e.local_header_offset, e.data_offset - e.local_header_offset));
-      }
-    }
+    OPTSTATE_RETURN_IF_ERROR(ResolveZipDataOffsets(cursor, info.zip, options.done_with));
   }
   std::string data_dir = info.zip.prefix + "/data/";
   for (const ZipEntry& e : info.zip.entries) {

@@ -180,10 +180,12 @@ StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& whole, const ZipEntry& e
   return data_offset;
 }
 
-Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive) {
+Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
+                             const std::function<void(ByteSpan)>& header_read) {
   for (ZipEntry& e : archive.entries) {
     OPTSTATE_ASSIGN_OR_RETURN(e.data_offset, ZipEntryDataOffset(cursor, e));
     e.data_offset_known = true;
+    if (header_read) header_read(cursor.data().subspan(e.local_header_offset, e.data_offset - e.local_header_offset));
   }
   return Status();
 }

@@ -15,6 +15,7 @@
 #define OPTSTATE_ZIP_ARCHIVE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -70,7 +71,11 @@ StatusOr<ZipArchive> ReadZipDirectory(const ByteCursor& cursor, const ZipLimits&
 StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& cursor, const ZipEntry& entry);
 
 // Resolves every entry's data offset (for listings that show them).
-Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive);
+// `header_read` (optional) is given each local header's bytes once read, so
+// a caller reading a mapping can release them as it goes: at 4 * 10^5 records
+// they are every page of the file.
+Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
+                             const std::function<void(ByteSpan)>& header_read = nullptr);
 
 // The stored bytes of `entry`. kUnsupported for a compressed record.
 StatusOr<ByteSpan> ZipEntryData(const ByteCursor& cursor, const ZipEntry& entry);
