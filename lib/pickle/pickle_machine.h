@@ -301,19 +301,20 @@ class Machine {
                                 " memo entries (limit max_memo)");
     }
     memo_.Set(index, id);
-    // A memoized int, str or tuple is one object the pickle refers to again by
-    // index (torch 2.x memoizes 'exp_avg' once for all its state dicts): its
-    // node becomes that object's alone, so the writer memoizes it in turn,
-    // and later unmemoized occurrences of the value get a node of their own.
+    // A memoized int or str is one object the pickle refers to again by index
+    // (torch 2.x memoizes 'exp_avg' once for all its state dicts): its node
+    // becomes that object's alone, so the writer memoizes it in turn, and later
+    // unmemoized occurrences of the value get a node of their own. A short
+    // tuple of such values stays shared: torch's pickler memoizes every tuple
+    // but reads back almost none (each tensor's size and stride, DCP's chunk
+    // offsets are new objects), and a value tuple written afresh where the
+    // input said BINGET is equal, if a few bytes longer.
     Node& n = graph().at(id);
     if (n.shared && n.kind == NodeKind::kInt) {
       recent_.ForgetInt(n.int_value);
       n.shared = false;
     } else if (n.shared && n.kind == NodeKind::kStr) {
       recent_.ForgetStr(n.text);
-      n.shared = false;
-    } else if (n.shared && n.kind == NodeKind::kTuple && !n.items.empty()) {
-      recent_.ForgetTuple(std::vector<NodeId>(n.items.begin(), n.items.end()));
       n.shared = false;
     }
     return Status();
