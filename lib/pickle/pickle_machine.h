@@ -165,13 +165,22 @@ class Machine {
   Status MakeSequence(NodeKind kind, const std::vector<NodeId>& items) {
     // A short tuple of shared ints, strs, None and booleans is as immutable as
     // they are: a tensor's size and stride, a key's shape, (16, 8) four times
-    // a parameter. Tuples holding anything else keep their own node.
-    const bool value_tuple = kind == NodeKind::kTuple && !items.empty() &&
-                             items.size() <= RecentValues::kMaxTupleItems &&
-                             std::all_of(items.begin(), items.end(), [&](NodeId i) {
-                               const Node& n = graph().at(i);
-                               return n.shared && n.kind != NodeKind::kTuple;
-                             });
+    // a parameter. So is a 1-tuple of such a tuple: torch.Size's REDUCE
+    // arguments, three per chunk of a DCP .metadata. Tuples holding anything
+    // else keep their own node, (ptr, (16, 8)) state keys among them.
+    auto shared_value = [&](NodeId i) {
+      const Node& n = graph().at(i);
+      return n.shared && n.kind != NodeKind::kTuple;
+    };
+    auto shared_value_tuple = [&](NodeId i) {
+      const Node& n = graph().at(i);
+      return n.shared && n.kind == NodeKind::kTuple && !n.items.empty() &&
+             std::all_of(n.items.begin(), n.items.end(), shared_value);
+    };
+    const bool value_tuple =
+        kind == NodeKind::kTuple && !items.empty() &&
+        ((items.size() <= RecentValues::kMaxTupleItems && std::all_of(items.begin(), items.end(), shared_value)) ||
+         (items.size() == 1 && shared_value_tuple(items[0])));
     if (value_tuple) {
       NodeId known = recent_.FindTuple(items);
       if (known != kNoNode) return Push(known);

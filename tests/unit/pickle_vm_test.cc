@@ -256,26 +256,31 @@ TEST(PickleVmTest, RecurringIntsAndShortStrsAreOneNodeEach) {
 }
 
 // A short tuple of shared values is immutable too: a tensor's size (16, 8)
-// recurs for every parameter. One holding a tuple or a list is not shared.
+// recurs for every parameter; so is a 1-tuple of one (torch.Size's REDUCE
+// arguments). Any other tuple holding a tuple, or one holding a list, is not
+// shared.
 // One the pickle memoized still is (torch memoizes every tuple and reads back
 // almost none), and a BINGET of it gives the same shared node.
 TEST(PickleVmTest, ShortTuplesOfSharedValuesAreOneNodeEach) {
   const std::string pickle = std::string("\x80\x02(K\x10K\x08\x86K\x10K\x08\x86", 13) +  // (16, 8) twice
                              std::string("K\x10K\x08\x86\x85K\x10K\x08\x86\x85", 12) +    // ((16, 8),) twice
+                             std::string("K\x01K\x10K\x08\x86\x86K\x01K\x10K\x08\x86\x86", 16) +  // (1, (16, 8)) twice
                              std::string("]\x85]\x85", 4) +                                  // ([],) twice
                              std::string("K\x01K\x02\x86q\x00K\x01K\x02\x86h\x00t.", 16);  // (1, 2) memoized, again, BINGET
   StatusOr<PickleResult> r = Parse(pickle);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const auto& it = r->graph.at(r->graph.root).items;
-  ASSERT_EQ(it.size(), 9u);
+  ASSERT_EQ(it.size(), 11u);
   EXPECT_EQ(it[0], it[1]);
   EXPECT_TRUE(r->graph.at(it[0]).shared);
-  EXPECT_NE(it[2], it[3]) << "a tuple holding a tuple keeps its own node";
+  EXPECT_EQ(it[2], it[3]) << "a 1-tuple of a value tuple is one node";
   EXPECT_EQ(r->graph.at(it[2]).items[0], it[0]);
-  EXPECT_NE(it[4], it[5]) << "a tuple holding a list keeps its own node";
-  EXPECT_EQ(it[6], it[7]) << "a memoized value tuple stays shared";
-  EXPECT_EQ(it[7], it[8]);
-  EXPECT_TRUE(r->graph.at(it[6]).shared);
+  EXPECT_NE(it[4], it[5]) << "a state key (ptr, shape) keeps its own node";
+  EXPECT_EQ(r->graph.at(it[4]).items[1], it[0]);
+  EXPECT_NE(it[6], it[7]) << "a tuple holding a list keeps its own node";
+  EXPECT_EQ(it[8], it[9]) << "a memoized value tuple stays shared";
+  EXPECT_EQ(it[9], it[10]);
+  EXPECT_TRUE(r->graph.at(it[8]).shared);
 
   // Walks see each occurrence as its own value, not as the same object again.
   std::vector<std::string> repeats;
