@@ -1,7 +1,7 @@
 #include "optstate/dcp_metadata.h"
 
 #include <algorithm>
-#include <map>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -171,41 +171,128 @@ Status ReadProperties(const ObjectGraph& g, NodeId props, DcpEntry& e) {
   return Status();
 }
 
-using LocationKey = std::pair<std::string, std::optional<std::vector<int64_t>>>;
+// storage_data, {MetadataIndex(fqn, offset, index): _StorageInfo(relative_path,
+// offset, length)}, indexed in place: a sorted array of (hash of fqn and offset,
+// the two nodes, dict position), 24 bytes a chunk. A map of copied keys and
+// locations held ~220 bytes a chunk (70 MB at 320 k chunks) beside the graph
+// they came from, at the parse's peak.
+class StorageIndex {
+ public:
+  StorageIndex(const ObjectGraph& g, uint32_t max_dims) : g_(g), max_dims_(max_dims) {}
 
-// storage_data: {MetadataIndex(fqn, offset, index): _StorageInfo(relative_path, offset, length)}.
-StatusOr<std::map<LocationKey, DcpLocation>> ReadStorageData(const ObjectGraph& g, NodeId dict, uint32_t max_dims) {
-  if (dict == kNoNode || g.at(dict).kind != NodeKind::kDict) {
-    return CorruptError("Metadata.storage_data is not a dict (a FileSystemWriter checkpoint has one)");
+  Status Read(NodeId dict) {
+    if (dict == kNoNode || g_.at(dict).kind != NodeKind::kDict) {
+      return CorruptError("Metadata.storage_data is not a dict (a FileSystemWriter checkpoint has one)");
+    }
+    const auto& entries = g_.at(dict).entries;
+    slots_.reserve(entries.size());
+    for (uint32_t i = 0; i < entries.size(); ++i) {
+      auto [k, v] = entries[i];
+      if (!IsCallOf(g_, k, "MetadataIndex") || !IsCallOf(g_, v, "_StorageInfo")) {
+        return CorruptError(At(g_.at(k)) + "storage_data maps something other than MetadataIndex to _StorageInfo");
+      }
+      OPTSTATE_ASSIGN_OR_RETURN(Key key, KeyOf(k));
+      OPTSTATE_RETURN_IF_ERROR(LocationOf(v, key.fqn).status());  // every one checked, used or not
+      slots_.push_back({Hash(key.fqn, key.offset ? &*key.offset : nullptr), k, v, i});
+    }
+    std::stable_sort(slots_.begin(), slots_.end(), [](const Slot& a, const Slot& b) { return a.hash < b.hash; });
+    // A key listed twice: the error names its second listing, the first such in
+    // the dict. Equal keys hash alike, so only a run of equal hashes (dict order
+    // within it, by the stable sort) is looked at, through a set: n log n even
+    // for a file that lists one key a million times.
+    const Slot* twice = nullptr;
+    for (size_t run = 0; run < slots_.size();) {
+      size_t end = run + 1;
+      while (end < slots_.size() && slots_[end].hash == slots_[run].hash) ++end;
+      if (end - run > 1) {
+        std::set<std::pair<std::string, std::optional<std::vector<int64_t>>>> seen;
+        for (size_t i = run; i < end; ++i) {
+          OPTSTATE_ASSIGN_OR_RETURN(Key key, KeyOf(slots_[i].index));
+          const bool again = !seen.emplace(std::move(key.fqn), std::move(key.offset)).second;
+          if (again && (twice == nullptr || slots_[i].order < twice->order)) twice = &slots_[i];
+        }
+      }
+      run = end;
+    }
+    if (twice != nullptr) {
+      OPTSTATE_ASSIGN_OR_RETURN(Key key, KeyOf(twice->index));
+      return CorruptError(At(g_.at(twice->index)) + "storage_data lists '" + key.fqn + "' at the same offset twice");
+    }
+    return Status();
   }
-  std::map<LocationKey, DcpLocation> out;
-  for (auto [k, v] : g.at(dict).entries) {
-    if (!IsCallOf(g, k, "MetadataIndex") || !IsCallOf(g, v, "_StorageInfo")) {
-      return CorruptError(At(g.at(k)) + "storage_data maps something other than MetadataIndex to _StorageInfo");
+
+  // The location stored under (fqn, offset); `offset` nullptr for a bytes item.
+  StatusOr<std::optional<DcpLocation>> Find(const std::string& fqn, const std::vector<int64_t>* offset) const {
+    const uint64_t h = Hash(fqn, offset);
+    auto it = std::lower_bound(slots_.begin(), slots_.end(), h, [](const Slot& s, uint64_t v) { return s.hash < v; });
+    for (; it != slots_.end() && it->hash == h; ++it) {
+      OPTSTATE_ASSIGN_OR_RETURN(bool same, Matches(it->index, fqn, offset));
+      if (!same) continue;
+      OPTSTATE_ASSIGN_OR_RETURN(DcpLocation where, LocationOf(it->info, fqn));
+      return std::optional<DcpLocation>(std::move(where));
     }
-    LocationKey key;
-    OPTSTATE_ASSIGN_OR_RETURN(NodeId fqn, RequiredField(g, k, "fqn", "MetadataIndex"));
-    OPTSTATE_ASSIGN_OR_RETURN(key.first, StrOf(g, fqn, "MetadataIndex.fqn"));
-    NodeId offset = Field(g, k, "offset");
-    if (offset != kNoNode && g.at(offset).kind != NodeKind::kNone) {
-      OPTSTATE_ASSIGN_OR_RETURN(key.second, SizeOf(g, offset, "MetadataIndex.offset", max_dims));
+    return std::optional<DcpLocation>();
+  }
+
+ private:
+  struct Key {
+    std::string fqn;
+    std::optional<std::vector<int64_t>> offset;
+  };
+  struct Slot {
+    uint64_t hash;
+    NodeId index;   // the MetadataIndex
+    NodeId info;    // the _StorageInfo
+    uint32_t order;  // position in the dict
+  };
+
+  static uint64_t Hash(std::string_view fqn, const std::vector<int64_t>* offset) {
+    uint64_t h = std::hash<std::string_view>()(fqn);
+    auto mix = [&h](uint64_t v) {
+      h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    };
+    mix(offset == nullptr ? 0x6e6f6e65ull : offset->size() + 1);
+    if (offset != nullptr) {
+      for (int64_t d : *offset) mix(static_cast<uint64_t>(d));
     }
+    return h;
+  }
+
+  StatusOr<Key> KeyOf(NodeId k) const {
+    Key key;
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId fqn, RequiredField(g_, k, "fqn", "MetadataIndex"));
+    OPTSTATE_ASSIGN_OR_RETURN(key.fqn, StrOf(g_, fqn, "MetadataIndex.fqn"));
+    NodeId offset = Field(g_, k, "offset");
+    if (offset != kNoNode && g_.at(offset).kind != NodeKind::kNone) {
+      OPTSTATE_ASSIGN_OR_RETURN(key.offset, SizeOf(g_, offset, "MetadataIndex.offset", max_dims_));
+    }
+    return key;
+  }
+
+  StatusOr<bool> Matches(NodeId k, std::string_view fqn, const std::vector<int64_t>* offset) const {
+    OPTSTATE_ASSIGN_OR_RETURN(Key key, KeyOf(k));
+    if (key.fqn != fqn || key.offset.has_value() != (offset != nullptr)) return false;
+    return offset == nullptr || *key.offset == *offset;
+  }
+
+  StatusOr<DcpLocation> LocationOf(NodeId v, const std::string& fqn) const {
     DcpLocation where;
-    OPTSTATE_ASSIGN_OR_RETURN(NodeId rel, RequiredField(g, v, "relative_path", "_StorageInfo"));
-    OPTSTATE_ASSIGN_OR_RETURN(NodeId off, RequiredField(g, v, "offset", "_StorageInfo"));
-    OPTSTATE_ASSIGN_OR_RETURN(NodeId len, RequiredField(g, v, "length", "_StorageInfo"));
-    OPTSTATE_ASSIGN_OR_RETURN(where.relative_path, StrOf(g, rel, "_StorageInfo.relative_path"));
-    OPTSTATE_ASSIGN_OR_RETURN(int64_t o, IntOf(g, off, "_StorageInfo.offset"));
-    OPTSTATE_ASSIGN_OR_RETURN(int64_t l, IntOf(g, len, "_StorageInfo.length"));
-    if (o < 0 || l < 0) return CorruptError(At(g.at(v)) + "negative offset or length for '" + key.first + "'");
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId rel, RequiredField(g_, v, "relative_path", "_StorageInfo"));
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId off, RequiredField(g_, v, "offset", "_StorageInfo"));
+    OPTSTATE_ASSIGN_OR_RETURN(NodeId len, RequiredField(g_, v, "length", "_StorageInfo"));
+    OPTSTATE_ASSIGN_OR_RETURN(where.relative_path, StrOf(g_, rel, "_StorageInfo.relative_path"));
+    OPTSTATE_ASSIGN_OR_RETURN(int64_t o, IntOf(g_, off, "_StorageInfo.offset"));
+    OPTSTATE_ASSIGN_OR_RETURN(int64_t l, IntOf(g_, len, "_StorageInfo.length"));
+    if (o < 0 || l < 0) return CorruptError(At(g_.at(v)) + "negative offset or length for '" + fqn + "'");
     where.offset = static_cast<uint64_t>(o);
     where.length = static_cast<uint64_t>(l);
-    if (!out.emplace(key, where).second) {
-      return CorruptError(At(g.at(k)) + "storage_data lists '" + key.first + "' at the same offset twice");
-    }
+    return where;
   }
-  return out;
-}
+
+  const ObjectGraph& g_;
+  uint32_t max_dims_;
+  std::vector<Slot> slots_;
+};
 
 StatusOr<std::vector<DcpPathPart>> ReadPath(const ObjectGraph& g, NodeId tuple, const std::string& fqn) {
   if (g.at(tuple).kind != NodeKind::kTuple && g.at(tuple).kind != NodeKind::kList) {
@@ -228,14 +315,14 @@ StatusOr<std::vector<DcpPathPart>> ReadPath(const ObjectGraph& g, NodeId tuple, 
   return path;
 }
 
-StatusOr<DcpEntry> ReadEntry(const ObjectGraph& g, const std::string& fqn, NodeId meta,
-                             const std::map<LocationKey, DcpLocation>& storage, const DcpMetadataLimits& limits) {
+StatusOr<DcpEntry> ReadEntry(const ObjectGraph& g, const std::string& fqn, NodeId meta, const StorageIndex& storage,
+                             const DcpMetadataLimits& limits) {
   DcpEntry e;
   e.fqn = fqn;
   if (IsCallOf(g, meta, "BytesStorageMetadata")) {
-    auto it = storage.find({fqn, std::nullopt});
-    if (it == storage.end()) return CorruptError("bytes item '" + fqn + "' has no entry in storage_data");
-    e.bytes_where = it->second;
+    OPTSTATE_ASSIGN_OR_RETURN(std::optional<DcpLocation> where, storage.Find(fqn, nullptr));
+    if (!where) return CorruptError("bytes item '" + fqn + "' has no entry in storage_data");
+    e.bytes_where = std::move(*where);
     OPTSTATE_RETURN_IF_ERROR(CheckDcpLocation(e.bytes_where, fqn));
     return e;
   }
@@ -262,12 +349,12 @@ StatusOr<DcpEntry> ReadEntry(const ObjectGraph& g, const std::string& fqn, NodeI
     OPTSTATE_ASSIGN_OR_RETURN(NodeId sizes, RequiredField(g, c, "sizes", "ChunkStorageMetadata"));
     OPTSTATE_ASSIGN_OR_RETURN(chunk.offsets, SizeOf(g, offsets, "chunk offsets of '" + fqn + "'", limits.max_dims));
     OPTSTATE_ASSIGN_OR_RETURN(chunk.sizes, SizeOf(g, sizes, "chunk sizes of '" + fqn + "'", limits.max_dims));
-    auto it = storage.find({fqn, chunk.offsets});
-    if (it == storage.end()) {
+    OPTSTATE_ASSIGN_OR_RETURN(std::optional<DcpLocation> where, storage.Find(fqn, &chunk.offsets));
+    if (!where) {
       return CorruptError("'" + fqn + "' chunk at offsets " + ShapeText(chunk.offsets) +
                           " has no entry in storage_data");
     }
-    chunk.where = it->second;
+    chunk.where = std::move(*where);
     OPTSTATE_RETURN_IF_ERROR(CheckDcpLocation(chunk.where, fqn));
     e.chunks.push_back(std::move(chunk));
   }
@@ -318,7 +405,8 @@ StatusOr<DcpMetadata> ParseDcpMetadata(ByteSpan bytes, const DcpMetadataLimits& 
     return LimitExceededError(At(g.at(sdm)) + std::to_string(g.at(sdm).entries.size()) +
                               " entries, more than the limit of " + std::to_string(limits.max_entries));
   }
-  OPTSTATE_ASSIGN_OR_RETURN(auto storage, ReadStorageData(g, Field(g, root, "storage_data"), limits.max_dims));
+  StorageIndex storage(g, limits.max_dims);
+  OPTSTATE_RETURN_IF_ERROR(storage.Read(Field(g, root, "storage_data")));
   NodeId planner = Field(g, root, "planner_data");
   out.has_planner_data = planner != kNoNode && g.at(planner).kind == NodeKind::kDict;
   // planner_data by key, once: a lookup per entry was a scan of every entry

@@ -3,6 +3,8 @@
 // object, and a failed write that leaves nothing behind.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -50,6 +52,25 @@ TEST(DcpWriterTest, RowsSplitAsTorchChunk) {
   EXPECT_EQ(ChunkRows(1, 3, 2), R(1, 1));
   EXPECT_EQ(ChunkRows(3, 4, 3), R(3, 3));
   EXPECT_EQ(ChunkRows(0, 2, 0), R(0, 0));
+}
+
+// storage_data is indexed by (fqn, chunk offset): a key listed twice is
+// refused, naming the second listing; the first tensor's chunks found.
+TEST(DcpWriterTest, StorageDataKeyListedTwiceIsRefused) {
+  auto dcp = OpenDcpCheckpoint(testing::RepoPath("testdata/good/torch26/fsdp2_3rank_dcp"));
+  ASSERT_TRUE(dcp.ok());
+  std::vector<DcpEntry> entries = (*dcp)->metadata().entries;
+  auto tensor = std::find_if(entries.begin(), entries.end(), [](const DcpEntry& e) { return e.chunks.size() >= 2; });
+  ASSERT_NE(tensor, entries.end());
+  tensor->chunks[1].offsets = tensor->chunks[0].offsets;
+  auto pickle = WriteDcpMetadata(entries);
+  ASSERT_TRUE(pickle.ok()) << pickle.status().ToString();
+  auto got = ParseDcpMetadata(AsBytes(*pickle));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(got.status().message().find(": storage_data lists '" + tensor->fqn + "' at the same offset twice"),
+            std::string::npos)
+      << got.status().ToString();
 }
 
 TEST(DcpWriterTest, MetadataReadsBackAsWritten) {
