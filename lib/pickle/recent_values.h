@@ -79,10 +79,6 @@ class RecentValues {
     for (size_t i = 0; i < items.size(); ++i) s.items[i] = items[i];
     s.id = id;
   }
-  void ForgetTuple(const std::vector<NodeId>& items) {
-    if (FindTuple(items) != kNoNode) slots_->tuples[TupleSlotOf(items)].id = kNoNode;
-  }
-
   void ForgetStr(std::string_view text) {
     if (FindStr(text) != kNoNode) slots_->strs[StrSlotOf(text)].id = kNoNode;
   }
