@@ -3,8 +3,6 @@
 #include "io/crc32.h"
 
 #include <algorithm>
-#include <future>
-#include <system_error>
 #include <vector>
 
 namespace optstate {
@@ -13,6 +11,14 @@ namespace {
 constexpr uint64_t kAlignment = 64;  // torch's kFieldAlignment, 1.6 through 2.6
 constexpr uint64_t k4G = 0xFFFFFFFFull;
 constexpr size_t kCopyChunk = 8 << 20;  // bytes written (and pages released) at a time
+// Bytes summed, then written, at a time when a piece has no CRC: the write
+// copies them while they are still in the core's L2 cache, so each is read from
+// memory once, on one thread. The kernel's copy (copy_file_range) would spare
+// that read only to have it done again for the CRC, and from an offset that is
+// not page-aligned (a parameter inside a partition) it fills the output's page
+// cache a 4 KiB page at a time, where writes from memory get large folios
+// (BENCHMARKS.md, issue 22: a ZeRO-3 consolidate ~1.5x faster, level with cp).
+constexpr size_t kSumStep = 1 << 20;
 
 void U16(std::string& s, uint64_t v) {
   s += static_cast<char>(v & 0xFF);
@@ -113,41 +119,42 @@ std::unique_ptr<ZipWriter> ZipWriter::CreateEmbedded(OutputStream& parent, std::
 
 Status ZipWriter::Put(const std::string& bytes) { return out_->Write(AsBytes(bytes)); }
 
-Status ZipWriter::AddRecord(const std::string& record, ByteSpan data, const std::function<void(ByteSpan)>& done_with,
-                            std::optional<uint32_t> known_crc, std::optional<FileRange> source) {
-  OPTSTATE_RETURN_IF_ERROR(Header(record, data.size()));
-  if (known_crc) {
-    uint64_t copied = 0;  // by the kernel, in one go: these pages are never mapped in here
-    if (source) {
-      OPTSTATE_ASSIGN_OR_RETURN(copied, out_->CopyFromFile(source->fd, source->offset, data.size()));
-    }
-    for (size_t at = static_cast<size_t>(copied); at < data.size(); at += kCopyChunk) {
-      ByteSpan chunk = data.subspan(at, std::min(kCopyChunk, data.size() - at));
-      OPTSTATE_RETURN_IF_ERROR(out_->Write(chunk));
-      if (done_with) done_with(chunk);
-    }
-    return Descriptor(*known_crc);
+Status ZipWriter::WriteCopied(ByteSpan data, const std::function<void(ByteSpan)>& done_with) {
+  for (size_t at = 0; at < data.size(); at += kCopyChunk) {
+    ByteSpan chunk = data.subspan(at, std::min(kCopyChunk, data.size() - at));
+    OPTSTATE_RETURN_IF_ERROR(out_->Write(chunk));
+    if (done_with) done_with(chunk);
   }
+  return Status();
+}
+
+StatusOr<uint32_t> ZipWriter::WriteSummed(ByteSpan data, const std::function<void(ByteSpan)>& done_with) {
   uint32_t crc = 0;
   for (size_t at = 0; at < data.size(); at += kCopyChunk) {
     ByteSpan chunk = data.subspan(at, std::min(kCopyChunk, data.size() - at));
-    // The CRC and the copy into the page cache each cost about as much CPU as
-    // the other: for large chunks they run on two threads at once. Pages are
-    // released only after both are done with the chunk.
-    std::future<uint32_t> chunk_crc;
-    if (chunk.size() >= (1 << 20)) {
-      try {
-        chunk_crc = std::async(std::launch::async, [chunk, crc] { return Crc32(chunk, crc); });
-      } catch (const std::system_error&) {
-        // No thread to be had: compute it inline below.
-      }
+    for (size_t step = 0; step < chunk.size(); step += kSumStep) {
+      ByteSpan bytes = chunk.subspan(step, std::min(kSumStep, chunk.size() - step));
+      crc = Crc32(bytes, crc);
+      OPTSTATE_RETURN_IF_ERROR(out_->Write(bytes));
     }
-    Status written = out_->Write(chunk);
-    crc = chunk_crc.valid() ? chunk_crc.get() : Crc32(chunk, crc);
-    OPTSTATE_RETURN_IF_ERROR(written);
     if (done_with) done_with(chunk);
   }
-  return Descriptor(crc);
+  return crc;
+}
+
+Status ZipWriter::AddRecord(const std::string& record, ByteSpan data, const std::function<void(ByteSpan)>& done_with,
+                            std::optional<uint32_t> known_crc, std::optional<FileRange> source) {
+  OPTSTATE_RETURN_IF_ERROR(Header(record, data.size()));
+  if (!known_crc) {
+    OPTSTATE_ASSIGN_OR_RETURN(uint32_t crc, WriteSummed(data, done_with));
+    return Descriptor(crc);
+  }
+  uint64_t copied = 0;  // by the kernel, in one go: these pages are never mapped in here
+  if (source) {
+    OPTSTATE_ASSIGN_OR_RETURN(copied, out_->CopyFromFile(source->fd, source->offset, data.size()));
+  }
+  OPTSTATE_RETURN_IF_ERROR(WriteCopied(data.subspan(static_cast<size_t>(copied)), done_with));
+  return Descriptor(*known_crc);
 }
 
 Status ZipWriter::AddRecordPieces(const std::string& record, const std::vector<RecordPiece>& pieces,
@@ -155,51 +162,22 @@ Status ZipWriter::AddRecordPieces(const std::string& record, const std::vector<R
   uint64_t total = 0;
   for (const RecordPiece& p : pieces) total += p.data.size();
   OPTSTATE_RETURN_IF_ERROR(Header(record, total));
-  // Pieces cut from a record (a reshard's chunk from an input chunk, a ZeRO-3
-  // parameter from a rank's partition) have a source but no CRC: another thread
-  // reads them for their CRCs while the kernel copies them here. The descriptor
-  // follows the data, so it is the only thing that waits for both; their pages
-  // are released once both are done with them.
-  std::vector<uint32_t> piece_crcs(pieces.size(), 0);
-  auto is_cut = [](const RecordPiece& p) { return !p.crc && p.source; };
-  auto read_cut_pieces = [&pieces, &piece_crcs, &is_cut] {
-    for (size_t i = 0; i < pieces.size(); ++i) {
-      if (is_cut(pieces[i])) piece_crcs[i] = Crc32(pieces[i].data);
+  uint32_t crc = 0;
+  for (const RecordPiece& p : pieces) {
+    if (!p.crc) {
+      // A piece cut from a record (a reshard's chunk from an input chunk, a
+      // ZeRO-3 parameter from a rank's partition) has no CRC anywhere: it is
+      // summed and written from here, whatever its source.
+      OPTSTATE_ASSIGN_OR_RETURN(uint32_t piece_crc, WriteSummed(p.data, done_with));
+      crc = Crc32Combine(crc, piece_crc, p.data.size());
+      continue;
     }
-  };
-  uint64_t cut_bytes = 0;
-  for (const RecordPiece& p : pieces) cut_bytes += is_cut(p) ? p.data.size() : 0;
-  std::future<void> reading;
-  if (cut_bytes >= (1u << 20)) {
-    try {
-      reading = std::async(std::launch::async, read_cut_pieces);
-    } catch (const std::system_error&) {
-      // No thread to be had: read below.
-    }
-  }
-  // A thread costs more than reading a small record (an export writes 10^5 chunks of a few KiB).
-  if (!reading.valid()) read_cut_pieces();
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    const RecordPiece& p = pieces[i];
     uint64_t copied = 0;
     if (p.source) {
       OPTSTATE_ASSIGN_OR_RETURN(copied, out_->CopyFromFile(p.source->fd, p.source->offset, p.data.size()));
     }
-    uint32_t computed = 0;
-    for (size_t at = static_cast<size_t>(copied); at < p.data.size(); at += kCopyChunk) {
-      ByteSpan chunk = p.data.subspan(at, std::min(kCopyChunk, p.data.size() - at));
-      if (!p.crc && !p.source) computed = Crc32(chunk, computed);
-      OPTSTATE_RETURN_IF_ERROR(out_->Write(chunk));
-      if (done_with && !is_cut(p)) done_with(chunk);
-    }
-    if (p.crc) piece_crcs[i] = *p.crc;
-    if (!p.crc && !p.source) piece_crcs[i] = computed;
-  }
-  if (reading.valid()) reading.get();
-  uint32_t crc = 0;
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    if (done_with && is_cut(pieces[i])) done_with(pieces[i].data);
-    crc = Crc32Combine(crc, piece_crcs[i], pieces[i].data.size());
+    OPTSTATE_RETURN_IF_ERROR(WriteCopied(p.data.subspan(static_cast<size_t>(copied)), done_with));
+    crc = Crc32Combine(crc, *p.crc, p.data.size());
   }
   return Descriptor(crc);
 }

@@ -2,11 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "fixtures.h"
 #include "optstate/container.h"
+#include "io/crc32.h"
 #include "optstate/zip_writer.h"
 
 namespace optstate {
@@ -249,10 +254,23 @@ class CountingStream : public OutputStream {
     bytes.append(reinterpret_cast<const char*>(data.data()), data.size());
     return Status();
   }
+  // Stands in for copy_file_range when `kernel_copies` is set.
+  StatusOr<uint64_t> CopyFromFile(int fd, uint64_t offset, uint64_t length) override {
+    if (!kernel_copies) return uint64_t{0};
+    std::string got(length, '\0');
+    if (::pread(fd, got.data(), length, static_cast<off_t>(offset)) != static_cast<ssize_t>(length)) {
+      return IoError("short read");
+    }
+    bytes += got;
+    kernel_copied += length;
+    return length;
+  }
   uint64_t position() const override { return bytes.size(); }
   Status Commit() override { return Status(); }
   std::string bytes;
   int writes = 0;
+  bool kernel_copies = false;
+  uint64_t kernel_copied = 0;
 };
 
 // Small records, headers and descriptors reach the output gathered into large
@@ -325,6 +343,54 @@ TEST(ZipWriterTest, StreamedRecordReadsBackWithItsSizeAndCrc) {
   StatusOr<ByteSpan> second = ZipEntryData(cursor, read->entries[1]);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(second->data()), second->size()), "little");
+}
+
+// A record of pieces (a ZeRO-3 parameter from two ranks' partitions, a
+// reshard's chunk): a piece with a known CRC and a source goes to the kernel
+// copy untouched; a piece cut from a record (a source, no CRC) is summed and
+// written from memory in steps, across several steps and chunks here; a piece
+// only in memory is summed too. The record's CRC combines the three, and every
+// byte that passed through memory is handed back to `done_with` exactly once
+// (the kernel's copy never maps its bytes in).
+TEST(ZipWriterTest, RecordOfPiecesCopiesKnownPiecesAndSumsCutOnes) {
+  std::string file_bytes(9 * 1048576 + 3 * 1000 + 7, '\0');
+  for (size_t i = 0; i < file_bytes.size(); ++i) file_bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
+  char path[] = "/tmp/optstate_pieces_XXXXXX";
+  int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::unlink(path);
+  ASSERT_EQ(::write(fd, file_bytes.data(), file_bytes.size()), static_cast<ssize_t>(file_bytes.size()));
+  ByteSpan all = AsBytes(file_bytes);
+  ByteSpan known = all.subspan(0, 3000);
+  ByteSpan cut = all.subspan(3000, 9 * 1048576 + 7);
+  std::string memory(5000, 'm');
+  std::vector<RecordPiece> pieces(3);
+  pieces[0].data = known;
+  pieces[0].crc = Crc32(known);
+  pieces[0].source = FileRange{fd, 0};
+  pieces[1].data = cut;
+  pieces[1].source = FileRange{fd, 3000};
+  pieces[2].data = AsBytes(memory);
+
+  CountingStream out;
+  out.kernel_copies = true;
+  std::unique_ptr<ZipWriter> zip = ZipWriter::CreateEmbedded(out, "archive");
+  uint64_t released = 0;
+  ASSERT_TRUE(zip->AddRecordPieces("data/0", pieces, [&released](ByteSpan b) { released += b.size(); }).ok());
+  ASSERT_TRUE(zip->Finish().ok());
+  ::close(fd);
+  EXPECT_EQ(out.kernel_copied, known.size());
+  EXPECT_EQ(released, cut.size() + memory.size());
+  ByteCursor cursor(AsBytes(out.bytes));
+  StatusOr<ZipArchive> read = ReadZipDirectory(cursor);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  const ZipEntry& e = read->entries.at(0);
+  std::string expected = file_bytes.substr(0, 3000 + cut.size()) + memory;
+  EXPECT_EQ(e.crc32, Crc32(AsBytes(expected)));
+  StatusOr<ByteSpan> data = ZipEntryData(cursor, e);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  EXPECT_TRUE(std::string(reinterpret_cast<const char*>(data->data()), data->size()) == expected);
+  EXPECT_TRUE(VerifyZipEntryCrc(cursor, e).ok());
 }
 
 }  // namespace

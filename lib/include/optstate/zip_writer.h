@@ -24,7 +24,7 @@ namespace optstate {
 struct RecordPiece {
   ByteSpan data;                    // the bytes, written from memory unless copied by the kernel
   std::optional<uint32_t> crc;      // their CRC-32 when already known (from the zip they come from)
-  std::optional<FileRange> source;  // where they lie in a file: the kernel copies them
+  std::optional<FileRange> source;  // where they lie in a file: with `crc`, the kernel copies them
 };
 
 class ZipWriter {
@@ -53,9 +53,9 @@ class ZipWriter {
                    std::optional<uint32_t> known_crc = std::nullopt,
                    std::optional<FileRange> source = std::nullopt);
   // Adds a record made of `pieces` in order. Its CRC is combined from the
-  // pieces' (computed for those that have none), so pieces with a known CRC
-  // and a source never pass through this process, and those with a source
-  // alone are read once (for the CRC) and copied by the kernel.
+  // pieces': pieces with a known CRC and a source are copied by the kernel and
+  // never pass through this process; the others are written from `data`,
+  // those without a CRC summed on the way.
   Status AddRecordPieces(const std::string& name, const std::vector<RecordPiece>& pieces,
                          const std::function<void(ByteSpan)>& done_with = nullptr);
   // A record whose size is known only at its end (data.pkl, written as the
@@ -88,6 +88,11 @@ class ZipWriter {
   Status Put(const std::string& bytes);
   Status Header(const std::string& record, uint64_t size);
   Status Descriptor(uint32_t crc);
+  // Writes `data` a chunk at a time, handing each chunk to `done_with` (if
+  // any) once written.
+  Status WriteCopied(ByteSpan data, const std::function<void(ByteSpan)>& done_with);
+  // The same, summing `data` on the way; returns its CRC-32.
+  StatusOr<uint32_t> WriteSummed(ByteSpan data, const std::function<void(ByteSpan)>& done_with);
 
   std::unique_ptr<OutputStream> out_;
   std::string prefix_;
