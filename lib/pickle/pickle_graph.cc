@@ -18,15 +18,7 @@ size_t CompactGraph(ObjectGraph& graph, const std::vector<bool>& keep) {
     if (renamed[id] == kNoNode) continue;
     Node& n = graph.nodes[renamed[id]];
     if (renamed[id] != id) n = std::move(graph.nodes[id]);
-    for (NodeId& c : n.items) fix(c);
-    for (Entry& e : n.entries) {
-      fix(e.first);
-      fix(e.second);
-    }
-    if (n.has_extra()) {
-      NodeExtra& x = n.extra();
-      for (NodeId* ref : {&x.callable, &x.args, &x.kwargs, &x.state}) fix(*ref);
-    }
+    ForEachChildRef(n, fix);
   }
   fix(graph.root);
   graph.nodes.Truncate(next);

@@ -44,15 +44,7 @@ class Writer {
     refs_[id] = 1;
     const Node& n = g_.at(id);
     if (n.kind == NodeKind::kTensor) return Status();  // written from its TensorRef
-    for (NodeId c : {n.callable(), n.args(), n.kwargs(), n.state()}) {
-      if (c != kNoNode) OPTSTATE_RETURN_IF_ERROR(Count(c, depth + 1));
-    }
-    for (NodeId c : n.items) OPTSTATE_RETURN_IF_ERROR(Count(c, depth + 1));
-    for (auto [k, v] : n.entries) {
-      OPTSTATE_RETURN_IF_ERROR(Count(k, depth + 1));
-      OPTSTATE_RETURN_IF_ERROR(Count(v, depth + 1));
-    }
-    return Status();
+    return ForEachChildUntilError(n, [this, depth](NodeId c) { return Count(c, depth + 1); });
   }
 
   void Op(char c) { e_.Op(c); }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "optstate/compact_containers.h"
+#include "optstate/status.h"
 
 namespace optstate {
 
@@ -120,6 +121,51 @@ struct Node {
 };
 
 static_assert(sizeof(Node) <= 64, "a node's size multiplies by the 10^7 nodes of large checkpoints");
+
+// Calls visit(child) for each node `n` refers to, in the order the pickle made
+// them: the call (callable, args, kwargs, BUILD state), then items, then each
+// entry's key and value; references to no node are skipped. Every walk over a
+// graph goes through these, so none can miss a kind of reference.
+template <typename Visit>
+void ForEachChild(const Node& n, Visit&& visit) {
+  for (NodeId c : {n.callable(), n.args(), n.kwargs(), n.state()}) {
+    if (c != kNoNode) visit(c);
+  }
+  for (NodeId c : n.items) visit(c);
+  for (const Entry& e : n.entries) {
+    visit(e.first);
+    visit(e.second);
+  }
+}
+
+// The same, stopping at (and returning) the first error a visit returns.
+template <typename Visit>
+Status ForEachChildUntilError(const Node& n, Visit&& visit) {
+  for (NodeId c : {n.callable(), n.args(), n.kwargs(), n.state()}) {
+    if (c != kNoNode) OPTSTATE_RETURN_IF_ERROR(visit(c));
+  }
+  for (NodeId c : n.items) OPTSTATE_RETURN_IF_ERROR(visit(c));
+  for (const Entry& e : n.entries) {
+    OPTSTATE_RETURN_IF_ERROR(visit(e.first));
+    OPTSTATE_RETURN_IF_ERROR(visit(e.second));
+  }
+  return Status();
+}
+
+// The same over the references themselves, to rewrite them in place; here
+// references to no node are passed too.
+template <typename Fix>
+void ForEachChildRef(Node& n, Fix&& fix) {
+  if (n.has_extra()) {
+    NodeExtra& x = n.extra();
+    for (NodeId* ref : {&x.callable, &x.args, &x.kwargs, &x.state}) fix(*ref);
+  }
+  for (NodeId& c : n.items) fix(c);
+  for (Entry& e : n.entries) {
+    fix(e.first);
+    fix(e.second);
+  }
+}
 
 struct ObjectGraph {
   ChunkedArena<Node> nodes;
