@@ -10,8 +10,16 @@
 # Runs alternate between the commands, `sync` before each; inputs warm in the page
 # cache; medians. zero_to_fp32 writes the weights only (a third of what
 # consolidate writes: it leaves out the optimizer state) and runs once.
+#
+# WARM=1 (the default) touches 4 GiB of memory before each command. On a VM
+# that hands freed memory back to its host (virtio-balloon free page
+# reporting, in 2 MiB blocks: /sys/module/page_reporting), the previous run's
+# freed output comes back on first touch one host fault at a time, and
+# whichever command next fills the page cache with large folios pays for it
+# (cp -r of 2.3 GiB: 0.7 s or 2-7 s at random). Touching memory first gives
+# every command the memory a machine without reporting has. WARM=0 leaves it.
 set -euo pipefail
-bin=$(readlink -f "$1") data=$(readlink -f "$2") git_dir=$3 stage=$4 runs=${5:-3}
+bin=$(readlink -f "$1") data=$(readlink -f "$2") git_dir=$3 stage=$4 runs=${5:-3} warm=${WARM:-1}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 root=${OPTSTATE_TORCH26_ROOT:-/var/cache/optstate-torch26}
 ds=/var/tmp/deepspeed-0.16.4
@@ -34,6 +42,7 @@ measure() {  # name, command...
   local name=$1; shift
   [[ " ${names[*]} " == *" $name "* ]] || names+=("$name")
   sync
+  if [ "$warm" = 1 ]; then python3 -c "bytearray(b'\x01') * (4 << 30)"; fi
   local r
   /usr/bin/time -o "$data/time.txt" -f "%e %M" "$@" > /dev/null 2> /dev/null
   r=$(tail -n 1 "$data/time.txt")
@@ -54,10 +63,10 @@ measure "DeepSpeed 0.16.4 zero_to_fp32 (weights only)" "$repo/testdata/gen/torch
 from deepspeed.utils.zero_to_fp32 import convert_zero_checkpoint_to_fp32_state_dict
 convert_zero_checkpoint_to_fp32_state_dict('zero$stage', 'out', max_shard_size=None)"
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-echo "input: $in (ZeRO-$stage, 2 ranks), $((bytes / 1048576)) MiB in $(ls "$in" | wc -l) files; runs: $runs (median), zero_to_fp32 once; $(nproc) cores"
+echo "input: $in (ZeRO-$stage, 2 ranks), $((bytes / 1048576)) MiB in $(ls "$in" | wc -l) files; runs: $runs (median), zero_to_fp32 once; $(nproc) cores; WARM=$warm"
 echo
-echo "| command | wall (s) | peak RSS (MiB) |"
-echo "|---|---|---|"
+echo "| command | wall (s), median | wall (s), every run | peak RSS (MiB) |"
+echo "|---|---|---|---|"
 for name in "${names[@]}"; do
-  echo "| $name | $(echo "${wall[$name]}" | median) | $(( $(echo "${rss[$name]}" | median) / 1024 )) |"
+  echo "| $name | $(echo "${wall[$name]}" | median) | ${wall[$name]% } | $(( $(echo "${rss[$name]}" | median) / 1024 )) |"
 done
