@@ -42,7 +42,7 @@ void WriteReport(CommandOutput& output, const DcpOutputFlags& f, const DcpWriteR
              << "\n"
              << "  " << r.tensors << " tensors (" << HumanBytes(r.tensor_bytes) << ") in " << r.chunks << " chunks, "
              << r.bytes_items << " other values; "
-             << (r.largest_chunk_bytes == 0 ? std::string("every chunk copied by the kernel")
+             << (r.largest_chunk_bytes == 0 ? std::string("every chunk copied straight from its input")
                                             : "largest chunk through memory " + HumanBytes(r.largest_chunk_bytes))
              << "\n";
   if (!f.rekeyed_text.empty()) output.out << "  " << f.rekeyed_text << "\n";

@@ -14,8 +14,8 @@ namespace optstate {
 uint32_t Crc32(ByteSpan data, uint32_t crc = 0);
 
 // The CRC of a + b from crc_a = Crc32(a), crc_b = Crc32(b) and b's length,
-// without the bytes: records made of pieces copied by the kernel (a DCP
-// tensor's chunks) get their CRC from the pieces' CRCs.
+// without the bytes: records made of pieces (a DCP tensor's chunks, a ZeRO
+// parameter's partitions) get their CRC from the pieces' CRCs.
 uint32_t Crc32Combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
 
 }  // namespace optstate

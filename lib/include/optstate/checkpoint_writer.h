@@ -65,7 +65,8 @@ StatusOr<WriteReport> WriteNewCheckpoint(const Checkpoint& checkpoint, NodeId ro
 
 // The same with each storage given as pieces (a tensor assembled from DCP
 // chunks that each hold whole rows): pieces with a known CRC and a file
-// source are copied by the kernel, and the record's CRC combined from theirs.
+// source are copied by the kernel, the others written (and summed) from
+// memory, and the record's CRC combined from theirs.
 using StoragePiecesSource = std::function<StatusOr<std::vector<RecordPiece>>(size_t storage_index)>;
 // `release` is called with each range written from memory (to drop mapped pages).
 StatusOr<WriteReport> WriteNewCheckpointFromPieces(const Checkpoint& checkpoint, NodeId root,

@@ -15,8 +15,9 @@
 //                                               hyperparameters as saved
 //
 // Streamed: every parameter's record is written as the pieces of the rank
-// partitions it lies in, copied by the kernel from the mapped rank files, so
-// memory stays bounded by the pickle, whatever the checkpoint's size. Refused
+// partitions it lies in, written from the mapped rank files a chunk at a time
+// (summed for the CRC on the way, the chunk's pages then let go), so memory
+// stays bounded by the pickle, whatever the checkpoint's size. Refused
 // (nothing written) while OpenZeroCheckpoint recorded any layout problem.
 #ifndef OPTSTATE_ZERO_CONSOLIDATE_H_
 #define OPTSTATE_ZERO_CONSOLIDATE_H_
