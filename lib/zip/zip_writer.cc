@@ -120,15 +120,6 @@ std::unique_ptr<ZipWriter> ZipWriter::CreateEmbedded(OutputStream& parent, std::
 
 Status ZipWriter::Put(const std::string& bytes) { return out_->Write(AsBytes(bytes)); }
 
-Status ZipWriter::WriteCopied(ByteSpan data, const std::function<void(ByteSpan)>& done_with) {
-  for (size_t at = 0; at < data.size(); at += kCopyChunk) {
-    ByteSpan chunk = data.subspan(at, std::min(kCopyChunk, data.size() - at));
-    OPTSTATE_RETURN_IF_ERROR(out_->Write(chunk));
-    if (done_with) done_with(chunk);
-  }
-  return Status();
-}
-
 StatusOr<uint32_t> ZipWriter::WriteSummed(ByteSpan data, const std::function<void(ByteSpan)>& done_with) {
   uint32_t crc = 0;
   for (size_t at = 0; at < data.size(); at += kCopyChunk) {
@@ -143,19 +134,25 @@ StatusOr<uint32_t> ZipWriter::WriteSummed(ByteSpan data, const std::function<voi
   return crc;
 }
 
+StatusOr<uint32_t> ZipWriter::WritePiece(const RecordPiece& p, const std::function<void(ByteSpan)>& done_with) {
+  if (!p.crc) return WriteSummed(p.data, done_with);
+  uint64_t copied = 0;  // by the kernel, in one go: these pages are never mapped in here
+  if (p.source) {
+    OPTSTATE_ASSIGN_OR_RETURN(copied, out_->CopyFromFile(p.source->fd, p.source->offset, p.data.size()));
+  }
+  for (size_t at = static_cast<size_t>(copied); at < p.data.size(); at += kCopyChunk) {
+    ByteSpan chunk = p.data.subspan(at, std::min(kCopyChunk, p.data.size() - at));
+    OPTSTATE_RETURN_IF_ERROR(out_->Write(chunk));
+    if (done_with) done_with(chunk);
+  }
+  return *p.crc;
+}
+
 Status ZipWriter::AddRecord(const std::string& record, ByteSpan data, const std::function<void(ByteSpan)>& done_with,
                             std::optional<uint32_t> known_crc, std::optional<FileRange> source) {
   OPTSTATE_RETURN_IF_ERROR(Header(record, data.size()));
-  if (!known_crc) {
-    OPTSTATE_ASSIGN_OR_RETURN(uint32_t crc, WriteSummed(data, done_with));
-    return Descriptor(crc);
-  }
-  uint64_t copied = 0;  // by the kernel, in one go: these pages are never mapped in here
-  if (source) {
-    OPTSTATE_ASSIGN_OR_RETURN(copied, out_->CopyFromFile(source->fd, source->offset, data.size()));
-  }
-  OPTSTATE_RETURN_IF_ERROR(WriteCopied(data.subspan(static_cast<size_t>(copied)), done_with));
-  return Descriptor(*known_crc);
+  OPTSTATE_ASSIGN_OR_RETURN(uint32_t crc, WritePiece(RecordPiece{data, known_crc, source}, done_with));
+  return Descriptor(crc);
 }
 
 Status ZipWriter::AddRecordPieces(const std::string& record, const std::vector<RecordPiece>& pieces,
@@ -163,22 +160,13 @@ Status ZipWriter::AddRecordPieces(const std::string& record, const std::vector<R
   uint64_t total = 0;
   for (const RecordPiece& p : pieces) total += p.data.size();
   OPTSTATE_RETURN_IF_ERROR(Header(record, total));
+  // A piece cut from a record (a reshard's chunk from an input chunk, a ZeRO-3
+  // parameter from a rank's partition) has no CRC anywhere: WritePiece sums it
+  // and writes it from here, whatever its source.
   uint32_t crc = 0;
   for (const RecordPiece& p : pieces) {
-    if (!p.crc) {
-      // A piece cut from a record (a reshard's chunk from an input chunk, a
-      // ZeRO-3 parameter from a rank's partition) has no CRC anywhere: it is
-      // summed and written from here, whatever its source.
-      OPTSTATE_ASSIGN_OR_RETURN(uint32_t piece_crc, WriteSummed(p.data, done_with));
-      crc = Crc32Combine(crc, piece_crc, p.data.size());
-      continue;
-    }
-    uint64_t copied = 0;
-    if (p.source) {
-      OPTSTATE_ASSIGN_OR_RETURN(copied, out_->CopyFromFile(p.source->fd, p.source->offset, p.data.size()));
-    }
-    OPTSTATE_RETURN_IF_ERROR(WriteCopied(p.data.subspan(static_cast<size_t>(copied)), done_with));
-    crc = Crc32Combine(crc, *p.crc, p.data.size());
+    OPTSTATE_ASSIGN_OR_RETURN(uint32_t piece_crc, WritePiece(p, done_with));
+    crc = Crc32Combine(crc, piece_crc, p.data.size());
   }
   return Descriptor(crc);
 }

@@ -88,10 +88,11 @@ class ZipWriter {
   Status Put(const std::string& bytes);
   Status Header(const std::string& record, uint64_t size);
   Status Descriptor(uint32_t crc);
-  // Writes `data` a chunk at a time, handing each chunk to `done_with` (if
-  // any) once written.
-  Status WriteCopied(ByteSpan data, const std::function<void(ByteSpan)>& done_with);
-  // The same, summing `data` on the way; returns its CRC-32.
+  // Writes one piece of a record and returns its CRC-32: with a known CRC,
+  // copied by the kernel from its source if it has one, else written a chunk
+  // at a time; without, summed and written (WriteSummed). Each chunk written
+  // from memory is handed to `done_with` (if any) once written.
+  StatusOr<uint32_t> WritePiece(const RecordPiece& p, const std::function<void(ByteSpan)>& done_with);
   StatusOr<uint32_t> WriteSummed(ByteSpan data, const std::function<void(ByteSpan)>& done_with);
 
   std::unique_ptr<OutputStream> out_;
