@@ -10,10 +10,13 @@
 namespace optstate {
 namespace {
 
-// The legacy format's first pickle is protocol 2, LONG1 of 10 bytes: the magic
-// number 0x1950a86a20f9469cfc6c (torch/serialization.py MAGIC_NUMBER).
-constexpr std::array<uint8_t, 15> kLegacyMagic = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
-                                                   0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+// The legacy format's first pickle is LONG1 of 10 bytes: the magic number
+// 0x1950a86a20f9469cfc6c (torch/serialization.py MAGIC_NUMBER), behind PROTO 2
+// by default and PROTO 3-5 under torch.save(pickle_protocol=N), which from 4
+// on opens a FRAME (0x95 and an 8-byte length) first.
+constexpr std::array<uint8_t, 13> kLegacyMagicBody = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9,
+                                                      0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+constexpr size_t kLegacySniffBytes = 2 + 9 + kLegacyMagicBody.size();
 constexpr uint32_t kZstdMagic = 0xFD2FB528;
 
 bool StartsWith(ByteSpan data, std::span<const uint8_t> prefix) {
@@ -22,6 +25,14 @@ bool StartsWith(ByteSpan data, std::span<const uint8_t> prefix) {
     if (static_cast<uint8_t>(data[i]) != prefix[i]) return false;
   }
   return true;
+}
+
+bool LooksLikeLegacy(ByteSpan data) {
+  auto at = [&](size_t i) { return i < data.size() ? static_cast<uint8_t>(data[i]) : -1; };
+  if (at(0) != 0x80 || at(1) < 2 || at(1) > 5) return false;
+  size_t body = 2;
+  if (at(1) >= 4 && at(2) == 0x95) body += 9;  // FRAME
+  return body <= data.size() && StartsWith(data.subspan(body), kLegacyMagicBody);
 }
 
 std::string DescribeStart(ByteSpan data) {
@@ -99,7 +110,7 @@ void PeekZstd(ByteSpan data, ContainerInfo& info) {
   std::array<std::byte, 64> head{};
   ZSTD_inBuffer in{data.data(), data.size(), 0};
   ZSTD_outBuffer out{head.data(), head.size(), 0};
-  while (out.pos < kLegacyMagic.size() && in.pos < in.size) {
+  while (out.pos < kLegacySniffBytes && in.pos < in.size) {
     size_t rc = ZSTD_decompressStream(stream, &out, &in);
     if (ZSTD_isError(rc) || rc == 0) break;
   }
@@ -111,7 +122,7 @@ void PeekZstd(ByteSpan data, ContainerInfo& info) {
 
 std::optional<ContainerFormat> SniffContainerFormat(ByteSpan data) {
   if (LooksLikeZip(data)) return ContainerFormat::kZip;
-  if (StartsWith(data, kLegacyMagic)) return ContainerFormat::kLegacy;
+  if (LooksLikeLegacy(data)) return ContainerFormat::kLegacy;
   if (data.size() >= 4 && LoadU32LEUnchecked(data.data()) == kZstdMagic) return ContainerFormat::kZstd;
   if (LooksLikeSafetensors(data)) return ContainerFormat::kSafetensors;
   return std::nullopt;
