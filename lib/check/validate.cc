@@ -4,6 +4,8 @@
 // (validate_params.cc). Rule ids and severities: validate_rules.cc.
 #include "optstate/validate.h"
 
+#include <set>
+
 #include "check/finding_sink.h"
 #include "check/validate_checkpoint.h"
 #include "check/validate_params.h"
@@ -11,6 +13,7 @@
 #include "optstate/dcp_consolidate.h"
 #include "optstate/optimizer_state.h"
 #include "optstate/security.h"
+#include "optstate/torch_objects.h"
 
 namespace optstate {
 namespace {
@@ -109,6 +112,40 @@ StatusOr<ValidationReport> ValidateUnreadable(const std::string& path, const Val
   return r;
 }
 
+// torch 2.6's torch.load(path) with its default weights_only=True, judged
+// from what it would read: the opcodes of every pickle it unpickles and the
+// globals they name (the security scan's findings), or a format it does not
+// read at all. tests/oracle/check_corpus.py holds this against torch itself.
+ValidationReport::TorchLoadPrediction PredictTorchLoad(const Checkpoint& cp) {
+  ValidationReport::TorchLoadPrediction p;
+  if (cp.container.format == ContainerFormat::kZstd) {
+    p.reasons.push_back("zstd-compressed: torch.load reads it only once decompressed (zstd -d)");
+  } else if (cp.container.format == ContainerFormat::kSafetensors) {
+    p.reasons.push_back("a safetensors file: torch.load does not read it (safetensors.torch.load_file does)");
+  }
+  if (cp.container.format == ContainerFormat::kZip || cp.container.format == ContainerFormat::kLegacy) {
+    std::vector<std::string> ops = OpcodesWeightsOnlyRefuses(cp.pickle_opcodes);
+    if (!ops.empty()) {
+      std::string list;
+      for (const std::string& op : ops) list += (list.empty() ? "" : ", ") + op;
+      p.reasons.push_back("pickle opcodes its unpickler does not take (" + list + "; pickle protocol " +
+                          std::to_string(cp.pickle_protocol) + ", torch.save's default is 2)");
+    }
+    std::set<std::string> named;
+    for (const Finding& f : cp.findings) {
+      if (f.global.empty() || !named.insert(f.global).second) continue;
+      if (f.code == "global-needs-import") {
+        p.reasons.push_back("global " + f.global + " is allowed only once torch.distributed.tensor is imported");
+      } else if (f.code == "dangerous-global" || f.code == "unknown-global-called" ||
+                 f.code == "global-not-allowlisted") {
+        p.reasons.push_back("global " + f.global + " is not on its allowlist");
+      }
+    }
+  }
+  p.weights_only = p.reasons.empty() ? "accepts" : "refuses";
+  return p;
+}
+
 }  // namespace
 
 StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptions& o) {
@@ -150,6 +187,7 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
   FindingSink sink(o, r);
   CheckCheckpointRules(cp, reader, file.get(), records, sink);
   OPTSTATE_RETURN_IF_ERROR(CheckAgainstParams(cp, file->bytes(), path, sink));
+  r.torch_load = PredictTorchLoad(cp);
   return r;
 }
 

@@ -3,6 +3,8 @@
 // values and the zip records' CRCs, read in one sweep (value_scan.h).
 #include "check/validate_checkpoint.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -11,6 +13,7 @@
 #include "check/value_scan.h"
 #include "optstate/optimizer_state.h"
 #include "pickle/graph_walk.h"
+#include "state/optimizer_family.h"
 #include "torch/half_float.h"
 
 namespace optstate {
@@ -117,6 +120,7 @@ class Validator {
       }
     }
     // State and parameters against each other (canonical keys only: others are reported above).
+    const OptimizerFamily family = RecogniseOptimizer(cp_, s);
     std::set<std::string> with_state;
     std::map<size_t, std::vector<std::pair<std::string, double>>> steps;  // group -> (key, step)
     bool all_steps_one = !s.keys.empty();
@@ -135,12 +139,16 @@ class Validator {
       }
       NodeId step = DictLookup(g_, k.value, "step");
       std::optional<double> v = step == kNoNode ? std::nullopt : Step(step);
-      if (v && gi != group_of.end()) steps[gi->second].emplace_back(k.text, *v);
+      // Adagrad makes state for every parameter up front: step 0 there is a
+      // parameter never stepped (frozen, unused), not state out of step.
+      const bool never_stepped = v && *v == 0.0 && CreatesStateUpFront(family.name);
+      if (v && gi != group_of.end() && !never_stepped) steps[gi->second].emplace_back(k.text, *v);
       all_steps_one &= v && *v == 1.0;
       Values(s, k);
     }
     // Keys that map to nothing are reported above; every parameter would repeat it.
-    if (odd.empty()) {
+    // LBFGS keeps its one entry under the first parameter, by design.
+    if (odd.empty() && !KeepsOneEntryForAllParams(family.name)) {
       std::map<size_t, std::vector<std::string>> missing;
       for (auto& [name, gi] : group_of) {
         if (!with_state.count(name)) missing[gi].push_back(name);
@@ -309,8 +317,33 @@ class Validator {
             "step at lr=0) and never trained. Resuming from it restarts Adam's bias correction at step 2.");
       }
     }
+    // torch writes CRC 0 where it computed none: every record under
+    // torch.serialization.set_crc32_options(False), the storages under
+    // skip_data(). torch.load never checks CRCs, so such a file is healthy
+    // but its bytes cannot be checked; skip_data's storages are besides all
+    // zero, a file with the structure and none of the values.
+    size_t unrecorded = 0, storages = 0, skipped_storages = 0;
+    const std::string data_dir = cp_.container.zip.prefix + "/data/";
     for (size_t i = 0; i < records.size(); ++i) {
-      if (scan[i].crc == records[i]->crc32) continue;
+      const bool storage = records[i]->name.starts_with(data_dir);
+      storages += storage;
+      if (scan[i].crc == records[i]->crc32 || records[i]->crc32 != 0) continue;
+      ++unrecorded;
+      const ByteSpan b = scan[i].bytes;
+      skipped_storages += storage && !b.empty() && std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{0}; });
+    }
+    if (storages > 0 && skipped_storages == storages) {
+      Add("tensor-data-skipped", "the zip's " + std::to_string(storages) + " storage records",
+          "every storage is zeros with no CRC-32: written under torch.serialization.skip_data(), which saves the "
+          "structure and none of the values. torch.load reads it as all-zero tensors; there is nothing to resume.");
+    } else if (unrecorded > 0) {
+      Add("crc-not-recorded", "the zip's records",
+          std::to_string(unrecorded) + " of " + std::to_string(records.size()) +
+              " records carry CRC-32 0, as torch.serialization.set_crc32_options(False) writes them: torch.load never "
+              "checks CRCs, so the file loads, but these records' bytes could not be checked for corruption.");
+    }
+    for (size_t i = 0; i < records.size(); ++i) {
+      if (scan[i].crc == records[i]->crc32 || records[i]->crc32 == 0) continue;
       char buf[96];
       std::snprintf(buf, sizeof buf, "CRC-32 of the data is %08x, the directory says %08x", scan[i].crc,
                     records[i]->crc32);

@@ -2,6 +2,7 @@
 // sizes against the model, then collisions, orphans and shapes from the match.
 #include "check/validate_params.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -10,9 +11,16 @@
 #include "optstate/model_params.h"
 #include "optstate/state_matching.h"
 #include "pickle/graph_walk.h"
+#include "state/optimizer_family.h"
 
 namespace optstate {
 namespace {
+
+uint64_t NumelOf(const std::vector<int64_t>& shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
 
 // These compare counts and names only, so they run even when the parameter
 // order cannot be decided (e.g. two param groups and no manifest).
@@ -132,6 +140,17 @@ class ParamChecks {
         return false;
       }
       unlisted_count = have - st_.param_count;
+      // The model's own file may hold other optimizers over the rest of it
+      // (SparseAdam on the embedding beside an Adam for the rest).
+      if (&model == &cp_) {
+        size_t others = 0;
+        for (const std::string& path : FindOptimizerStates(cp_)) {
+          if (path == st_.path) continue;
+          StatusOr<OptimizerState> other = ReadOptimizerState(cp_, path);
+          if (other.ok()) others += other->param_count;
+        }
+        unlisted_count -= std::min(unlisted_count, others);
+      }
     }
     if (!unlisted.empty()) {
       // Every name the optimizer lists is the model's: a missing one cannot be
@@ -177,6 +196,13 @@ class ParamChecks {
       sink_.Add("state-orphan", state_at_ + "[" + st_.keys[k].text + "]",
                 "belongs to no parameter: " + match.keys[k].reason + ". remap drops it and says so.");
     }
+    // Each field is held to what its algorithm keeps in it (optimizer_family.h):
+    // a per-element moment has the parameter's shape, Adafactor's factors the
+    // shape with one dimension 1, LBFGS's flat vectors every parameter's numel.
+    const OptimizerFamily family = RecogniseOptimizer(cp_, st_);
+    uint64_t all_numel = 0;
+    for (const ParamInfo& p : params) all_numel += NumelOf(p.shape);
+    std::set<std::string> unchecked;
     for (size_t k = 0; k < st_.keys.size(); ++k) {
       const KeyMatch& km = match.keys[k];
       if (km.fate != KeyFate::kAssigned || km.params.size() != 1) continue;
@@ -190,14 +216,40 @@ class ParamChecks {
         if (n.kind != NodeKind::kTensor) continue;
         const TensorRef& t = cp_.tensors[n.tensor];
         const std::vector<int64_t>& shape = t.is_dtensor ? t.global_sizes() : t.sizes;
-        if (t.numel() <= 1 && shape.size() <= 1) continue;  // step and other scalars
-        // HeavyBall's merged view of the parameter ([64, 27] of [64, 3, 3, 3]) is its own state's shape.
-        if (shape != p.shape && !IsDimMerge(p.shape, shape)) {
+        const std::string field = cp_.graph.at(name).kind == NodeKind::kStr ? cp_.graph.at(name).text : "";
+        const FieldLayout layout = LayoutOfField(family.name, field);
+        if (layout == FieldLayout::kUnknown) {
+          if (t.numel() > 1 || shape.size() > 1) unchecked.insert(field.empty() ? KeyText(cp_.graph, name) : field);
+          continue;
+        }
+        std::string want;
+        if (layout == FieldLayout::kPerElement) {
+          // HeavyBall's merged view of the parameter ([64, 27] of [64, 3, 3, 3]) is its own state's shape.
+          if (shape != p.shape && !IsDimMerge(p.shape, shape)) want = "parameter " + p.name + " is " + ShapeText(p.shape);
+        } else if (layout == FieldLayout::kFactoredRow || layout == FieldLayout::kFactoredCol) {
+          std::vector<int64_t> factored = p.shape;
+          size_t dim = layout == FieldLayout::kFactoredRow ? 1 : 2;
+          if (factored.size() >= 2) factored[factored.size() - dim] = 1;
+          if (shape != factored) want = "factored from " + p.name + " " + ShapeText(p.shape) + " it is " + ShapeText(factored);
+        } else if (layout == FieldLayout::kFlatOverAll) {
+          if (shape.size() != 1 || static_cast<uint64_t>(shape[0]) != all_numel) {
+            want = "flattened over all parameters it has " + std::to_string(all_numel) + " elements";
+          }
+        }
+        if (!want.empty()) {
           sink_.Add("state-shape-mismatch", state_at_ + "[" + key.text + "]." + KeyText(cp_.graph, name),
-                    "shape " + ShapeText(shape) + " but parameter " + p.name + " is " + ShapeText(p.shape) +
-                        ": this entry belongs to another parameter (a key mapped wrongly).");
+                    "shape " + ShapeText(shape) + " but " + want + ": this entry belongs to another parameter (a key "
+                    "mapped wrongly).");
         }
       }
+    }
+    if (!unchecked.empty()) {
+      std::string list;
+      for (const std::string& f : unchecked) list += (list.empty() ? "" : ", ") + f;
+      sink_.Add("state-schema-unknown", state_at_,
+                std::string(family.known() ? "the " + family.name + " state's fields " : "state of an optimizer "
+                            "optstate does not know (" + family.evidence + "): fields ") +
+                    list + " were not checked against their parameters' shapes, since what they hold is not known.");
     }
   }
 

@@ -74,7 +74,13 @@ const std::vector<RuleInfo>& ValidationRules() {
       {"zip-name-escapes", S::kError, "a zip entry named with '..' or an absolute path (unzip would write outside)"},
       {"zip-duplicate-record", S::kError,
        "two zip records of one name: torch 2.6 reads the first, 1.13 the last (each scanned all the same)"},
-      {"crc-mismatch", S::kError, "a zip record whose bytes do not match its CRC-32", true},
+      {"crc-mismatch", S::kError, "a zip record whose bytes do not match its CRC-32 (CRC 0: not recorded, see crc-not-recorded)", true},
+      {"crc-not-recorded", S::kInfo,
+       "zip records whose CRC-32 is 0, as torch.serialization.set_crc32_options(False) writes them: loadable, but "
+       "their bytes cannot be checked for corruption", true},
+      {"tensor-data-skipped", S::kError,
+       "every storage record zeros with no CRC-32: saved under torch.serialization.skip_data(), structure without "
+       "values", true},
       {"dcp-chunk-layout", S::kError, "DCP chunks that overlap, leave gaps or reach outside their tensor"},
       {"param-count-mismatch", S::kError,
        "param_groups list more parameters than the model has, names it lacks, or other counts or group sizes "
@@ -90,6 +96,9 @@ const std::vector<RuleInfo>& ValidationRules() {
        "parameters whose state was merged into one entry (HeavyBall under FSDP: every data_ptr 0)", false, true},
       {"state-orphan", S::kWarning, "state entries of no parameter (freed temporaries)", false, true},
       {"state-shape-mismatch", S::kError, "state tensors whose shape does not fit their parameter", false, true},
+      {"state-schema-unknown", S::kInfo,
+       "state fields of an optimizer (or fields of a known one) optstate does not know: their shapes were not held "
+       "to the parameters'", false, true},
       {"rank-set-mismatch", S::kError,
        "per-rank files of one sharded save that disagree: parameters, global shapes, state keys, or shards that do "
        "not tile a tensor once",

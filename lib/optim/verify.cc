@@ -6,7 +6,7 @@
 #include <optional>
 #include <set>
 
-#include "optim/optimizer_family.h"
+#include "state/optimizer_family.h"
 #include "optim/replay_steps.h"
 #include "optim/synthetic_values.h"
 #include "optim/verify_unreplayed.h"
@@ -122,6 +122,7 @@ class Verifier {
         Add("", "step-mismatch", "param_groups[" + std::to_string(gi) + "] has different steps: " + StepList(steps));
       }
     }
+    NoteParamsWithoutState(without_state_, r_);
     return r_;
   }
 
@@ -240,11 +241,18 @@ class Verifier {
     const ParamMatch& pm = m_.match.params[p];
     if (pm.collided) return Status();  // reported as a collision
     if (pm.keys.empty()) {
-      Add(info.name, "no-state", "no state entry: the optimizer never stepped it, or its state went elsewhere");
-      r_.cold.push_back(info.name);
+      without_state_.push_back(info.name);
       return Status();
     }
     const StateKey& key = m_.state.keys[pm.keys.front()];
+    if (CreatesStateUpFront(r_.algorithm) && !key.nested_views && g_.at(key.value).kind == NodeKind::kDict) {
+      NodeId step = DictLookup(g_, key.value, "step");
+      std::optional<double> s = step == kNoNode ? std::nullopt : NumberValue(m_.file->checkpoint(), m_.file->bytes(), step);
+      if (s && *s == 0) {  // Adagrad's state of a parameter no step ever reached
+        without_state_.push_back(info.name);
+        return Status();
+      }
+    }
     NodeId view = replay_.heavyball3 ? HeavyBall3View(key) : kNoNode;
     const bool hb3 = view != kNoNode;
     if (!hb3 && (pm.keys.size() > 1 || key.nested_views)) {
@@ -382,6 +390,7 @@ class Verifier {
   const VerifyOptions& o_;
   const ObjectGraph& g_;
   VerifyReport r_;
+  std::vector<std::string> without_state_;
   float group_step_ = 0;  // HeavyBall 3.x: this group's counter
   Replay replay_;
   std::set<std::string> guessed_{m_.order_ambiguous.begin(), m_.order_ambiguous.end()};

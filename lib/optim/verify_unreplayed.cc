@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "pickle/graph_walk.h"
@@ -43,10 +44,15 @@ class UnreplayedChecks {
         Add("", "step-mismatch", "param_groups[" + std::to_string(gi) + "] has different steps: " + StepList(steps));
       }
     }
-    r_.notes.push_back("replay not applicable: the state is " + family_.name + "'s (" + family_.evidence +
-                       "), which verify cannot replay (it replays SGD, Adam, AdamW, Adagrad, RMSprop and "
-                       "HeavyBall 3.x's AdamW); shapes, dtypes, finite values and steps were checked, warm vs cold "
-                       "was not");
+    NoteParamsWithoutState(without_state_, r_);
+    std::string unknown;
+    for (const std::string& f : unknown_fields_) unknown += (unknown.empty() ? "" : ", ") + f;
+    r_.notes.push_back(
+        "not replayed: the state is " + (family_.known() ? family_.name : std::string("an unknown optimizer")) +
+        "'s (" + family_.evidence + "), which verify does not replay (it replays SGD, Adam, AdamW, Adagrad, "
+        "RMSprop and HeavyBall 3.x's AdamW); per-element fields' shapes, dtypes, finite values and steps were "
+        "checked, warm vs cold was not" +
+        (unknown.empty() ? "" : "; fields " + unknown + " were not checked, since what they hold is not known"));
     return Status();
   }
 
@@ -60,9 +66,7 @@ class UnreplayedChecks {
     const ParamMatch& pm = m_.match.params[p];
     if (pm.collided) return Status();
     if (pm.keys.empty()) {
-      if (!stateless) {
-        Add(info.name, "no-state", "no state entry: the optimizer never stepped it, or its state went elsewhere");
-      }
+      if (!stateless && !KeepsOneEntryForAllParams(family_.name)) without_state_.push_back(info.name);
       return Status();
     }
     const StateKey& key = m_.state.keys[pm.keys.front()];
@@ -79,6 +83,13 @@ class UnreplayedChecks {
       if (g_.at(v).kind != NodeKind::kTensor) continue;  // SGD's None momentum_buffer
       const TensorRef& t = cp.tensors[g_.at(v).tensor];
       const std::vector<int64_t>& shape = t.is_dtensor ? t.global_sizes() : t.sizes;
+      // Each field as what its algorithm keeps in it (optimizer_family.h).
+      const FieldLayout layout = LayoutOfField(family_.name, field);
+      if (layout == FieldLayout::kUnknown) {
+        unknown_fields_.insert(field);
+        continue;
+      }
+      if (layout != FieldLayout::kPerElement) continue;  // scalars, factors, flat vectors: no per-element meaning
       if (!info.shape.empty() || info.nbytes > 0) {
         if (shape != info.shape) {
           Add(info.name, "shape", field + " has shape " + Shape(shape) + ", the parameter " + Shape(info.shape));
@@ -109,9 +120,21 @@ class UnreplayedChecks {
   const OptimizerFamily& family_;
   const ObjectGraph& g_;
   VerifyReport& r_;
+  std::vector<std::string> without_state_;
+  std::set<std::string> unknown_fields_;
 };
 
 }  // namespace
+
+void NoteParamsWithoutState(const std::vector<std::string>& names, VerifyReport& report) {
+  if (names.empty()) return;
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) list += (i ? ", " : "") + names[i];
+  if (names.size() > 8) list += ", ...";
+  report.notes.push_back(std::to_string(names.size()) + " parameter" + (names.size() == 1 ? " has" : "s have") +
+                         " no state (" + list + "): frozen, never given a gradient, or their state went elsewhere; "
+                         "the file cannot tell which, so they were not judged");
+}
 
 std::string StepList(const std::map<double, std::string>& steps) {
   std::string list;

@@ -7,8 +7,9 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
-#include "optim/optimizer_family.h"
+#include "state/optimizer_family.h"
 #include "optstate/verify.h"
 
 namespace optstate {
@@ -21,6 +22,11 @@ std::string StepList(const std::map<double, std::string>& steps);
 // naming it, so that no parameter is reported as checked or as broken: its
 // preconditioner is nothing verify's replays could judge.
 Status RefuseSoapState(const MatchedState& m);
+
+// Parameters with no state (or, Adagrad, state no step reached) are frozen,
+// never given a gradient, or lost their state: the file cannot tell which, so
+// they are a note, as validate's param-without-state is, not a finding.
+void NoteParamsWithoutState(const std::vector<std::string>& names, VerifyReport& report);
 
 Status CheckWithoutReplay(const MatchedState& m, const OptimizerFamily& family, VerifyReport& report);
 

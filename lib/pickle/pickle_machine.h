@@ -79,6 +79,7 @@ class Machine {
       }
       OPTSTATE_ASSIGN_OR_RETURN(uint8_t op, in_.ReadU8("opcode"));
       op_ = op;
+      result_.opcodes.set(op);
       if (op == '.') break;
       OPTSTATE_RETURN_IF_ERROR(Step(op));
       OPTSTATE_RETURN_IF_ERROR(CheckFrameBoundary());

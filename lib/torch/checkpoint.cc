@@ -30,6 +30,7 @@ Status ParseZipCheckpoint(const ByteCursor& whole, const ReadOptions& options, C
   // The graph holds what it needs of the pickle's bytes (32 MB at 10^5 parameters).
   if (options.done_with) options.done_with(pickle);
   out.pickle_protocol = parsed->protocol;
+  out.pickle_opcodes = parsed->opcodes;
   out.pickle_bytes = pickle.size();
   out.graph = std::move(parsed->graph);
   out.globals = std::move(parsed->globals);

@@ -133,10 +133,11 @@ StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpo
     OPTSTATE_ASSIGN_OR_RETURN(d.bytes, StorageBytes(input.bytes(), cp, s));
     // A stored record copied whole keeps the CRC the input's directory gives it,
     // so the bytes are read once, by the kernel where it can. (A wrong CRC stays
-    // as wrong as it was; --verify-crc checks the input first.)
+    // as wrong as it was; --verify-crc checks the input first.) CRC 0 is what
+    // torch writes where it computed none (set_crc32_options(False)): summed here.
     if (s.zip_entry >= 0) {
       const ZipEntry& e = cp.container.zip.entries[static_cast<size_t>(s.zip_entry)];
-      if (e.method == 0 && e.size == d.bytes.size()) d.crc = e.crc32;
+      if (e.method == 0 && e.size == d.bytes.size() && e.crc32 != 0) d.crc = e.crc32;
     }
     if (d.bytes.size() < kSmallRecordBytes) {
       d.release = release_small;

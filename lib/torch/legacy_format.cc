@@ -54,6 +54,7 @@ Status ParseLegacyCheckpoint(const ByteCursor& whole, const ReadOptions& options
 
   at = c.offset();
   OPTSTATE_ASSIGN_OR_RETURN(PickleResult keys, ReadPickle(c, options.pickle));
+  out.pickle_opcodes = magic.opcodes | proto.opcodes | sys_info.opcodes | main.opcodes | keys.opcodes;
   // torch.load unpickles all five the same way, checking each only after it
   // ran: a call hidden in the magic-number pickle runs as surely as one in the main.
   for (auto [side, role] : {std::pair<const PickleResult*, const char*>{&magic, "1 (the magic number)"},

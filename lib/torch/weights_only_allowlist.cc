@@ -4,6 +4,7 @@
 #include <array>
 #include <string_view>
 
+#include "pickle/pickle_machine.h"
 #include "optstate/dtype.h"
 #include "optstate/torch_objects.h"
 
@@ -183,6 +184,41 @@ bool IsKnownDataClass(std::string_view module, std::string_view name) {
     if (k == full) return true;
   }
   return false;
+}
+
+}  // namespace optstate
+
+namespace optstate {
+
+std::vector<std::string> OpcodesWeightsOnlyRefuses(const std::bitset<256>& used) {
+  // The opcodes torch/_weights_only_unpickler.py (2.6) dispatches on; any
+  // other raises "Unsupported operand <n>".
+  static constexpr uint8_t kAccepted[] = {
+      0x80 /*PROTO*/,     '.' /*STOP*/,       '(' /*MARK*/,        'c' /*GLOBAL*/,       'R' /*REDUCE*/,
+      0x81 /*NEWOBJ*/,    'b' /*BUILD*/,      'Q' /*BINPERSID*/,   '}' /*EMPTY_DICT*/,   ']' /*EMPTY_LIST*/,
+      ')' /*EMPTY_TUPLE*/, 0x8f /*EMPTY_SET*/, 's' /*SETITEM*/,    'u' /*SETITEMS*/,     'a' /*APPEND*/,
+      'e' /*APPENDS*/,    't' /*TUPLE*/,      0x85 /*TUPLE1*/,     0x86 /*TUPLE2*/,      0x87 /*TUPLE3*/,
+      'N' /*NONE*/,       0x88 /*NEWTRUE*/,   0x89 /*NEWFALSE*/,   'J' /*BININT*/,       'K' /*BININT1*/,
+      'M' /*BININT2*/,    0x8a /*LONG1*/,     'G' /*BINFLOAT*/,    'X' /*BINUNICODE*/,   'U' /*SHORT_BINSTRING*/,
+      'h' /*BINGET*/,     'j' /*LONG_BINGET*/, 'q' /*BINPUT*/,     'r' /*LONG_BINPUT*/};
+  std::bitset<256> refused = used;
+  for (uint8_t op : kAccepted) refused.reset(op);
+  std::vector<std::string> out;
+  // Named where a pickle of protocol 3 to 5 (what users pass to torch.save) has them.
+  static constexpr std::pair<uint8_t, const char*> kNames[] = {
+      {'B', "BINBYTES"},       {'C', "SHORT_BINBYTES"},  {0x8c, "SHORT_BINUNICODE"}, {0x8d, "BINUNICODE8"},
+      {0x8e, "BINBYTES8"},     {0x90, "ADDITEMS"},       {0x91, "FROZENSET"},        {0x92, "NEWOBJ_EX"},
+      {0x93, "STACK_GLOBAL"},  {0x94, "MEMOIZE"},        {0x95, "FRAME"},            {0x96, "BYTEARRAY8"},
+      {0x97, "NEXT_BUFFER"},   {0x98, "READONLY_BUFFER"}};
+  for (size_t op = 0; op < 256; ++op) {
+    if (!refused.test(op)) continue;
+    std::string name = pickle_internal::OpName(static_cast<uint8_t>(op));
+    for (auto [code, text] : kNames) {
+      if (code == op) name = std::string(text) + " " + name;
+    }
+    out.push_back(name);
+  }
+  return out;
 }
 
 }  // namespace optstate

@@ -11,6 +11,7 @@
 #ifndef OPTSTATE_CHECKPOINT_H_
 #define OPTSTATE_CHECKPOINT_H_
 
+#include <bitset>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -42,6 +43,7 @@ struct Checkpoint {
   ContainerInfo container;
   std::string pickle_record;    // "archive/data.pkl", or "main pickle" (legacy)
   int pickle_protocol = 0;
+  std::bitset<256> pickle_opcodes;  // of every pickle torch.load unpickles (legacy: all five)
   uint64_t pickle_bytes = 0;
   ObjectGraph graph;
   std::vector<GlobalRef> globals;

@@ -12,6 +12,7 @@
 #ifndef OPTSTATE_PICKLE_VM_H_
 #define OPTSTATE_PICKLE_VM_H_
 
+#include <bitset>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,6 +57,7 @@ struct GlobalRef {
 struct PickleResult {
   ObjectGraph graph;
   int protocol = 0;               // from PROTO; 0 when absent
+  std::bitset<256> opcodes;       // every opcode the pickle used (torch 2.6's weights_only refuses some)
   std::vector<GlobalRef> globals;  // in order of appearance, repeats included
   uint64_t end_offset = 0;        // absolute offset just past STOP
   // Left beneath the root at STOP (CPython drops them; torch.save never leaves any).

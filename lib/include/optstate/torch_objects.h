@@ -22,6 +22,7 @@
 #ifndef OPTSTATE_TORCH_OBJECTS_H_
 #define OPTSTATE_TORCH_OBJECTS_H_
 
+#include <bitset>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -115,6 +116,11 @@ size_t ReleaseTensorCalls(ObjectGraph& graph, const std::vector<TensorRef>& tens
 // Is module.name on torch 2.6's default weights_only allowlist? (Python 2 names
 // such as __builtin__.set are mapped first, as torch does.)
 bool IsWeightsOnlyAllowed(std::string_view module, std::string_view name);
+
+// The opcodes among `used` that torch 2.6's weights_only unpickler refuses
+// ("Unsupported operand"), named as "FRAME 0x95": protocol 4 and 5 pickles
+// use FRAME, SHORT_BINUNICODE, MEMOIZE; text and bytes opcodes are refused too.
+std::vector<std::string> OpcodesWeightsOnlyRefuses(const std::bitset<256>& used);
 
 // The DTensor classes (DTensor, DeviceMesh, DTensorSpec, TensorMeta, Shard,
 // Replicate, Partial) that torch 2.6 adds to that allowlist when

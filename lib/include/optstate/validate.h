@@ -65,6 +65,15 @@ struct ValidationReport {
     std::vector<std::string> not_scanned;  // what could not be looked at
   };
   std::optional<ReadError> read_error;
+  // What torch 2.6's default torch.load (weights_only=True) does with the
+  // file: "accepts", "refuses" (`reasons` say why: an opcode its unpickler
+  // does not take, a global off its allowlist, a format it does not read), or
+  // "unknown" (a directory, or a file that could not be read).
+  struct TorchLoadPrediction {
+    std::string weights_only = "unknown";
+    std::vector<std::string> reasons;
+  };
+  TorchLoadPrediction torch_load;
   bool failed() const;                 // some finding at error severity
 };
 

@@ -35,7 +35,7 @@ struct VerifyReport {
   bool values_from_model = false;   // every replay started from the model's values (else synthetic:
                                     // a manifest only, or DTensor shards of the model's tensors)
   std::vector<std::string> notes;   // how the replay differed from the saved hyperparameters
-  // The algorithm the state was saved by (optim/optimizer_family.h), or the
+  // The algorithm the state was saved by (state/optimizer_family.h), or the
   // one --optimizer named; replayed unless it is "unknown".
   std::string algorithm;
   bool replay_applicable = true;
