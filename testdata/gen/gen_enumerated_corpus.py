@@ -1,0 +1,344 @@
+"""The enumerated corpus: checkpoints of every torch.optim class and save option this torch has.
+
+Usage: python3 testdata/gen/gen_enumerated_corpus.py OUTDIR     (torch 1.13 and 2.6)
+
+Nothing here is a list of cases typed by hand. The optimizers are every public subclass of
+torch.optim.Optimizer this torch ships (found by walking __subclasses__, so a new torch adds its
+new classes); the variants of each are read off its constructor's signature:
+  default       the defaults (a required lr gets 0.01)
+  <flag>        each flag flipped: a parameter whose default is a bool, or None where this torch
+                types or defaults it as a bool somewhere (foreach, fused, capturable, ...)
+  <name>        each numeric parameter whose default is 0 set to 0.1 (momentum, weight_decay, ...)
+  groups3       three param groups of different lr
+A flag that the constructor or a step refuses alone is tried once more with each zero-default
+parameter set (nesterov needs momentum); what still fails on this CPU is listed in corpus.json
+under "skipped" with torch's own error, never silently dropped. An optimizer whose step refuses
+dense gradients (SparseAdam) is run on the model's embedding with sparse gradients, beside an
+Adam over the rest, as users combine them.
+
+The model (`Net`): conv Conv2d(2, 3, 3), emb Embedding(10, 4), fc1 Linear(27, 6), fc2 Linear(6, 3),
+frozen Linear(3, 3) (requires_grad False, still listed in the optimizer), unused (a parameter
+the forward never reads). 3 seeded steps, each through a closure (LBFGS needs one), then
+torch.save({"model": state_dict, "optimizer": state_dict}).
+
+The save options are every way torch.save can write the same AdamW run: pickle_protocol 2 to
+HIGHEST_PROTOCOL, zip and legacy (_use_new_zipfile_serialization=False), and where this torch
+has them, set_crc32_options(False), skip_data(), _disable_byteorder_record, a BytesIO buffer;
+and the model shapes users meet: a non-contiguous parameter, tied weights (one storage, two
+names), non-ASCII and 200-character module names.
+
+Beside each <case>.pt: <case>.pt.expected.json (describe.py: what torch.load shows). corpus.json
+lists every case with what the run knows: the class, its arguments, each parameter in optimizer
+order with whether it has state, and the save option.
+"""
+import inspect
+import io
+import json
+import os
+import sys
+
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import describe  # noqa: E402
+
+STEPS = 3
+NONZERO = 0.1  # what a zero-default numeric parameter is set to
+
+
+class Net(nn.Module):
+    def __init__(self, sparse=False, names=("conv", "emb", "fc1", "fc2", "frozen")):
+        super().__init__()
+        self.names = names
+        mods = [nn.Conv2d(2, 3, 3), nn.Embedding(10, 4, sparse=sparse), nn.Linear(27, 6), nn.Linear(6, 3),
+                nn.Linear(3, 3)]
+        for name, m in zip(names, mods):
+            self.add_module(name, m)
+        getattr(self, names[4]).requires_grad_(False)
+        self.unused = nn.Parameter(torch.randn(5))
+
+    def forward(self, x, idx):
+        conv, emb, fc1, fc2, frozen = (getattr(self, n) for n in self.names)
+        h = fc1(conv(x).flatten(1)) + emb(idx).sum(dim=(1, 2)).unsqueeze(1)
+        return frozen(fc2(torch.relu(h)))
+
+
+def optimizer_classes():
+    seen, out = set(), []
+
+    def walk(c):
+        for s in c.__subclasses__():
+            if s not in seen:
+                seen.add(s)
+                walk(s)
+    walk(torch.optim.Optimizer)
+    for c in seen:
+        # Public: torch.optim.<Name> is this class (torch 1.13's _multi_tensor copies are not).
+        if getattr(torch.optim, c.__name__, None) is c:
+            out.append(c)
+    return sorted(out, key=lambda c: c.__name__)
+
+
+def constructor_params(cls):
+    return [p for n, p in inspect.signature(cls.__init__).parameters.items() if n not in ("self", "params")]
+
+
+def bool_names(classes):
+    """Names some class of this torch defaults to a bool or annotates as one."""
+    out = set()
+    for c in classes:
+        for p in constructor_params(c):
+            if isinstance(p.default, bool) or "bool" in str(p.annotation):
+                out.add(p.name)
+    return out
+
+
+def variants(cls, flags):
+    params = constructor_params(cls)
+    # A required lr (1.13 marks it with a sentinel object, 2.x leaves it empty) gets 0.01.
+    base = {p.name: 0.01 for p in params if p.name == "lr" and not isinstance(p.default, (int, float))}
+    zeros = [p.name for p in params
+             if not isinstance(p.default, bool) and isinstance(p.default, (int, float)) and p.default == 0]
+    out = [("default", [dict(base)])]
+    for p in params:
+        if isinstance(p.default, bool):
+            value = not p.default
+        elif p.default is None and p.name in flags:
+            value = True
+        else:
+            continue
+        first = dict(base, **{p.name: value})
+        out.append((p.name, [first] + [dict(first, **{z: NONZERO}) for z in zeros]))
+    for z in zeros:
+        out.append((z, [dict(base, **{z: NONZERO})]))
+    out.append(("groups3", [dict(base)]))
+    return out
+
+
+def batches(seed):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(8, 2, 5, 5, generator=g), torch.randint(0, 10, (8, 2), generator=g),
+             torch.randn(8, 3, generator=g)) for _ in range(STEPS)]
+
+
+def groups_of(net, three, lr):
+    params = list(net.parameters())
+    if not three:
+        return params
+    named = dict(net.named_parameters())
+    first = [p for n, p in named.items() if n.startswith(net.names[0])]
+    second = [p for n, p in named.items() if n.startswith((net.names[1], net.names[2])) or n == "unused"]
+    rest = [p for p in params if all(p is not q for q in first + second)]
+    return [{"params": first}, {"params": second, "lr": lr * 0.5}, {"params": rest, "lr": lr * 0.25}]
+
+
+def train(cls, kwargs, three=False, net_kwargs=None, sparse=False):
+    torch.manual_seed(0)
+    net = Net(sparse=sparse, **(net_kwargs or {}))
+    lr = kwargs.get("lr", inspect.signature(cls.__init__).parameters["lr"].default)
+    lr = lr if isinstance(lr, (int, float)) else 0.01
+    if sparse:
+        emb = getattr(net, net.names[1])
+        opt = cls(list(emb.parameters()), **kwargs)
+        others = [p for p in net.parameters() if all(p is not q for q in emb.parameters())]
+        dense = torch.optim.Adam(others, lr=1e-3)
+    else:
+        opt = cls(groups_of(net, three, lr), **kwargs)
+        dense = None
+    for x, idx, y in batches(1):
+        def closure():
+            opt.zero_grad()
+            if dense is not None:
+                dense.zero_grad()
+            loss = nn.functional.mse_loss(net(x, idx), y)
+            loss.backward()
+            return loss
+        opt.step(closure)
+        if dense is not None:
+            dense.step()
+    return net, opt, dense
+
+
+def param_table(net, opt):
+    """Each parameter in optimizer order: its name, shape and whether the optimizer holds state for it."""
+    names = {id(p): n for n, p in net.named_parameters()}
+    rows = []
+    for gi, g in enumerate(opt.param_groups):
+        for p in g["params"]:
+            rows.append({"name": names[id(p)], "shape": list(p.shape), "dtype": str(p.dtype).replace("torch.", ""),
+                         "group": gi, "has_state": len(opt.state.get(p, {})) > 0})
+    return rows
+
+
+def non_finite_state(opt):
+    """Fields of the live state that hold NaN or infinity (torch 1.13's foreach RAdam writes them)."""
+    out = []
+    names = {id(p): i for i, p in enumerate(p for g in opt.param_groups for p in g["params"])}
+    for p, st in opt.state.items():
+        for field, v in st.items():
+            if isinstance(v, torch.Tensor) and v.is_floating_point() and not torch.isfinite(v).all():
+                out.append(f"state[{names.get(id(p), '?')}].{field}")
+    return out
+
+
+def first_line(e):
+    text = f"{type(e).__name__}: {e}".strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
+
+
+def optimizer_cases(out, cases, skipped):
+    classes = optimizer_classes()
+    flags = bool_names(classes)
+    for cls in classes:
+        sparse = False
+        for variant, tries in variants(cls, flags):
+            name = f"{cls.__name__.lower()}_{variant}"
+            errors = []
+            for kwargs in tries:
+                try:
+                    net, opt, dense = train(cls, kwargs, three=variant == "groups3", sparse=sparse)
+                    break
+                except Exception as e:  # noqa: BLE001 - torch's refusal is recorded as the reason
+                    if not sparse and "sparse" in str(e).lower() and "dense" in str(e).lower():
+                        sparse = True  # this class takes sparse gradients only: every variant runs so
+                        try:
+                            net, opt, dense = train(cls, kwargs, three=variant == "groups3", sparse=True)
+                            break
+                        except Exception as e2:  # noqa: BLE001
+                            e = e2
+                    errors.append({"kwargs": kwargs, "error": first_line(e)})
+            else:
+                skipped.append({"case": name, "class": f"torch.optim.{cls.__name__}", "tries": errors})
+                continue
+            state = {"model": net.state_dict(), "optimizer": opt.state_dict()}
+            if dense is not None:
+                state["optimizer_dense"] = dense.state_dict()
+            path = os.path.join(out, name + ".pt")
+            torch.save(state, path)
+            case = {"case": name, "file": name + ".pt", "kind": "optimizer",
+                    "class": f"torch.optim.{cls.__name__}", "variant": variant, "kwargs": kwargs,
+                    "param_groups": len(opt.param_groups), "sparse_gradients": sparse,
+                    "params": param_table(net, opt), "healthy": True}
+            bad = non_finite_state(opt)
+            if bad:  # torch itself wrote it so: recorded, and validate must say so
+                case.update(healthy=False, expect_rule="non-finite",
+                            why=f"torch {torch.__version__} left NaN or infinity in " + ", ".join(bad))
+            cases.append(case)
+
+
+def save_cases(out, cases, skipped):
+    """One AdamW run written every way this torch.save can write it."""
+    net, opt, _ = train(torch.optim.AdamW, {"lr": 1e-2})
+    state = {"model": net.state_dict(), "optimizer": opt.state_dict()}
+    params = param_table(net, opt)
+    save_args = inspect.signature(torch.save).parameters
+
+    def add(name, option, write, healthy=True, net_=None, opt_=None, expect_rule=None):
+        path = os.path.join(out, name + ".pt")
+        try:
+            write(path)
+        except Exception as e:  # noqa: BLE001
+            skipped.append({"case": name, "save_option": option, "tries": [{"error": first_line(e)}]})
+            if os.path.exists(path):
+                os.remove(path)
+            return
+        cases.append({"case": name, "file": name + ".pt", "kind": "save", "class": "torch.optim.AdamW",
+                      "variant": "default", "kwargs": {"lr": 1e-2}, "param_groups": 1, "sparse_gradients": False,
+                      "params": params if net_ is None else param_table(net_, opt_), "save_option": option,
+                      "healthy": healthy, **({"expect_rule": expect_rule} if expect_rule else {})})
+
+    import pickle
+    for proto in range(2, pickle.HIGHEST_PROTOCOL + 1):
+        add(f"save_zip_protocol{proto}", f"pickle_protocol={proto}",
+            lambda p, proto=proto: torch.save(state, p, pickle_protocol=proto))
+        add(f"save_legacy_protocol{proto}", f"_use_new_zipfile_serialization=False, pickle_protocol={proto}",
+            lambda p, proto=proto: torch.save(state, p, pickle_protocol=proto, _use_new_zipfile_serialization=False))
+    ser = torch.serialization
+    if hasattr(ser, "set_crc32_options"):
+        def no_crc(p):
+            ser.set_crc32_options(False)
+            try:
+                torch.save(state, p)
+            finally:
+                ser.set_crc32_options(True)
+        add("save_crc32_off", "torch.serialization.set_crc32_options(False)", no_crc)
+    if hasattr(ser, "skip_data"):
+        def skip(p):
+            with ser.skip_data():
+                torch.save(state, p)
+        # torch.load reads it, but every tensor is zeros: not a checkpoint anyone can resume.
+        add("save_skip_data", "torch.serialization.skip_data()", skip, healthy=False,
+            expect_rule="tensor-data-skipped")
+    if "_disable_byteorder_record" in save_args:
+        add("save_no_byteorder", "_disable_byteorder_record=True",
+            lambda p: torch.save(state, p, _disable_byteorder_record=True))
+
+    def via_buffer(p):
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        with open(p, "wb") as f:
+            f.write(buf.getvalue())
+    add("save_bytesio", "torch.save to an io.BytesIO, bytes written to the file", via_buffer)
+
+    # Model shapes: the parameters themselves laid out unusually.
+    torch.manual_seed(0)
+    tn = Net()
+    tn.fc2.weight = nn.Parameter(tn.fc2.weight.detach().t().contiguous().t())  # [3, 6], strides (1, 3)
+    top = torch.optim.AdamW(tn.parameters(), lr=1e-2)
+    _step(tn, top)
+    add("model_noncontiguous", "a parameter with strides (1, 3)",
+        lambda p: torch.save({"model": tn.state_dict(), "optimizer": top.state_dict()}, p), net_=tn, opt_=top)
+    torch.manual_seed(0)
+    tied = TiedNet()
+    tied_opt = torch.optim.AdamW(tied.parameters(), lr=1e-2)
+    _step(tied, tied_opt)
+    add("model_tied_weights", "one parameter under two names (tied weights: one storage)",
+        lambda p: torch.save({"model": tied.state_dict(), "optimizer": tied_opt.state_dict()}, p),
+        net_=tied, opt_=tied_opt)
+    long_name = "l" * 200
+    uni = Net(names=("größe", "層", "fc1", long_name, "frozen"))
+    uni_opt = torch.optim.AdamW(uni.parameters(), lr=1e-2)
+    _step(uni, uni_opt)
+    add("model_unicode_long_names", "non-ASCII and 200-character module names",
+        lambda p: torch.save({"model": uni.state_dict(), "optimizer": uni_opt.state_dict()}, p),
+        net_=uni, opt_=uni_opt)
+
+
+class TiedNet(Net):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(3, 3)
+        self.head.weight = self.frozen.weight  # same Parameter, two names in state_dict
+
+    def forward(self, x, idx):
+        return self.head(super().forward(x, idx))
+
+
+def _step(net, opt):
+    for x, idx, y in batches(1):
+        opt.zero_grad()
+        nn.functional.mse_loss(net(x, idx), y).backward()
+        opt.step()
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    torch.set_num_threads(1)  # the same rounding on every machine of one instruction set
+    cases, skipped = [], []
+    optimizer_cases(out, cases, skipped)
+    save_cases(out, cases, skipped)
+    for c in cases:
+        describe.write_expected(os.path.join(out, c["file"]), c.get("save_option") or f"{c['class']} {c['variant']}")
+    doc = {"torch": torch.__version__.split("+")[0], "generator": "testdata/gen/gen_enumerated_corpus.py",
+           "optimizer_classes": [f"torch.optim.{c.__name__}" for c in optimizer_classes()],
+           "cases": cases, "skipped": skipped}
+    with open(os.path.join(out, "corpus.json"), "w") as f:
+        json.dump(doc, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print(f"{len(cases)} cases, {len(skipped)} skipped, in {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""Differential oracles over an enumerated corpus (testdata/gen/gen_enumerated_corpus.py).
+
+Usage: check_corpus.py --optstate BIN --read-oracle BIN [--known FILE] DIR...
+
+Each DIR holds corpus.json (what the generating run knows of every case), <file>.expected.json
+(what torch.load showed) and load_judgement.json (what torch 2.6's default torch.load did).
+Every case is put to each oracle; none of them is optstate's opinion of itself:
+  read        optstate reads the file as torch.load did (optstate_read_oracle, describe.py's dump)
+  load        validate's prediction of torch.load(weights_only=True) equals torch 2.6's judgement
+  validate    a healthy file gets no warning or error; an unhealthy one fails
+  verify      a healthy file's state verifies with no finding
+  algorithm   verify names the torch.optim class that saved the state, or says it cannot
+The counts are printed as "<oracle>: N/M cases agree". A disagreement fails the run unless
+FILE (tests/oracle/known_divergences.json) lists it with its reason; a listed one that now
+agrees fails too, so the list only shrinks. Exit 0 when every disagreement is listed, 1 otherwise.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ORACLES = ("read", "load", "validate", "verify", "algorithm")
+# torch 2.x saves Adam and AdamW alike (only the coupling of weight decay differs, which
+# the file does not record): either name, or the pair, is right for either class.
+ADAM_NAMES = {"adam", "adamw", "adam-or-adamw"}
+
+
+def run_json(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        doc = json.loads(p.stdout) if p.stdout.strip() else None
+    except json.JSONDecodeError:
+        doc = None
+    return p.returncode, doc, p.stderr.strip()
+
+
+def state_key_args(path, expected):
+    """--state-key when the file holds more than one optimizer (SparseAdam beside a dense Adam)."""
+    top = [item["key"].get("value") for item in expected["root"].get("items", [])]
+    return ["--state-key", "optimizer"] if sum(1 for k in top if str(k).startswith("optimizer")) > 1 else []
+
+
+def judge_validate(case, code, doc, err):
+    if doc is None:
+        return f"no report (exit {code}): {err[:200]}"
+    reports = doc if isinstance(doc, list) else [doc]
+    findings = [f for r in reports for f in r.get("findings", [])]
+    loud = [f for f in findings if f["severity"] in ("warning", "error")]
+    if case["healthy"]:
+        if code != 0 or loud:
+            return "; ".join(f"{f['severity']} {f['rule']}: {f['message'][:120]}" for f in loud[:3]) or f"exit {code}"
+        return ""
+    if code != 1:
+        return f"unhealthy file passed (exit {code})"
+    want = case.get("expect_rule")
+    if want and not any(f["rule"] == want and f["severity"] == "error" for f in findings):
+        return f"failed, but not by {want}: " + ", ".join(sorted({f['rule'] for f in loud}))
+    return ""
+
+
+def judge_load(doc, judgement):
+    if judgement is None:
+        return "torch 2.6 did not judge this file"
+    if doc is None:
+        return "no report"
+    reports = doc if isinstance(doc, list) else [doc]
+    pred = reports[0].get("torch_load")
+    if pred is None:
+        return "validate gives no torch.load prediction"
+    said = pred.get("weights_only")
+    if said == "unknown":
+        return "validate could not predict: " + "; ".join(pred.get("reasons", []))
+    torch_ok = judgement["ok"]
+    if (said == "accepts") != torch_ok:
+        reasons = "; ".join(pred.get("reasons", []))
+        return (f"predicted {said}" + (f" ({reasons[:160]})" if reasons else "") +
+                f", torch 2.6 {'accepts' if torch_ok else 'refuses: ' + judgement.get('error', '')[:120]}")
+    return ""
+
+
+def judge_verify(case, code, doc, err):
+    if not case["healthy"]:
+        return None  # no promise about an unhealthy file's replay
+    if doc is None:
+        return f"no report (exit {code}): {err[:200]}"
+    if code != 0 or doc.get("findings"):
+        fs = doc.get("findings") or []
+        return (f"exit {code}; " + "; ".join(f"{f['check']} {f['param']}: {f['message'][:100]}" for f in fs[:3]))
+    return ""
+
+
+def judge_algorithm(case, doc):
+    if doc is None:
+        return "no verify report"
+    name = doc.get("algorithm", "")
+    cls = case["class"].rsplit(".", 1)[-1].lower()
+    if cls in ("adam", "adamw"):
+        ok = name in ADAM_NAMES and (name == "adam-or-adamw" or name == cls)
+    else:
+        ok = name == cls
+    if ok:
+        return ""
+    if name == "unknown" and not doc.get("replay_applicable", True):
+        return f"named unknown, not {cls}"
+    return f"named {name}, saved by {cls}"
+
+
+def write_manifest(case, tmp):
+    """The parameters in optimizer order as the generating run recorded them (schemas/param-manifest)."""
+    path = os.path.join(tmp, case["case"] + ".manifest.json")
+    params = [{k: p[k] for k in ("name", "shape", "dtype", "group")} for p in case["params"]]
+    with open(path, "w") as f:
+        json.dump({"format": "optstate-param-manifest", "version": 1, "params": params}, f)
+    return path
+
+
+def check_dir(d, args):
+    with open(os.path.join(d, "corpus.json")) as f:
+        corpus = json.load(f)
+    try:
+        with open(os.path.join(d, "load_judgement.json")) as f:
+            judgements = json.load(f)["files"]
+    except FileNotFoundError:
+        judgements = {}
+    read = {}
+    p = subprocess.run([args.read_oracle, d], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"check_corpus: {args.read_oracle} {d} failed: {p.stderr.strip()}")
+    for line in p.stdout.splitlines():
+        r = json.loads(line)
+        read[r["file"]] = r["difference"]
+    tag = os.path.basename(os.path.normpath(d))
+    results = []  # (oracle, tag, case, difference or "")
+    for case in corpus["cases"]:
+        path = os.path.join(d, case["file"])
+        with open(path + ".expected.json") as f:
+            expected = json.load(f)
+        key = state_key_args(path, expected)
+        results.append(("read", tag, case["case"], read.get(case["file"], "not read by the read oracle")))
+        vcode, vdoc, verr = run_json([args.optstate, "validate", path, "--json"] + key)
+        results.append(("load", tag, case["case"], judge_load(vdoc, judgements.get(case["file"]))))
+        results.append(("validate", tag, case["case"], judge_validate(case, vcode, vdoc, verr)))
+        manifest = []
+        if case["param_groups"] > 1:  # the model alone cannot order several groups: the run's truth does
+            manifest = ["--manifest", write_manifest(case, args.tmp)]
+        rcode, rdoc, rerr = run_json([args.optstate, "verify", path, "--json"] + key + manifest)
+        v = judge_verify(case, rcode, rdoc, rerr)
+        if v is not None:
+            results.append(("verify", tag, case["case"], v))
+            results.append(("algorithm", tag, case["case"], judge_algorithm(case, rdoc)))
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--optstate", required=True)
+    ap.add_argument("--read-oracle", required=True)
+    ap.add_argument("--known", help="known divergences (JSON: {\"<oracle> <dir> <case>\": reason})")
+    ap.add_argument("dirs", nargs="+")
+    args = ap.parse_args()
+    args.tmp = tempfile.mkdtemp(prefix="optstate-oracle-")
+    known = {}
+    if args.known:
+        with open(args.known) as f:
+            known = json.load(f)["divergences"]
+    results = []
+    try:
+        for d in args.dirs:
+            results += check_dir(d, args)
+    finally:
+        shutil.rmtree(args.tmp, ignore_errors=True)
+    failed = False
+    for oracle in ORACLES:
+        mine = [r for r in results if r[0] == oracle]
+        agree = sum(1 for r in mine if not r[3])
+        listed = sum(1 for r in mine if r[3] and f"{r[0]} {r[1]} {r[2]}" in known)
+        print(f"{oracle}: {agree}/{len(mine)} cases agree" + (f" ({listed} known divergences)" if listed else ""))
+    seen = set()
+    for oracle, tag, case, diff in results:
+        k = f"{oracle} {tag} {case}"
+        seen.add(k)
+        if diff and k not in known:
+            print(f"DISAGREES {k}: {diff}")
+            failed = True
+        elif diff:
+            print(f"known divergence {k}: {diff} ({known[k]})")
+        elif k in known:
+            print(f"AGREES NOW {k} (remove it from {args.known})")
+            failed = True
+    dirs = {os.path.basename(os.path.normpath(d)) for d in args.dirs}
+    for k in known:
+        if k.split(" ")[1] in dirs and k not in seen:
+            print(f"STALE {k}: no such case in the corpus")
+            failed = True
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

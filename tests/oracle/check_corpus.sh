@@ -1,0 +1,40 @@
+#!/bin/bash
+# ctest oracle_corpus: the enumerated corpus made afresh by real torch 1.13 and 2.6
+# (testdata/gen/enumerated.sh into the build tree), then every oracle of
+# check_corpus.py over the fresh corpus and over the committed one
+# (testdata/enumerated), so a torch that writes differently from the commit is
+# caught as surely as an optstate that reads differently.
+# Usage: check_corpus.sh OPTSTATE READ_ORACLE BUILD_DIR
+# Without torch 2.6 (no chroot, not root) the committed corpus alone is checked
+# and the test says so, exiting 77 (skipped) -- except under CI=true, where that fails.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+optstate=$1 oracle=$2 build=$(cd "$3" && pwd)
+known=tests/oracle/known_divergences.json
+fresh="$build/enumerated-fresh"
+case "$fresh" in "$repo"/*) ;; *) echo "check_corpus: the build tree must be inside the repository" >&2; exit 2 ;; esac
+dirs=(testdata/enumerated/torch113 testdata/enumerated/torch26)
+fresh_ok=0
+root=${OPTSTATE_TORCH26_ROOT:-/var/cache/optstate-torch26}
+if [ -x "$root/usr/bin/python3" ] || [ -n "${OPTSTATE_TORCH26_PYTHON:-}" ] || [ "$(id -u)" = 0 ]; then
+  [ -x "$root/usr/bin/python3" ] || [ -n "${OPTSTATE_TORCH26_PYTHON:-}" ] || testdata/gen/torch26-chroot.sh >&2
+  if testdata/gen/enumerated.sh "${fresh#"$repo"/}" > "$build/enumerated-fresh.log" 2>&1; then
+    fresh_ok=1
+    dirs+=("$fresh/torch113" "$fresh/torch26")
+    echo "fresh corpus: $(grep -h 'cases,' "$build/enumerated-fresh.log" | tr '\n' ' ')"
+  else
+    cat "$build/enumerated-fresh.log" >&2
+    echo "check_corpus: generating the corpus with real torch failed" >&2
+    exit 1
+  fi
+fi
+/usr/bin/python3 tests/oracle/check_corpus.py --optstate "$optstate" --read-oracle "$oracle" --known "$known" "${dirs[@]}"
+rc=$?
+[ $rc = 0 ] || exit $rc
+if [ $fresh_ok = 0 ]; then
+  echo "TORCH 2.6 NOT AVAILABLE: only the committed corpus was checked" >&2
+  [ "${CI:-}" = "true" ] && exit 1
+  exit 77
+fi
+exit 0
