@@ -144,7 +144,11 @@ class Validator {
       const bool never_stepped = v && *v == 0.0 && CreatesStateUpFront(family.name);
       if (v && gi != group_of.end() && !never_stepped) steps[gi->second].emplace_back(k.text, *v);
       all_steps_one &= v && *v == 1.0;
+      const size_t entry_first_task = tasks_.size();
       Values(s, k);
+      // After two or more steps a moment is zero only if every gradient was:
+      // an entry zeroed by hand or by a tool that reset it (it loads, but cold).
+      if (v && *v >= 2.0) zero_candidates_.push_back({At(s, "state[" + k.text + "]"), entry_first_task, tasks_.size(), *v});
     }
     // Keys that map to nothing are reported above; every parameter would repeat it.
     // LBFGS keeps its one entry under the first parameter, by design.
@@ -308,6 +312,19 @@ class Validator {
                 "field.");
       }
     }
+    for (const ZeroCandidate& z : zero_candidates_) {
+      bool any_moment = false, all_zero = true;
+      for (size_t i = z.first_task; i < z.end_task; ++i) {
+        if (!tasks_[i].moment) continue;
+        any_moment = true;
+        all_zero &= !tasks_[i].counts.nonzero && !tasks_[i].counts.nonfinite;
+      }
+      if (any_moment && all_zero) {
+        Add("state-zero-after-steps", z.at,
+            "step is " + ValueTextOfNumber(z.step) + " but every moment is zero: only zero gradients at every step "
+            "give that; the entry was reset or zeroed after training. It loads, and resumes as if untrained.");
+      }
+    }
     for (const Untrained& u : untrained_candidates_) {
       bool all_zero = true;
       for (size_t i = u.first_task; i < u.end_task; ++i) all_zero &= !(tasks_[i].moment && tasks_[i].counts.nonzero);
@@ -368,6 +385,12 @@ class Validator {
   std::vector<ScanTask> tasks_;
   std::vector<ScanRange> ranges_;
   std::vector<Untrained> untrained_candidates_;
+  struct ZeroCandidate {  // one entry at step >= 2: cold if its moments are all zero
+    std::string at;
+    size_t first_task, end_task;
+    double step;
+  };
+  std::vector<ZeroCandidate> zero_candidates_;
 
   const Checkpoint& cp_;
   const ObjectGraph& g_;

@@ -34,7 +34,7 @@ std::vector<RuleInfo> WithOptimizerRulesMarked(std::vector<RuleInfo> rules) {
   for (RuleInfo& r : rules) {
     for (std::string_view id : {"state-keys-not-canonical", "param-group-duplicate", "state-without-param",
                                 "param-without-state", "steps-differ-in-group", "lr-zero-with-steps",
-                                "lr-zero-after-schedule", "untrained-init-state", "non-finite", "negative-exp-avg-sq"}) {
+                                "lr-zero-after-schedule", "untrained-init-state", "state-zero-after-steps", "non-finite", "negative-exp-avg-sq"}) {
       r.needs_optimizer |= r.id == id;
     }
   }
@@ -61,6 +61,9 @@ const std::vector<RuleInfo>& ValidationRules() {
        "the schedule ended at 0"},
       {"untrained-init-state", S::kWarning,
        "every step is 1 and every moment is zero: state made by DCP's init step, never trained", true},
+      {"state-zero-after-steps", S::kWarning,
+       "a state entry at step 2 or more whose moments are all zero: reset or zeroed after training (loads, but cold)",
+       true},
       {"non-finite", S::kError, "NaN or infinity in optimizer state (and in a ZeRO directory's fp32 master weights)", true},
       {"negative-exp-avg-sq", S::kError, "negative values in exp_avg_sq (impossible for Adam)", true},
       {"dangerous-global", S::kError, "a pickle names a callable that runs code or reaches the system"},

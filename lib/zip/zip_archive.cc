@@ -36,8 +36,9 @@ StatusOr<size_t> FindEndRecord(ByteSpan data) {
   for (size_t pos = data.size() - kEndSize + 1; pos-- > lowest;) {
     if (LoadU32LEUnchecked(data.data() + pos) == kEndSig) return pos;  // pos + 22 <= size
   }
-  return CorruptError("no zip end-of-central-directory record in the last " +
-                      std::to_string(data.size() - lowest) + " bytes");
+  return CorruptError("no zip end-of-central-directory record from offset " + std::to_string(lowest) +
+                      " to the end of the file at offset " + std::to_string(data.size()) +
+                      ": it was cut short (a partial copy or download), or it is no zip");
 }
 
 struct DirectoryLocation {
