@@ -21,6 +21,11 @@ frozen Linear(3, 3) (requires_grad False, still listed in the optimizer), unused
 the forward never reads). 3 seeded steps, each through a closure (LBFGS needs one), then
 torch.save({"model": state_dict, "optimizer": state_dict}).
 
+The faults are seeded edits of copies of one healthy AdamW save, each with the rule that must
+find it (corpus.json "expect_rule"): a NaN, a zeroed entry, two entries of different shapes
+swapped, an entry dropped, lr 0 after steps, one entry's step moved, the file truncated, one bit
+of a storage flipped.
+
 The save options are every way torch.save can write the same AdamW run: pickle_protocol 2 to
 HIGHEST_PROTOCOL, zip and legacy (_use_new_zipfile_serialization=False), and where this torch
 has them, set_crc32_options(False), skip_data(), _disable_byteorder_record, a BytesIO buffer;
@@ -31,10 +36,12 @@ Beside each <case>.pt: <case>.pt.expected.json (describe.py: what torch.load sho
 lists every case with what the run knows: the class, its arguments, each parameter in optimizer
 order with whether it has state, and the save option.
 """
+import copy
 import inspect
 import io
 import json
 import os
+import struct
 import sys
 
 import torch
@@ -305,6 +312,97 @@ def save_cases(out, cases, skipped):
         net_=uni, opt_=uni_opt)
 
 
+def fault_cases(out, cases):
+    """Seeded faults injected into copies of one healthy AdamW save, each with the rule meant to find it.
+
+    Semantic faults are made on the state dict torch loaded and saved again by torch; the byte
+    faults (truncation, a flipped bit) on the file's bytes."""
+    net, opt, _ = train(torch.optim.AdamW, {"lr": 1e-2})
+    params = param_table(net, opt)
+    shapes = {i: tuple(p["shape"]) for i, p in enumerate(params)}
+    g = torch.Generator().manual_seed(37)
+
+    def fresh():
+        return copy.deepcopy({"model": net.state_dict(), "optimizer": opt.state_dict()})
+
+    def pick(state, n=1):
+        keys = sorted(state["optimizer"]["state"])
+        return [keys[i] for i in torch.randperm(len(keys), generator=g)[:n].tolist()]
+
+    def nan(sd):
+        k, = pick(sd)
+        sd["optimizer"]["state"][k]["exp_avg"].view(-1)[0] = float("nan")
+        return f"state[{k}].exp_avg[0] = NaN"
+
+    def zeroed(sd):
+        k, = pick(sd)
+        for f in ("exp_avg", "exp_avg_sq"):
+            sd["optimizer"]["state"][k][f].zero_()
+        return f"state[{k}] moments zeroed at step 3"
+
+    def permuted(sd):
+        st = sd["optimizer"]["state"]
+        keys = sorted(st)
+        a = keys[0]
+        b = next(k for k in keys if shapes[k] != shapes[a])
+        st[a], st[b] = st[b], st[a]
+        return f"state[{a}] and state[{b}] swapped (shapes {list(shapes[a])}, {list(shapes[b])})"
+
+    def dropped(sd):
+        k, = pick(sd)
+        del sd["optimizer"]["state"][k]
+        return f"state[{k}] removed"
+
+    def lr_zero(sd):
+        for group in sd["optimizer"]["param_groups"]:
+            group["lr"] = 0.0
+        return "every group's lr set to 0 after 3 steps (the lr=0 leak)"
+
+    def step_drift(sd):
+        k, = pick(sd)
+        sd["optimizer"]["state"][k]["step"] += 2
+        return f"state[{k}].step moved from 3 to 5"
+
+    for name, edit, rule in [("nan", nan, "non-finite"), ("zeroed_entry", zeroed, "state-zero-after-steps"),
+                             ("permuted_keys", permuted, "state-shape-mismatch"),
+                             ("dropped_entry", dropped, "param-without-state"),
+                             ("lr_zero", lr_zero, "lr-zero-with-steps"),
+                             ("step_drift", step_drift, "steps-differ-in-group")]:
+        sd = fresh()
+        what = edit(sd)
+        torch.save(sd, os.path.join(out, f"fault_{name}.pt"))
+        cases.append(fault_case(f"fault_{name}", params, what, rule))
+
+    base = os.path.join(out, "fault_base.tmp")
+    torch.save(fresh(), base)
+    with open(base, "rb") as f:
+        data = bytearray(f.read())
+    os.remove(base)
+    with open(os.path.join(out, "fault_truncated.pt"), "wb") as f:
+        f.write(data[: len(data) * 3 // 5])
+    cases.append(fault_case("fault_truncated", params, f"the file cut to {len(data) * 3 // 5} of {len(data)} bytes",
+                            None, torch_reads=False))
+    import zipfile
+    with zipfile.ZipFile(io.BytesIO(bytes(data))) as z:
+        info = max((i for i in z.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    name_len, extra_len = struct.unpack_from("<HH", data, info.header_offset + 26)
+    at = info.header_offset + 30 + name_len + extra_len + int(torch.randint(info.file_size, (1,), generator=g))
+    data[at] ^= 1 << int(torch.randint(8, (1,), generator=g))
+    with open(os.path.join(out, "fault_bit_flip.pt"), "wb") as f:
+        f.write(data)
+    cases.append(fault_case("fault_bit_flip", params, f"one bit flipped at byte {at} (record {info.filename})",
+                            "crc-mismatch"))
+
+
+def fault_case(name, params, what, rule, torch_reads=True):
+    case = {"case": name, "file": name + ".pt", "kind": "fault", "class": "torch.optim.AdamW", "variant": "default",
+            "kwargs": {"lr": 1e-2}, "param_groups": 1, "sparse_gradients": False, "params": params,
+            "fault": what, "healthy": False, "torch_reads": torch_reads}
+    if rule:
+        case["expect_rule"] = rule
+    return case
+
+
 class TiedNet(Net):
     def __init__(self):
         super().__init__()
@@ -329,7 +427,10 @@ def main():
     cases, skipped = [], []
     optimizer_cases(out, cases, skipped)
     save_cases(out, cases, skipped)
+    fault_cases(out, cases)
     for c in cases:
+        if not c.get("torch_reads", True):
+            continue  # torch.load refuses it too: nothing to describe
         describe.write_expected(os.path.join(out, c["file"]), c.get("save_option") or f"{c['class']} {c['variant']}")
     doc = {"torch": torch.__version__.split("+")[0], "generator": "testdata/gen/gen_enumerated_corpus.py",
            "optimizer_classes": [f"torch.optim.{c.__name__}" for c in optimizer_classes()],
