@@ -140,9 +140,10 @@ def groups_of(net, three, lr):
     return [{"params": first}, {"params": second, "lr": lr * 0.5}, {"params": rest, "lr": lr * 0.25}]
 
 
-def train(cls, kwargs, three=False, net_kwargs=None, sparse=False):
+def build(cls, kwargs, three=False, sparse=False):
+    """The seeded model and its optimizer (beside an Adam for the rest when gradients are sparse)."""
     torch.manual_seed(0)
-    net = Net(sparse=sparse, **(net_kwargs or {}))
+    net = Net(sparse=sparse)
     lr = kwargs.get("lr", inspect.signature(cls.__init__).parameters["lr"].default)
     lr = lr if isinstance(lr, (int, float)) else 0.01
     if sparse:
@@ -153,17 +154,29 @@ def train(cls, kwargs, three=False, net_kwargs=None, sparse=False):
     else:
         opt = cls(groups_of(net, three, lr), **kwargs)
         dense = None
-    for x, idx, y in batches(1):
-        def closure():
-            opt.zero_grad()
-            if dense is not None:
-                dense.zero_grad()
-            loss = nn.functional.mse_loss(net(x, idx), y)
-            loss.backward()
-            return loss
-        opt.step(closure)
+    return net, opt, dense
+
+
+def step(net, opt, dense, batch):
+    """One step through a closure, as LBFGS needs and every optimizer takes."""
+    x, idx, y = batch
+
+    def closure():
+        opt.zero_grad()
         if dense is not None:
-            dense.step()
+            dense.zero_grad()
+        loss = nn.functional.mse_loss(net(x, idx), y)
+        loss.backward()
+        return loss
+    opt.step(closure)
+    if dense is not None:
+        dense.step()
+
+
+def train(cls, kwargs, three=False, sparse=False):
+    net, opt, dense = build(cls, kwargs, three, sparse)
+    for batch in batches(1):
+        step(net, opt, dense, batch)
     return net, opt, dense
 
 

@@ -1,6 +1,7 @@
 """Differential oracles over an enumerated corpus (testdata/gen/gen_enumerated_corpus.py).
 
-Usage: check_corpus.py --optstate BIN --read-oracle BIN [--known FILE] DIR...
+Usage: check_corpus.py --optstate BIN --read-oracle BIN [--known FILE]
+                       [--outputs DIR --torch113 PYTHON --torch26 RUNNER] DIR...
 
 Each DIR holds corpus.json (what the generating run knows of every case), <file>.expected.json
 (what torch.load showed) and load_judgement.json (what torch 2.6's default torch.load did).
@@ -11,6 +12,8 @@ Every case is put to each oracle; none of them is optstate's opinion of itself:
               (an error one with exit 1); a file torch cannot read is exit 2 naming file and offset
   verify      a healthy file's state verifies with no finding
   algorithm   verify names the torch.optim class that saved the state, or says it cannot
+  outputs     (with --outputs) what repack and remap write of a healthy file loads in torch 2.6 with
+              weights_only=True and resumes bit for bit (resume_oracle.py, in each torch)
 The counts are printed as "<oracle>: N/M cases agree". A disagreement fails the run unless
 FILE (tests/oracle/known_divergences.json) lists it with its reason; a listed one that now
 agrees fails too, so the list only shrinks. Exit 0 when every disagreement is listed, 1 otherwise.
@@ -23,10 +26,13 @@ import subprocess
 import sys
 import tempfile
 
-ORACLES = ("read", "load", "validate", "verify", "algorithm")
+ORACLES = ("read", "load", "validate", "verify", "algorithm", "outputs")
+# What optstate writes from one torch.save file; each output goes to resume_oracle.py.
+WRITERS = {"repack": ["repack"], "remap": ["remap", "--to", "index"]}
 # torch 2.x saves Adam and AdamW alike (only the coupling of weight decay differs, which
 # the file does not record): either name, or the pair, is right for either class.
 ADAM_NAMES = {"adam", "adamw", "adam-or-adamw"}
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 
 def run_json(cmd):
@@ -125,7 +131,53 @@ def write_manifest(case, tmp):
     return path
 
 
-def check_dir(d, args):
+def write_outputs(d, case, key, manifest, out_dir, args):
+    """optstate's outputs of a healthy case, for the torch runners; "" or what failed."""
+    problems = []
+    for name, cmd in WRITERS.items():
+        out = os.path.join(out_dir, f"{case['case']}.{name}.pt")
+        args_ = key + manifest if name == "remap" else []
+        p = subprocess.run([args.optstate] + cmd + [os.path.join(d, case["file"]), "-o", out, "--no-sync"] + args_,
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            problems.append(f"{name} exit {p.returncode}: {p.stderr.strip()[:160]}")
+    return "; ".join(problems)
+
+
+def judge_outputs(d, out_dir, args, write_problems):
+    """Runs resume_oracle.py under each torch that can judge this directory; {case: difference}."""
+    tag = os.path.basename(os.path.normpath(d))
+    runners = []
+    if tag == "torch113" and args.torch113:
+        runners.append(("torch 1.13", [args.torch113]))
+    if args.torch26:
+        runners.append(("torch 2.6", ["bash", args.torch26]))
+    diffs = {c: ([w] if w else []) for c, w in write_problems.items()}
+    for label, runner in runners:
+        result = os.path.join(out_dir, "resume." + label.replace(" ", "") + ".json")
+        rel = lambda p: os.path.relpath(p, REPO)  # noqa: E731 - the chroot sees the repository at /work
+        p = subprocess.run(runner + ["-W", "ignore", rel(os.path.join(REPO, "tests/oracle/resume_oracle.py")),
+                                     rel(os.path.abspath(d)), rel(out_dir), rel(result)],
+                           capture_output=True, text=True, cwd=REPO)
+        if p.returncode != 0:
+            sys.exit(f"check_corpus: resume_oracle.py under {label} failed: {p.stderr.strip()[-600:]}")
+        with open(result) as f:
+            judged = json.load(f)
+        for c in write_problems:
+            for w in WRITERS:
+                r = judged.get(f"{c}.{w}")
+                if r is None:
+                    if not write_problems[c]:
+                        diffs[c].append(f"{label}: {w} output not judged")
+                    continue
+                if r["loads"]:
+                    diffs[c].append(f"{label}: {w}: {r['loads']}")
+                elif r.get("resumes"):
+                    diffs[c].append(f"{label}: {w}: {r['resumes']}")
+    return {c: "; ".join(v) for c, v in diffs.items()}
+
+
+def check_dir(d, args, slot):
     with open(os.path.join(d, "corpus.json")) as f:
         corpus = json.load(f)
     try:
@@ -142,6 +194,7 @@ def check_dir(d, args):
         read[r["file"]] = r["difference"]
     tag = os.path.basename(os.path.normpath(d))
     results = []  # (oracle, tag, case, difference or "")
+    write_problems = {}
     for case in corpus["cases"]:
         path = os.path.join(d, case["file"])
         key = []
@@ -155,11 +208,18 @@ def check_dir(d, args):
         manifest = []
         if case["param_groups"] > 1:  # the model alone cannot order several groups: the run's truth does
             manifest = ["--manifest", write_manifest(case, args.tmp)]
+        if args.outputs and case["healthy"]:
+            out_dir = os.path.join(args.outputs, slot)
+            os.makedirs(out_dir, exist_ok=True)
+            write_problems[case["case"]] = write_outputs(d, case, key, manifest, out_dir, args)
         rcode, rdoc, rerr = run_json([args.optstate, "verify", path, "--json"] + key + manifest)
         v = judge_verify(case, rcode, rdoc, rerr)
         if v is not None:
             results.append(("verify", tag, case["case"], v))
             results.append(("algorithm", tag, case["case"], judge_algorithm(case, rdoc)))
+    if args.outputs:
+        for c, diff in judge_outputs(d, os.path.join(args.outputs, slot), args, write_problems).items():
+            results.append(("outputs", tag, c, diff))
     return results
 
 
@@ -168,6 +228,10 @@ def main():
     ap.add_argument("--optstate", required=True)
     ap.add_argument("--read-oracle", required=True)
     ap.add_argument("--known", help="known divergences (JSON: {\"<oracle> <dir> <case>\": reason})")
+    ap.add_argument("--outputs", help="a directory inside the repository for optstate's outputs (the outputs "
+                    "oracle runs only with it)")
+    ap.add_argument("--torch113", help="python with torch 1.13, to resume the torch113 corpus's outputs")
+    ap.add_argument("--torch26", help="testdata/gen/torch26-python.sh (or a wrapper): torch 2.6 judges every output")
     ap.add_argument("dirs", nargs="+")
     args = ap.parse_args()
     args.tmp = tempfile.mkdtemp(prefix="optstate-oracle-")
@@ -177,8 +241,8 @@ def main():
             known = json.load(f)["divergences"]
     results = []
     try:
-        for d in args.dirs:
-            results += check_dir(d, args)
+        for i, d in enumerate(args.dirs):
+            results += check_dir(d, args, f"{i}.{os.path.basename(os.path.normpath(d))}")
     finally:
         shutil.rmtree(args.tmp, ignore_errors=True)
     failed = False

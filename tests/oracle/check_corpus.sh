@@ -3,7 +3,8 @@
 # (testdata/gen/enumerated.sh into the build tree), then every oracle of
 # check_corpus.py over the fresh corpus and over the committed one
 # (testdata/enumerated), so a torch that writes differently from the commit is
-# caught as surely as an optstate that reads differently.
+# caught as surely as an optstate that reads differently; then what optstate
+# writes of every healthy file (repack, remap) loaded and resumed by both torches.
 # Usage: check_corpus.sh OPTSTATE READ_ORACLE BUILD_DIR
 # Without torch 2.6 (no chroot, not root) the committed corpus alone is checked
 # and the test says so, exiting 77 (skipped) -- except under CI=true, where that fails.
@@ -29,7 +30,14 @@ if [ -x "$root/usr/bin/python3" ] || [ -n "${OPTSTATE_TORCH26_PYTHON:-}" ] || [ 
     exit 1
   fi
 fi
-/usr/bin/python3 tests/oracle/check_corpus.py --optstate "$optstate" --read-oracle "$oracle" --known "$known" "${dirs[@]}"
+outputs=()
+if [ $fresh_ok = 1 ]; then  # the outputs oracle needs torch 2.6 (and 1.13) to load and resume what optstate wrote
+  rm -rf "$build/oracle-outputs"
+  mkdir -p "$build/oracle-outputs"
+  outputs=(--outputs "$build/oracle-outputs" --torch113 /usr/bin/python3 --torch26 testdata/gen/torch26-python.sh)
+fi
+/usr/bin/python3 tests/oracle/check_corpus.py --optstate "$optstate" --read-oracle "$oracle" --known "$known" \
+  "${outputs[@]}" "${dirs[@]}"
 rc=$?
 [ $rc = 0 ] || exit $rc
 if [ $fresh_ok = 0 ]; then
