@@ -253,6 +253,11 @@ class Resolver {
         }
         m.entries.insert(m.entries.begin(), pairs.begin(), pairs.end());
       }
+      // Counter.__reduce__ passes its items as one dict argument
+      // (MultiStepLR's milestones: Counter({2: 1, 4: 1})).
+      if (name == "collections.Counter" && a.size() == 1 && N(a[0]).kind == NodeKind::kDict) {
+        m.entries.insert(m.entries.begin(), N(a[0]).entries.begin(), N(a[0]).entries.end());
+      }
       m.kind = NodeKind::kDict;
       m.extra().class_name = CompactText::Common(name);
       return Status();
