@@ -119,11 +119,33 @@ bool IsOptimizerStateDict(const ObjectGraph& g, NodeId id) {
   return std::all_of(items.begin(), items.end(), [&](NodeId i) { return g.at(i).kind == NodeKind::kDict; });
 }
 
+namespace {
+
+// A live optimizer pickled whole (torch 1.13's OneCycleLR keeps a bound method
+// in its state dict, so the scheduler and its optimizer go in with it): its
+// __dict__ has "state" and "param_groups" too, but lists the Parameters
+// themselves where state_dict() lists indices. It is no state dict to check.
+bool IsPickledOptimizerObject(const ObjectGraph& g, NodeId dict, const std::string& path) {
+  if (path.find("(state)") == std::string::npos) return false;
+  bool any = false;
+  for (NodeId group : g.at(DictLookup(g, dict, "param_groups")).items) {
+    NodeId params = g.at(group).kind == NodeKind::kDict ? DictLookup(g, group, "params") : kNoNode;
+    if (params == kNoNode) return false;
+    for (NodeId p : g.at(params).items) {
+      if (g.at(p).kind != NodeKind::kTensor) return false;
+      any = true;
+    }
+  }
+  return any;
+}
+
+}  // namespace
+
 std::vector<std::string> FindOptimizerStates(const Checkpoint& cp) {
   std::vector<std::string> out;
   WalkTree(cp.graph, cp.graph.root, 8, [&](const WalkStep& s) {
     if (!s.repeat && IsOptimizerStateDict(cp.graph, s.id)) {
-      out.push_back(s.path);
+      if (!IsPickledOptimizerObject(cp.graph, s.id, s.path)) out.push_back(s.path);
       return false;
     }
     return true;
