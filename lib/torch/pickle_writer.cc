@@ -34,17 +34,29 @@ class Writer {
   }
 
  private:
-  // References per node, so that only shared objects are memoized.
+  // References per node, so that only shared objects are memoized. A node
+  // reached again while it is still being counted closes a cycle (torch 1.13's
+  // OneCycleLR: the scheduler's __dict__ holds a bound method of the scheduler):
+  // every node on that cycle is then memoized, so that writing it reaches a
+  // memo entry the second time round instead of going round for ever.
   Status Count(NodeId id, uint32_t depth) {
     if (depth > 2000) return UnsupportedError("objects nested too deeply to write");
     if (refs_[id] > 0) {
       refs_[id] = 2;
+      if (on_path_[id]) {
+        for (size_t i = path_.size(); i-- > 0 && path_[i] != id;) refs_[path_[i]] = 2;
+      }
       return Status();
     }
     refs_[id] = 1;
     const Node& n = g_.at(id);
     if (n.kind == NodeKind::kTensor) return Status();  // written from its TensorRef
-    return ForEachChildUntilError(n, [this, depth](NodeId c) { return Count(c, depth + 1); });
+    on_path_[id] = 1;
+    path_.push_back(id);
+    Status s = ForEachChildUntilError(n, [this, depth](NodeId c) { return Count(c, depth + 1); });
+    path_.pop_back();
+    on_path_[id] = 0;
+    return s;
   }
 
   void Op(char c) { e_.Op(c); }
@@ -58,7 +70,17 @@ class Writer {
     const Node& n = g_.at(id);
     bool singleton = n.shared || n.kind == NodeKind::kNone || n.kind == NodeKind::kBool ||
                      (n.kind == NodeKind::kTuple && n.items.empty() && n.class_name().empty());
-    if (refs_[id] > 1 && !singleton) memo_[id] = e_.Put();
+    if (refs_[id] <= 1 || singleton) return;
+    // Written a second time inside its own arguments (a cycle through a call
+    // or tuple), it is memoized already: as Python's pickler does, the copy
+    // just made is popped and the memoized one used.
+    auto [it, added] = memo_.try_emplace(id, 0);
+    if (added) {
+      it->second = e_.Put();
+    } else {
+      Op('0');
+      e_.Get(it->second);
+    }
   }
   // Globals torch 2.6's weights_only unpickler would refuse are listed once each.
   void Global(std::string_view module, std::string_view name) {
@@ -314,6 +336,8 @@ class Writer {
   const PickleSink* sink_ = nullptr;
   // 0, 1, or 2 for "more than once": all that memoizing needs, a byte a node.
   std::vector<uint8_t> refs_;
+  std::vector<uint8_t> on_path_ = std::vector<uint8_t>(g_.nodes.size(), 0);  // Count's current path
+  std::vector<NodeId> path_;
   static constexpr uint32_t kMaxEmitDepth = 500;  // 8 MiB of stack holds it even under ASan
   uint32_t emit_depth_ = 0;
   std::unordered_map<NodeId, uint32_t> memo_;
