@@ -219,7 +219,8 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
   }
   std::string where = out.container.format == ContainerFormat::kLegacy ? "main pickle" : out.pickle_record;
   const std::set<uint64_t> called = CalledGlobalOffsets(out.graph);
-  ScanGlobals(out.globals, where, /*nested=*/false, out.findings, &called);
+  const std::set<uint64_t> lookups = BoundMethodLookups(out.graph);
+  ScanGlobals(out.globals, where, /*nested=*/false, out.findings, &called, &lookups);
   ScanNestedPickles(out.graph, options.pickle, options.max_nested_pickle_depth, out.findings);
   for (const ZipEntry& e : out.container.zip.entries) ScanZipName(e.name, out.findings);
   if (out.container.format == ContainerFormat::kZip) ScanRecordsBesideTheMainPickle(cursor, options.pickle, out);

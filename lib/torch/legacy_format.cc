@@ -63,7 +63,9 @@ Status ParseLegacyCheckpoint(const ByteCursor& whole, const ReadOptions& options
                             {&keys, "5 (the storage keys)"}}) {
     if (side->globals.empty()) continue;
     const std::set<uint64_t> called = CalledGlobalOffsets(side->graph);
-    ScanGlobals(side->globals, std::string("legacy pickle ") + role, /*nested=*/false, out.findings, &called);
+    const std::set<uint64_t> lookups = BoundMethodLookups(side->graph);
+    ScanGlobals(side->globals, std::string("legacy pickle ") + role, /*nested=*/false, out.findings, &called,
+                &lookups);
   }
   const Node& list = keys.graph.at(keys.graph.root);
   if (list.kind != NodeKind::kList) {

@@ -145,14 +145,57 @@ std::set<uint64_t> CalledGlobalOffsets(const ObjectGraph& graph) {
   return out;
 }
 
+std::set<uint64_t> BoundMethodLookups(const ObjectGraph& graph) {
+  std::set<uint64_t> benign, other;
+  auto built_instance_of_known_class = [&](NodeId id) {
+    const Node& o = graph.at(id);
+    if (o.kind != NodeKind::kObject || o.callable() == kNoNode) return false;
+    const Node* cls = &graph.at(o.callable());
+    if (cls->kind == NodeKind::kGlobal && NormalizeModule(cls->module()) == "copyreg" && cls->name() == "_reconstructor") {
+      // _reconstructor(cls, object, None) is object.__new__(cls); another base would run its __init__.
+      if (o.args() == kNoNode || graph.at(o.args()).kind != NodeKind::kTuple || graph.at(o.args()).items.size() < 2) {
+        return false;
+      }
+      const Node& base = graph.at(graph.at(o.args()).items[1]);
+      if (base.kind != NodeKind::kGlobal || NormalizeModule(base.module()) != "builtins" || base.name() != "object") {
+        return false;
+      }
+      cls = &graph.at(graph.at(o.args()).items[0]);
+    } else if (o.call != CallOpcode::kNewObj) {
+      return false;  // a REDUCE of the class would run its constructor
+    }
+    return cls->kind == NodeKind::kGlobal && IsKnownDataClass(cls->module(), cls->name());
+  };
+  for (const Node& n : graph.nodes) {
+    if (n.kind != NodeKind::kObject || n.callable() == kNoNode) continue;
+    const Node& f = graph.at(n.callable());
+    if (f.kind != NodeKind::kGlobal || NormalizeModule(f.module()) != "builtins" || f.name() != "getattr") continue;
+    const Node* args = n.args() == kNoNode ? nullptr : &graph.at(n.args());
+    const bool ok = args != nullptr && args->kind == NodeKind::kTuple && args->items.size() == 2 &&
+                    n.call == CallOpcode::kReduce && built_instance_of_known_class(args->items[0]) &&
+                    graph.at(args->items[1]).kind == NodeKind::kStr &&
+                    !graph.at(args->items[1]).text.starts_with("__");
+    (ok ? benign : other).insert(f.offset);
+  }
+  for (uint64_t o : other) benign.erase(o);
+  return benign;
+}
+
 void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where, bool nested,
-                 std::vector<Finding>& findings, const std::set<uint64_t>* called) {
+                 std::vector<Finding>& findings, const std::set<uint64_t>* called,
+                 const std::set<uint64_t>* lookups) {
   const std::string caller = nested ? "code that unpickles this value (HeavyBall does on load_state_dict)"
                                     : "torch.load(weights_only=False)";
   for (const GlobalRef& g : globals) {
     std::string loc = where + " offset " + std::to_string(g.offset);
     std::string name = g.module + "." + g.name;
-    if (IsDangerousGlobal(g.module, g.name)) {
+    if (!nested && lookups != nullptr && lookups->count(g.offset)) {
+      findings.push_back({Severity::kWarning, "global-not-allowlisted", loc,
+                          name + " takes a method of an object the pickle builds of a known class (a bound method, "
+                                 "as Python pickles one; torch 1.13's OneCycleLR keeps one in its state dict): "
+                                 "nothing is called, but it is not on torch 2.6's weights_only allowlist, so "
+                                 "torch.load with the default weights_only=True refuses this file", name});
+    } else if (IsDangerousGlobal(g.module, g.name)) {
       findings.push_back({Severity::kError, "dangerous-global", loc,
                           name + " can run code or reach the system; " + caller +
                               " would call it. Do not load this with pickle.", name});
@@ -193,7 +236,8 @@ Status ScanPickleGlobals(ByteCursor& cursor, const std::string& where, const Pic
   StatusOr<PickleResult> r = ReadPickle(cursor, limits, &partial);
   PickleResult& result = r.ok() ? *r : partial;
   const std::set<uint64_t> called = CalledGlobalOffsets(result.graph);
-  ScanGlobals(result.globals, where, /*nested=*/false, findings, &called);
+  const std::set<uint64_t> lookups = BoundMethodLookups(result.graph);
+  ScanGlobals(result.globals, where, /*nested=*/false, findings, &called, &lookups);
   if (got != nullptr) *got = std::move(result);
   return r.status();
 }

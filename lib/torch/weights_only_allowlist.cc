@@ -89,6 +89,20 @@ constexpr std::string_view kKnownDataClasses[] = {
     "pathlib.PurePosixPath", "pathlib.WindowsPath", "pathlib.PureWindowsPath", "uuid.UUID",
     "torch.distributed.tensor.placement_types._StridedShard", "deepspeed.runtime.fp16.loss_scaler.LossScaler",
     "deepspeed.runtime.zero.config.ZeroStageEnum", "deepspeed.utils.tensor_fragment.fragment_address",
+    // torch.optim's optimizers and schedulers, pickled whole when a scheduler's
+    // state dict holds a bound method (torch 1.13's OneCycleLR): __setstate__
+    // only updates __dict__. Module paths as torch 1.13 and 2.6 define them.
+    "torch.optim.adadelta.Adadelta", "torch.optim._adafactor.Adafactor", "torch.optim.adagrad.Adagrad",
+    "torch.optim.adam.Adam", "torch.optim.adamax.Adamax", "torch.optim.adamw.AdamW", "torch.optim.asgd.ASGD",
+    "torch.optim.lbfgs.LBFGS", "torch.optim.nadam.NAdam", "torch.optim.radam.RAdam", "torch.optim.rmsprop.RMSprop",
+    "torch.optim.rprop.Rprop", "torch.optim.sgd.SGD", "torch.optim.sparse_adam.SparseAdam",
+    "torch.optim.lr_scheduler.ChainedScheduler", "torch.optim.lr_scheduler.ConstantLR",
+    "torch.optim.lr_scheduler.CosineAnnealingLR", "torch.optim.lr_scheduler.CosineAnnealingWarmRestarts",
+    "torch.optim.lr_scheduler.CyclicLR", "torch.optim.lr_scheduler.ExponentialLR", "torch.optim.lr_scheduler.LambdaLR",
+    "torch.optim.lr_scheduler.LinearLR", "torch.optim.lr_scheduler.MultiStepLR",
+    "torch.optim.lr_scheduler.MultiplicativeLR", "torch.optim.lr_scheduler.OneCycleLR",
+    "torch.optim.lr_scheduler.PolynomialLR", "torch.optim.lr_scheduler.ReduceLROnPlateau",
+    "torch.optim.lr_scheduler.SequentialLR", "torch.optim.lr_scheduler.StepLR",
 };
 
 bool IsDtypeName(std::string_view name) {

@@ -245,3 +245,40 @@ TEST(SecurityTest, TensorCallsAreReleasedAfterTheScans) {
 
 }  // namespace
 }  // namespace optstate
+
+namespace optstate {
+namespace {
+
+// getattr(obj, name) is how Python pickles a bound method; it is benign only
+// when obj is an instance this pickle builds (object.__new__, no constructor
+// run) of a known data class and name is no dunder.
+std::set<uint64_t> LookupsIn(const std::string& cls_module, const std::string& cls, const std::string& base,
+                             const std::string& attr) {
+  std::string p = "\x80\x02" "c__builtin__\ngetattr\n" "ccopyreg\n_reconstructor\n";
+  p += "c" + cls_module + "\n" + cls + "\n" + "c__builtin__\n" + base + "\n" + "N\x87R";
+  p += "X" + std::string(1, static_cast<char>(attr.size())) + std::string(3, '\0') + attr + "\x86R.";
+  ByteCursor c(AsBytes(p));
+  StatusOr<PickleResult> r = ReadPickle(c);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? BoundMethodLookups(r->graph) : std::set<uint64_t>{};
+}
+
+TEST(SecurityTest, BoundMethodOfAKnownObjectIsALookupNotACall) {
+  EXPECT_EQ(LookupsIn("torch.optim.lr_scheduler", "OneCycleLR", "object", "_annealing_cos"), std::set<uint64_t>{2});
+  EXPECT_TRUE(LookupsIn("mypackage.layers", "Block", "object", "forward").empty());       // unknown class
+  EXPECT_TRUE(LookupsIn("torch.optim.adamw", "AdamW", "object", "__reduce_ex__").empty());  // a dunder
+  EXPECT_TRUE(LookupsIn("torch.optim.adamw", "AdamW", "dict", "step").empty());  // another base runs its __init__
+  // Judged: a warning for the lookup; without it, getattr stays dangerous.
+  std::vector<GlobalRef> refs = {{"__builtin__", "getattr", 2, "GLOBAL"}};
+  std::set<uint64_t> lookups{2}, calls{2};
+  std::vector<Finding> findings;
+  ScanGlobals(refs, "data.pkl", /*nested=*/false, findings, &calls, &lookups);
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].code, "global-not-allowlisted");
+  findings.clear();
+  ScanGlobals(refs, "data.pkl", /*nested=*/false, findings, &calls);
+  EXPECT_EQ(findings[0].code, "dangerous-global");
+}
+
+}  // namespace
+}  // namespace optstate

@@ -35,8 +35,18 @@ struct Finding {
 // nor a known data class is an error (unknown-global-called); one only named,
 // or a known data class, is a warning (global-not-allowlisted); a dangerous
 // one is an error whatever its use (dangerous-global).
+// `lookups` (BoundMethodLookups) are builtins.getattr globals used only to
+// take a method of an object the pickle itself builds: a warning, not dangerous.
 void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where, bool nested,
-                 std::vector<Finding>& findings, const std::set<uint64_t>* called = nullptr);
+                 std::vector<Finding>& findings, const std::set<uint64_t>* called = nullptr,
+                 const std::set<uint64_t>* lookups = nullptr);
+
+// Offsets of the builtins.getattr GLOBALs whose every call is getattr(obj,
+// "name") with obj an instance this pickle builds of a known data class
+// (NEWOBJ or copyreg._reconstructor) and name no dunder: how Python pickles a
+// bound method (torch 1.13's OneCycleLR keeps self._annealing_cos in its state
+// dict). Nothing is called; an attribute of a known object is looked up.
+std::set<uint64_t> BoundMethodLookups(const ObjectGraph& graph);
 
 // Offsets of the GLOBAL opcodes whose globals the graph calls (REDUCE, NEWOBJ,
 // INST, OBJ, ...), passes as a direct argument to a call, or changes in place
