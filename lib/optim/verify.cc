@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include "state/optimizer_family.h"
 #include "optim/replay_steps.h"
@@ -29,6 +30,9 @@ std::vector<float> Probe(size_t n, uint64_t seed, size_t param, int step, float 
 }
 
 constexpr double kProbeLr = 1e-3;
+// Below this an update (about lr per element for Adam) is under half the
+// float32 spacing of parameters from 0.01 up: it changes nothing.
+constexpr double kTinyLr = 1e-9;
 
 // How the state is replayed: which step, and whether HeavyBall 3.x's.
 struct Replay {
@@ -106,6 +110,16 @@ class Verifier {
         r_.notes.push_back("param_groups[" + std::to_string(gi) + "] has lr 0 (a schedule's end, or a leak "
                            "validate reports): replayed with a probe lr of 0.001, since an update at lr 0 is zero "
                            "for any state");
+      } else if (std::abs(hyper.lr) < kTinyLr) {
+        // A warmup's first lr (LinearLR from start_factor 1e-8: 1e-10) moves no
+        // float32 parameter of ordinary size at all, from any state: warm
+        // and cold would look alike, as at lr 0.
+        std::ostringstream lr;
+        lr << hyper.lr;
+        hyper.lr = kProbeLr;
+        r_.notes.push_back("param_groups[" + std::to_string(gi) + "] has lr " + lr.str() + " (a warmup's start): "
+                           "an update that small rounds away in float32 for any state, so it was replayed with a "
+                           "probe lr of 0.001");
       }
       // Plain SGD keeps no state: nothing can be cold, nothing is replayed.
       const bool stateless = replay_.algorithm == Algorithm::kSgd && hyper.momentum == 0;

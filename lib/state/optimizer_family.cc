@@ -122,7 +122,11 @@ OptimizerFamily RecogniseOptimizer(const Checkpoint& checkpoint, const Optimizer
     return {"adadelta", "state fields square_avg, acc_delta; group key rho"};
   }
   if (has(fields, "exp_inf")) return {"adamax", "state fields exp_avg, exp_inf"};
-  if (has(fields, "exp_avg") && has(fields, "exp_avg_sq")) {
+  // Before the first step there are no fields; Adam's and AdamW's group keys
+  // (betas with amsgrad) are theirs alone. (RAdam's, Adamax's and SparseAdam's
+  // can be told apart only by their state.)
+  const bool adam_groups_before_any_step = fields.empty() && has(groups, "betas") && has(groups, "amsgrad");
+  if ((has(fields, "exp_avg") && has(fields, "exp_avg_sq")) || adam_groups_before_any_step) {
     // SparseAdam and RAdam save Adam's fields; their group keys, and nothing
     // else's (HeavyBall's AdamW groups lack amsgrad too), tell them apart.
     if (KeysWithin(groups, {"lr", "betas", "eps", "maximize"})) {
