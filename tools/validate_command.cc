@@ -32,6 +32,7 @@ nlohmann::ordered_json ReportJson(const ValidationReport& r) {
   for (const std::string& id : r.checked) doc["rules"].push_back({{"id", id}, {"status", "checked"}});
   for (const auto& [id, why] : r.skipped) doc["rules"].push_back({{"id", id}, {"status", "skipped"}, {"reason", why}});
   doc["allowlisted_globals"] = r.allowlisted;
+  doc["torch_load"] = {{"weights_only", r.torch_load.weights_only}, {"reasons", r.torch_load.reasons}};
   if (r.read_error) {
     doc["read_error"] = {{"message", r.read_error->message},
                          {"scanned", r.read_error->scanned},
@@ -68,6 +69,10 @@ void ReportText(const ValidationReport& r, std::ostream& out) {
     i = j;
   }
   for (const std::string& a : r.allowlisted) out << "  allowlisted by the rules file: " << a << "\n";
+  // Globals off the allowlist are findings already; other reasons are said here.
+  for (const std::string& why : r.torch_load.reasons) {
+    if (!why.starts_with("global ")) out << "  torch 2.6's torch.load (weights_only=True) refuses it: " << OneLine(why) << "\n";
+  }
 }
 
 // One report of a framework directory for JUnit: every file's findings, their
