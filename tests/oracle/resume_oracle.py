@@ -4,11 +4,14 @@ Usage: python3 resume_oracle.py CORPUS_DIR OUTPUTS_DIR RESULT_JSON
   (torch 1.13 on the corpus torch 1.13 wrote, torch 2.6 on both; paths relative to the repository)
 
 For every case of CORPUS_DIR/corpus.json with an output OUTPUTS_DIR/<case>.<command>.pt:
-  loads    torch.load of the output with weights_only=True (torch 2.x: its default) succeeds
+  loads    torch.load of the output with weights_only=True (torch 2.x: its default) succeeds, and
+           what it loads equals what the original loads (tensors to the bit, objects by __dict__)
   resumes  the generator's model and optimizer (same class, arguments and groups) loaded from the
            original and, separately, from the output, then stepped once on the same batch, end
            with bit-identical parameters and optimizer state (NaN compared by its bits)
-Cases whose model the generator builds otherwise (model_*) are checked for loading only.
+Cases whose model the generator builds otherwise (model_*) and schedulers saved alone are checked
+for loading only. A file whose original torch 2.6 refuses with weights_only=True (torch 1.13's
+OneCycleLR pickles the scheduler object) is loaded with weights_only=False both times.
 """
 import json
 import os
@@ -49,6 +52,44 @@ def resumed(case, state):
     return out
 
 
+def same(a, b, seen=None):
+    """"" when a and b are the same tree (tensors by their bits, objects by class and __dict__), else where not."""
+    seen = set() if seen is None else seen
+    if id(a) in seen:
+        return ""
+    seen.add(id(a))
+    if type(a) is not type(b):
+        return f"{type(a).__name__} became {type(b).__name__}"
+    if isinstance(a, torch.Tensor):
+        ok = a.shape == b.shape and a.dtype == b.dtype and a.stride() == b.stride() and torch.equal(bits(a), bits(b))
+        return "" if ok else "a tensor differs"
+    if isinstance(a, dict):  # keys compared as values too: a pickled optimizer keys its state by Parameter
+        if len(a) != len(b):
+            return "entry counts differ"
+        for (ka, va), (kb, vb) in zip(a.items(), b.items()):
+            d = same(ka, kb, seen) or same(va, vb, seen)
+            if d:
+                return f"[{ka if isinstance(ka, (str, int)) else type(ka).__name__}] {d}"
+        return ""
+    if isinstance(a, (list, tuple)):
+        if len(a) != len(b):
+            return "lengths differ"
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = same(x, y, seen)
+            if d:
+                return f"[{i}] {d}"
+        return ""
+    if isinstance(a, float) and a != a:
+        return "" if b != b else "NaN became a number"
+    if isinstance(a, (int, float, str, bytes, bool, type(None))):
+        return "" if a == b else f"{a!r} became {b!r}"
+    if hasattr(a, "__self__") and hasattr(a, "__func__"):  # a bound method
+        return same(a.__self__, b.__self__, seen) if a.__func__ is b.__func__ else "another method"
+    if hasattr(a, "__dict__"):
+        return same(vars(a), vars(b), seen)
+    return "" if a == b else f"{type(a).__name__} differs"
+
+
 def bits(t):
     t = t.contiguous().reshape(-1)
     return t.view(torch.uint8) if t.dtype != torch.bool else t
@@ -75,18 +116,26 @@ def main():
             command = name[len(case["case"]) + 1:-3]
             out_path = os.path.join(outputs_dir, name)
             r = {"torch": torch.__version__.split("+")[0]}
+            # As strict as the original allows: what torch 2.6 refuses to load safely in the
+            # input (pickled objects) it may refuse in the output too.
             try:
-                written = load(out_path, WEIGHTS_ONLY)
+                load(os.path.join(corpus_dir, case["file"]), WEIGHTS_ONLY)
+                strict = WEIGHTS_ONLY
+            except Exception:  # noqa: BLE001
+                strict = False
+            try:
+                written = load(out_path, strict)
                 r["loads"] = ""
             except Exception as e:  # noqa: BLE001 - the refusal is the finding
-                r["loads"] = f"torch.load(weights_only={WEIGHTS_ONLY}) refuses it: {str(e).strip().splitlines()[-1][:200]}"
+                r["loads"] = f"torch.load(weights_only={strict}) refuses it: {str(e).strip().splitlines()[-1][:200]}"
                 results[f"{case['case']}.{command}"] = r
                 continue
-            if case["kind"] == "optimizer" or case.get("save_option", "").startswith(("pickle_protocol", "_use_new",
-                                                                                      "torch.save to", "torch.serial",
-                                                                                      "_disable")):
+            original = load(os.path.join(corpus_dir, case["file"]), False)
+            r["resumes"] = same(original, written)  # what loads is what was saved, tensors to the bit
+            resumable = case["kind"] in ("optimizer", "scheduler") or case.get("save_option", "").startswith(
+                ("pickle_protocol", "_use_new", "torch.save to", "torch.serial", "_disable"))
+            if resumable and not r["resumes"]:
                 try:
-                    original = load(os.path.join(corpus_dir, case["file"]), False)
                     r["resumes"] = first_difference(resumed(case, original), resumed(case, written))
                 except Exception as e:  # noqa: BLE001
                     r["resumes"] = f"resuming raised {type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
