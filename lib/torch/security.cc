@@ -171,8 +171,15 @@ std::set<uint64_t> BoundMethodLookups(const ObjectGraph& graph) {
     const Node& f = graph.at(n.callable());
     if (f.kind != NodeKind::kGlobal || NormalizeModule(f.module()) != "builtins" || f.name() != "getattr") continue;
     const Node* args = n.args() == kNoNode ? nullptr : &graph.at(n.args());
+    // The class itself (protocol 2 spells a function nested in a class, SWALR's
+    // static _cosine_anneal, as getattr(SWALR, "_cosine_anneal")) or an instance.
+    auto known_class_or_instance = [&](NodeId id) {
+      const Node& c = graph.at(id);
+      if (c.kind == NodeKind::kGlobal) return IsKnownDataClass(c.module(), c.name());
+      return built_instance_of_known_class(id);
+    };
     const bool ok = args != nullptr && args->kind == NodeKind::kTuple && args->items.size() == 2 &&
-                    n.call == CallOpcode::kReduce && built_instance_of_known_class(args->items[0]) &&
+                    n.call == CallOpcode::kReduce && known_class_or_instance(args->items[0]) &&
                     graph.at(args->items[1]).kind == NodeKind::kStr &&
                     !graph.at(args->items[1]).text.starts_with("__");
     (ok ? benign : other).insert(f.offset);

@@ -102,7 +102,8 @@ constexpr std::string_view kKnownDataClasses[] = {
     "torch.optim.lr_scheduler.LinearLR", "torch.optim.lr_scheduler.MultiStepLR",
     "torch.optim.lr_scheduler.MultiplicativeLR", "torch.optim.lr_scheduler.OneCycleLR",
     "torch.optim.lr_scheduler.PolynomialLR", "torch.optim.lr_scheduler.ReduceLROnPlateau",
-    "torch.optim.lr_scheduler.SequentialLR", "torch.optim.lr_scheduler.StepLR",
+    "torch.optim.lr_scheduler.SequentialLR", "torch.optim.lr_scheduler.StepLR", "torch.optim.swa_utils.SWALR",
+    "torch.optim.swa_utils.AveragedModel",
 };
 
 bool IsDtypeName(std::string_view name) {
@@ -194,6 +195,10 @@ bool IsDangerousGlobal(std::string_view module_in, std::string_view name) {
 bool IsKnownDataClass(std::string_view module, std::string_view name) {
   std::string full(NormalizeModule(module));
   full.append(".").append(name);
+  // torch.save(model) pickles the torch.nn classes themselves: Module's
+  // __setstate__ only restores __dict__ (and the defaults of attributes newer
+  // versions added), the most common way people save a model.
+  if (full.starts_with("torch.nn.modules.")) return true;
   for (std::string_view k : kKnownDataClasses) {
     if (k == full) return true;
   }

@@ -268,6 +268,13 @@ TEST(SecurityTest, BoundMethodOfAKnownObjectIsALookupNotACall) {
   EXPECT_TRUE(LookupsIn("mypackage.layers", "Block", "object", "forward").empty());       // unknown class
   EXPECT_TRUE(LookupsIn("torch.optim.adamw", "AdamW", "object", "__reduce_ex__").empty());  // a dunder
   EXPECT_TRUE(LookupsIn("torch.optim.adamw", "AdamW", "dict", "step").empty());  // another base runs its __init__
+  // getattr(SWALR, "_cosine_anneal"): a function nested in a known class.
+  std::string p = "\x80\x02" "c__builtin__\ngetattr\n" "ctorch.optim.swa_utils\nSWALR\n";
+  p += std::string("X\x0e\0\0\0", 5) + "_cosine_anneal\x86R.";
+  ByteCursor c(AsBytes(p));
+  StatusOr<PickleResult> r = ReadPickle(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(BoundMethodLookups(r->graph), std::set<uint64_t>{2});
   // Judged: a warning for the lookup; without it, getattr stays dangerous.
   std::vector<GlobalRef> refs = {{"__builtin__", "getattr", 2, "GLOBAL"}};
   std::set<uint64_t> lookups{2}, calls{2};

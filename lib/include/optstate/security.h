@@ -42,10 +42,11 @@ void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where
                  const std::set<uint64_t>* lookups = nullptr);
 
 // Offsets of the builtins.getattr GLOBALs whose every call is getattr(obj,
-// "name") with obj an instance this pickle builds of a known data class
-// (NEWOBJ or copyreg._reconstructor) and name no dunder: how Python pickles a
-// bound method (torch 1.13's OneCycleLR keeps self._annealing_cos in its state
-// dict). Nothing is called; an attribute of a known object is looked up.
+// "name") with obj a known data class, or an instance this pickle builds of
+// one (NEWOBJ or copyreg._reconstructor), and name no dunder: how Python pickles
+// a bound method (torch 1.13's OneCycleLR keeps self._annealing_cos in its state
+// dict) or, at protocol 2, a function nested in a class (SWALR's
+// _cosine_anneal). Nothing is called; an attribute of a known object is looked up.
 std::set<uint64_t> BoundMethodLookups(const ObjectGraph& graph);
 
 // Offsets of the GLOBAL opcodes whose globals the graph calls (REDUCE, NEWOBJ,
