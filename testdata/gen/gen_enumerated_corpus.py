@@ -254,7 +254,8 @@ def save_cases(out, cases, skipped):
     params = param_table(net, opt)
     save_args = inspect.signature(torch.save).parameters
 
-    def add(name, option, write, healthy=True, net_=None, opt_=None, expect_rule=None):
+    def add(name, option, write, healthy=True, net_=None, opt_=None, expect_rule=None, cls="torch.optim.AdamW",
+            kwargs=None, extra=None):
         path = os.path.join(out, name + ".pt")
         try:
             write(path)
@@ -263,10 +264,11 @@ def save_cases(out, cases, skipped):
             if os.path.exists(path):
                 os.remove(path)
             return
-        cases.append({"case": name, "file": name + ".pt", "kind": "save", "class": "torch.optim.AdamW",
-                      "variant": "default", "kwargs": {"lr": 1e-2}, "param_groups": 1, "sparse_gradients": False,
-                      "params": params if net_ is None else param_table(net_, opt_), "save_option": option,
-                      "healthy": healthy, **({"expect_rule": expect_rule} if expect_rule else {})})
+        cases.append({"case": name, "file": name + ".pt", "kind": "save", "class": cls,
+                      "variant": "default", "kwargs": kwargs or {"lr": 1e-2}, "param_groups": 1,
+                      "sparse_gradients": False, "params": params if net_ is None else param_table(net_, opt_),
+                      "save_option": option, "healthy": healthy,
+                      **({"expect_rule": expect_rule} if expect_rule else {}), **(extra or {})})
 
     import pickle
     for proto in range(2, pickle.HIGHEST_PROTOCOL + 1):
@@ -316,6 +318,49 @@ def save_cases(out, cases, skipped):
     add("model_tied_weights", "one parameter under two names (tied weights: one storage)",
         lambda p: torch.save({"model": tied.state_dict(), "optimizer": tied_opt.state_dict()}, p),
         net_=tied, opt_=tied_opt)
+    # torch.save(model): the torch.nn classes pickled themselves (a model of torch.nn classes only;
+    # a class of the training script would be __main__'s, which torch.load must import and call).
+    torch.manual_seed(0)
+    seq = nn.Sequential(nn.Conv2d(2, 3, 3), nn.Flatten(), nn.Linear(27, 6), nn.ReLU(), nn.LayerNorm(6), nn.Linear(6, 3))
+    seq_opt = torch.optim.AdamW(seq.parameters(), lr=1e-2)
+    for x, _, y in batches(1):
+        seq_opt.zero_grad()
+        nn.functional.mse_loss(seq(x), y).backward()
+        seq_opt.step()
+    add("model_whole_module", "torch.save of the nn.Module itself beside the optimizer's state dict",
+        lambda p: torch.save({"model": seq, "optimizer": seq_opt.state_dict()}, p), net_=seq, opt_=seq_opt,
+        extra={"model_object": True})
+    # SWA: AveragedModel's state_dict (module.* names, n_averaged) and SWALR beside the run's own.
+    torch.manual_seed(0)
+    sw = Net()
+    sw_opt = torch.optim.SGD(sw.parameters(), lr=1e-2, momentum=0.9)
+    averaged = torch.optim.swa_utils.AveragedModel(sw)
+    swalr = torch.optim.swa_utils.SWALR(sw_opt, swa_lr=5e-3, anneal_epochs=2)
+    for x, idx, y in batches(1):
+        sw_opt.zero_grad()
+        nn.functional.mse_loss(sw(x, idx), y).backward()
+        sw_opt.step()
+        averaged.update_parameters(sw)
+        swalr.step()
+    add("model_swa", "torch.optim.swa_utils: AveragedModel and SWALR state beside the model and SGD's",
+        lambda p: torch.save({"model": sw.state_dict(), "swa_model": averaged.state_dict(),
+                              "optimizer": sw_opt.state_dict(), "swa_scheduler": swalr.state_dict()}, p),
+        net_=sw, opt_=sw_opt, cls="torch.optim.SGD", kwargs={"lr": 1e-2, "momentum": 0.9})
+    # A GradScaler's state (torch 2.x has one for the CPU; 1.13's is CUDA's, disabled: {}).
+    torch.manual_seed(0)
+    gs = Net()
+    gs_opt = torch.optim.AdamW(gs.parameters(), lr=1e-2)
+    amp = getattr(torch, "amp", None)
+    scaler = amp.GradScaler("cpu") if amp is not None and hasattr(amp, "GradScaler") else \
+        torch.cuda.amp.GradScaler(enabled=False)
+    for x, idx, y in batches(1):
+        gs_opt.zero_grad()
+        scaler.scale(nn.functional.mse_loss(gs(x, idx), y)).backward()
+        scaler.step(gs_opt)
+        scaler.update()
+    add("model_grad_scaler", "a GradScaler's state_dict beside the model and optimizer",
+        lambda p: torch.save({"model": gs.state_dict(), "optimizer": gs_opt.state_dict(),
+                              "scaler": scaler.state_dict()}, p), net_=gs, opt_=gs_opt)
     long_name = "l" * 200
     uni = Net(names=("größe", "層", "fc1", long_name, "frozen"))
     uni_opt = torch.optim.AdamW(uni.parameters(), lr=1e-2)

@@ -142,8 +142,8 @@ def write_outputs(d, case, key, manifest, out_dir, args):
     """optstate's outputs of a healthy case, for the torch runners; "" or what failed."""
     problems = []
     for name, cmd in WRITERS.items():
-        if name == "remap" and case["kind"] == "scheduler-alone":
-            continue  # no optimizer state to remap
+        if name == "remap" and (case["kind"] == "scheduler-alone" or case.get("model_object")):
+            continue  # no optimizer state, or no model state_dict (a pickled nn.Module), to remap against
         out = os.path.join(out_dir, f"{case['case']}.{name}.pt")
         args_ = key + manifest if name == "remap" else []
         p = subprocess.run([args.optstate] + cmd + [os.path.join(d, case["file"]), "-o", out, "--no-sync"] + args_,
@@ -176,7 +176,7 @@ def judge_outputs(d, out_dir, args, write_problems):
             for w in WRITERS:
                 r = judged.get(f"{c}.{w}")
                 if r is None:
-                    if not write_problems[c] and not (w == "remap" and c.endswith("_alone")):
+                    if not write_problems[c] and w != "remap":
                         diffs[c].append(f"{label}: {w} output not judged")
                     continue
                 if r["loads"]:

@@ -100,8 +100,12 @@ class GraphComparer {
     }
     if (type == "object") {
       std::string have = TypeName(g_, id);
-      // A bound method is pickled as the call getattr(instance, name) that makes it.
-      if (want["class"] == "builtins.method" && (have == "builtins.getattr" || have == "__builtin__.getattr")) return "";
+      // A bound method (or a function nested in a class) is pickled as the
+      // call getattr(instance or class, name) that makes it.
+      if ((want["class"] == "builtins.method" || want["class"] == "builtins.function") &&
+          (have == "builtins.getattr" || have == "__builtin__.getattr")) {
+        return "";
+      }
       return have == want["class"].get<std::string>() ? "" : fail("expected object " + want["class"].dump() + ", got " + have);
     }
     return fail("unhandled expected type " + type);
