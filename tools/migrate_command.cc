@@ -98,6 +98,7 @@ int RunMigrate(const MigrateCommandOptions& o, CommandOutput& output) {
   MigrateOptions mo;
   mo.on_collision = Policy(o.on_collision);
   mo.steps = o.steps;
+  mo.input_bytes = m->file->bytes();
   auto migrated = MigrateState(m->file->checkpoint(), m->state, m->params, m->match, mo);
   if (!migrated.ok()) {
     Status s = std::move(migrated).status().WithContext(o.inputs.at(0));

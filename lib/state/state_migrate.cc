@@ -89,6 +89,13 @@ class Migrator {
     OPTSTATE_ASSIGN_OR_RETURN(r_.remap, RemapState(cp_, st_, params_, m_, ro));
     r_.checkpoint = std::move(r_.remap.checkpoint);
     r_.remap.checkpoint = Checkpoint();
+    if (already_3x_) {
+      // Nothing to lay out: --to heavyball3 writes it as it is (the remap
+      // only checked that every key is a parameter's), --to torch converts it.
+      OPTSTATE_RETURN_IF_ERROR(StepsFromEntries());
+      r_.notes.push_back("the input is HeavyBall 3.x's own layout: written unchanged as 3.x saves it");
+      return std::move(r_);
+    }
     OPTSTATE_RETURN_IF_ERROR(family_ == LegacyFamily::kAdamW0 ? StepsFromGroupCounter() : StepsFromEntries());
     GraphBuilder b(r_.checkpoint);
     OPTSTATE_RETURN_IF_ERROR(RelayoutState(b));
@@ -138,8 +145,10 @@ class Migrator {
     if (nested) {
       for (NodeId group : in().at(groups).items) {
         if (DictLookup(in(), group, "multi_tensor") != kNoNode) {
-          return UnsupportedError("param_groups have 'multi_tensor' and the state is nested per view: HeavyBall "
-                                  "3.x's own layout, which needs no migration");
+          already_3x_ = true;
+          family_ = soap ? LegacyFamily::kSoap2 : LegacyFamily::kAdamW2;
+          r_.algorithm = soap ? "SOAP (HeavyBall 3.x: already this layout)" : "AdamW (HeavyBall 3.x: already this layout)";
+          return Status();
         }
       }
       return RecogniseEra2(soap);
@@ -369,7 +378,8 @@ class Migrator {
     for (const StateKey& k : st_.keys) {
       NodeId sv = DictLookup(in(), FieldsOf(in(), k), "step");
       if (sv == kNoNode) continue;
-      std::optional<double> v = NumberValue(cp_, ByteSpan(), sv);
+      // 3.x keeps its counter as a 0-d int64 tensor: read from the input's bytes.
+      std::optional<double> v = NumberValue(cp_, o_.input_bytes, sv);
       if (!v) return InvalidArgumentError("state entry " + k.text + ": its step is not a number");
       auto n = static_cast<int64_t>(*v);
       if (found && *found != n) {
@@ -502,6 +512,7 @@ class Migrator {
   MigrateResult r_;
   MigrateTensors tensors_{r_};
   LegacyFamily family_ = LegacyFamily::kAdamW0;
+  bool already_3x_ = false;  // HeavyBall 3.x's own layout: carried over as it is
   std::span<const FieldName> fields_;
   std::span<const int64_t> initialized_;
   double precondition_frequency_ = 0;

@@ -237,14 +237,45 @@ def main():
     print(f"ok: {checked} parameters' state (AdamW 0.12.1, 0.21.8, 0.24.4, 1.4.0, 1.6.3, 2.3.1; SOAP all but 1.6.3) migrated as HeavyBall 3.2.0 "
           "lays it out, values the legacy ones (SOAP's exp_avg rotated), loadable with weights_only=True")
     resume_in_torch(fixtures, scratch)
+    unchanged_3x(fixtures, scratch)
+
+
+def same_tree(a, b, where="$"):
+    """The first difference between two loaded objects, tensors compared to the bit; "" when none."""
+    if type(a) is not type(b):
+        return f"{where}: {type(a).__name__} became {type(b).__name__}"
+    if isinstance(a, torch.Tensor):
+        equal = a.shape == b.shape and a.dtype == b.dtype and torch.equal(a.reshape(-1).view(torch.uint8),
+                                                                          b.reshape(-1).view(torch.uint8))
+        return "" if equal else f"{where}: tensor differs"
+    if isinstance(a, dict):
+        if list(a) != list(b):
+            return f"{where}: keys {list(a)} became {list(b)}"
+        return next((d for k in a for d in [same_tree(a[k], b[k], f"{where}[{k!r}]")] if d), "")
+    if isinstance(a, (list, tuple)):
+        if len(a) != len(b):
+            return f"{where}: length differs"
+        return next((d for i, (x, y) in enumerate(zip(a, b)) for d in [same_tree(x, y, f"{where}[{i}]")] if d), "")
+    return "" if a == b else f"{where}: {a!r} became {b!r}"
+
+
+def unchanged_3x(fixtures, scratch):
+    """migrate of a file already in 3.x's layout writes what torch loads from the input, to the bit."""
+    for case in ("adamw", "soap"):
+        original = torch.load(os.path.join(fixtures, "3.2.0", case, "optim.pt"), weights_only=True)
+        written = torch.load(os.path.join(scratch, "3.2.0", f"{case}.pt"), weights_only=True)
+        d = same_tree(original, written)
+        if d:
+            fail(f"3.2.0 {case}: migrate changed a file already in 3.x's layout: {d}")
+    print("ok: HeavyBall 3.2.0 files (AdamW, SOAP) migrated --to heavyball3 unchanged, to the bit")
 
 
 def resume_in_torch(fixtures, scratch):
     """--to torch: torch.optim.AdamW loads the file and continues the old run closer than fresh state."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from resume_in_torch_adamw import resume_distances
-    for version in ("0.12.1", "0.24.4", "1.4.0", "2.3.1"):
-        case_dir = os.path.join(fixtures, version, "adamw" if version == "0.12.1" else "adamw_foreach")
+    for version in ("0.12.1", "0.24.4", "1.4.0", "2.3.1", "3.2.0"):
+        case_dir = os.path.join(fixtures, version, "adamw" if version in ("0.12.1", "3.2.0") else "adamw_foreach")
         distances = resume_distances(case_dir, os.path.join(scratch, "torch", f"{version}.pt"))
         print(f"torch.optim.AdamW resume from {version}: distance to the old run migrated "
               f"{distances['migrated']:.3g}, fresh {distances['fresh']:.3g}")

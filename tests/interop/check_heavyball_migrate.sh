@@ -70,10 +70,19 @@ msg=$("$bin" verify "$scratch/0.24.4/soap.pt" --manifest "$src/soap/manifest.jso
 [ $? = 1 ] && [ ! -e "$scratch/0.24.4/adamw_perparam.pt" ] || { echo "FAIL migrate without --steps: expected exit 1"; exit 1; }
 "$bin" migrate "$src/adamw_perparam/optim.pt" --manifest "$src/adamw_perparam/manifest.json" --steps 3 \
   -o "$scratch/0.24.4/adamw_perparam.pt" > /dev/null || { echo "FAIL migrate adamw_perparam --steps 3"; exit 1; }
-# State already in 3.x's layout is not migrated again (exit 2).
-"$bin" migrate testdata/heavyball/migrate/3.2.0/adamw/optim.pt --model testdata/heavyball/migrate/3.2.0/adamw/model.pt \
-  -o "$scratch/again.pt" > /dev/null 2>&1
-[ $? = 2 ] && [ ! -e "$scratch/again.pt" ] || { echo "FAIL migrate of a 3.x file: expected exit 2"; exit 1; }
+# State already in 3.x's layout: --to heavyball3 writes it unchanged (check_heavyball_migrate.py
+# compares every value), --to torch converts AdamW (resumed below) and refuses SOAP.
+mkdir -p "$scratch/3.2.0"
+for case in adamw soap; do
+  d=testdata/heavyball/migrate/3.2.0/$case
+  out=$("$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$scratch/3.2.0/$case.pt") ||
+    { echo "FAIL migrate of a 3.x $case file: expected exit 0"; exit 1; }
+  [[ "$out" == *"HeavyBall 3.x's own layout: written unchanged"* ]] ||
+    { echo "FAIL migrate of a 3.x $case file does not say it was already 3.x's layout: $out"; exit 1; }
+done
+"$bin" migrate --to torch testdata/heavyball/migrate/3.2.0/soap/optim.pt \
+  --model testdata/heavyball/migrate/3.2.0/soap/model.pt -o "$scratch/soap3_torch.pt" > /dev/null 2>&1
+[ $? = 2 ] && [ ! -e "$scratch/soap3_torch.pt" ] || { echo "FAIL migrate --to torch of 3.x SOAP: expected exit 2"; exit 1; }
 # verify checks state against the optimizer that will load it: the remapped 0.x file (keys
 # fixed, no per-parameter step) is what torch.optim.AdamW fails on; the migrated one replays.
 "$bin" remap "$src/adamw_foreach/optim.pt" --manifest "$src/adamw_foreach/manifest.json" -o "$scratch/remapped.pt" \
@@ -96,8 +105,11 @@ d=testdata/heavyball/migrate/0.12.1/adamw
 d=testdata/heavyball/migrate/2.3.1/adamw_foreach
 "$bin" migrate --to torch "$d/optim.pt" --model "$d/model.pt" -o "$scratch/torch/2.3.1.pt" > /dev/null ||
   { echo "FAIL migrate --to torch 2.3.1"; exit 1; }
+d=testdata/heavyball/migrate/3.2.0/adamw
+"$bin" migrate --to torch "$d/optim.pt" --model "$d/model.pt" -o "$scratch/torch/3.2.0.pt" > /dev/null ||
+  { echo "FAIL migrate --to torch 3.2.0"; exit 1; }
 "$bin" verify "$scratch/torch/0.24.4.pt" --manifest "$src/adamw_foreach/manifest.json" > /dev/null ||
   { echo "FAIL verify of the --to torch file: expected clean"; exit 1; }
-echo "ok: migrate wrote the legacy AdamW and SOAP cases, refused k = 0 without --steps, a 3.x file and SOAP into torch;" \
+echo "ok: migrate wrote the legacy AdamW and SOAP cases, refused k = 0 without --steps and SOAP into torch, carried 3.x files over unchanged;" \
   "verify tells them apart"
 bash tests/interop/with_torch26.sh tests/interop/check_heavyball_migrate.py testdata/heavyball/migrate "$scratch"

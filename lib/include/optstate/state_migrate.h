@@ -40,6 +40,9 @@ struct MigrateOptions {
   // Steps taken, for files whose group counter does not say (HeavyBall 0.x
   // with foreach=False saves k = 0: its per-parameter group copies held it).
   std::optional<int64_t> steps;
+  // The bytes the checkpoint was read from, so that a step kept as a tensor
+  // (HeavyBall 3.x's 0-d int64 counter) can be read; empty: Python numbers only.
+  ByteSpan input_bytes;
 };
 
 // A storage of the migrated checkpoint whose bytes are computed when it is
@@ -64,9 +67,10 @@ struct MigrateResult {
   std::vector<ComputedStorage> computed;
 };
 
-// kUnsupported for algorithms not migrated yet and for state already in 3.x's
-// layout; kInvalidArgument for what the remap refuses and for a missing step
-// count; errors name the entry or group.
+// State already in 3.x's layout is carried over as it is (--to heavyball3 then
+// writes it unchanged, --to torch converts it). kUnsupported for algorithms not
+// migrated yet; kInvalidArgument for what the remap refuses and for a missing
+// step count; errors name the entry or group.
 StatusOr<MigrateResult> MigrateState(const Checkpoint& checkpoint, const OptimizerState& state,
                                      const std::vector<ParamInfo>& params, const MatchReport& match,
                                      const MigrateOptions& options);
