@@ -101,9 +101,13 @@ StatusOr<WriteReport> WriteAsTorchAdamW(const CheckpointFile& input, const Optim
       return InvalidArgumentError("state entry " + std::to_string(index) + " is in no param group");
     }
     auto [b1, b2] = betas_of[static_cast<size_t>(index)];
+    // An entry --on-collision reset made is fresh state: zero moments at step 0,
+    // exactly what torch.optim.AdamW starts a parameter with.
+    const TensorRef& m_ref = in.tensors[g.at(m).tensor];
+    const bool reset = m_ref.storage >= 0 && in.storages[static_cast<size_t>(m_ref.storage)].zero_fill;
     NodeId d = b.Dict();
     NodeId step = b.Tensor(DType::kFloat32, {});
-    plans.push_back(StoragePlan{nullptr, 1, static_cast<float>(t)});
+    plans.push_back(StoragePlan{nullptr, 1, reset ? 0.0f : static_cast<float>(t)});
     b.Set(d, "step", step);
     for (auto [name, node, scale] : {std::tuple{"exp_avg", m, 1 - std::pow(b1, t)},
                                      std::tuple{"exp_avg_sq", v, 1 - std::pow(b2, t)}}) {
@@ -134,6 +138,10 @@ StatusOr<WriteReport> WriteAsTorchAdamW(const CheckpointFile& input, const Optim
     const StoragePlan& plan = plans[storage];
     if (plan.source == nullptr) {
       buffer.assign(1, plan.value);
+    } else if (plan.source->storage >= 0 && in.storages[static_cast<size_t>(plan.source->storage)].zero_fill) {
+      // An entry --on-collision reset made: zero state, whatever the merged
+      // entry it was copied from held (its storage still names those bytes).
+      buffer.assign(static_cast<size_t>(plan.source->numel()), 0.0f);
     } else {
       OPTSTATE_ASSIGN_OR_RETURN(buffer, ReadTensorAsFloat(input.bytes(), in, *plan.source));
       for (float& x : buffer) x = static_cast<float>(x * plan.scale);

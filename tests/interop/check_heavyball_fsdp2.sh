@@ -58,6 +58,33 @@ cp "$scratch/adamw_foreach.unsharded/model.pt" "$scratch/fixed.model.pt"
 "$bin" export -q --world-size 2 "$scratch/fixed.optim.pt" -o "$scratch/dcp_optim" > /dev/null &&
   "$bin" export -q --world-size 2 "$scratch/fixed.model.pt" -o "$scratch/dcp_model" > /dev/null ||
   { echo "FAIL export"; exit 1; }
+# migrate --on-collision reset of the rank set, both layouts: each parameter that shared an
+# entry (truth.rank0.json: more than one parameter under its key) starts fresh (zero moments;
+# --to torch, step 0), every other keeps moments that are not all zero.
+for to in torch heavyball3; do
+  "$bin" migrate --to $to --on-collision reset "$src/adamw_foreach/rank0.optim.pt" "$src/adamw_foreach/rank1.optim.pt" \
+    --model "$src/adamw_foreach/rank0.model.pt" --model "$src/adamw_foreach/rank1.model.pt" \
+    -o "$scratch/reset.$to.pt" > /dev/null || { echo "FAIL migrate --to $to --on-collision reset"; exit 1; }
+done
+/usr/bin/python3 - "$src/adamw_foreach/truth.rank0.json" "$scratch/reset.torch.pt" "$scratch/reset.heavyball3.pt" <<'PY' ||
+import collections, json, sys, torch
+truth = json.load(open(sys.argv[1]))
+keys = [tuple(map(str, p["keys"][0])) for p in truth["params"]]
+shared = {i for i, k in enumerate(keys) if collections.Counter(keys)[k] > 1}
+for path, moments in ((sys.argv[2], ("exp_avg", "exp_avg_sq")),
+                      (sys.argv[3], ("update_by_adam_exp_avg_0", "update_by_adam_exp_avg_sq_0"))):
+    state = torch.load(path)["state"]
+    for i in range(len(keys)):
+        entry = state[i] if "exp_avg" in moments else state[i][0]
+        zero = all(float(entry[m].abs().sum()) == 0 for m in moments)
+        if zero != (i in shared):
+            sys.exit(f"FAIL {path}: parameter {i} ({truth['params'][i]['name']}) has "
+                     f"{'zero' if zero else 'carried-over'} moments, collided: {i in shared}")
+        if "exp_avg" in moments and i in shared and float(entry["step"]) != 0:
+            sys.exit(f"FAIL {path}: reset parameter {i} is at step {float(entry['step'])}, not 0")
+print(f"ok: migrate --on-collision reset: {len(shared)} collided parameters fresh, {len(keys) - len(shared)} carried over, in both layouts")
+PY
+  exit 1
 # FSDP2 + TP (4 ranks, 2 x 2 mesh): unshard as saved; remap --to fqn keeps each shard;
 # that remap unsharded (the reference) and, as a rank set, exported for a 2 x 2 FSDP2 + TP
 # load, as the model's rank set is (check_heavyball_tp.py).
