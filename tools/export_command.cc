@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "optstate/dcp_export.h"
+#include "optstate/model_params.h"
 #include "optstate/optimizer_state.h"
 #include "optstate/state_remap.h"
 #include "optstate/unshard.h"
@@ -59,6 +60,15 @@ Status RekeyOneToFqn(ExportFlags& o, std::unique_ptr<CheckpointFile> owned, cons
                     m->params_from + ")";
   matched = std::make_unique<MatchedState>(std::move(*m));
   matched->file->checkpoint() = std::move(remapped->checkpoint);
+  // The model beside it is keyed as DSD keys it too (DDP's module., compile's
+  // _orig_mod. dropped), or dcp.load finds the optimizer's names and not the model's.
+  if (!matched->model_file && matched->model_dict != kNoNode) {
+    size_t renamed = RenameToCanonicalFqns(matched->file->checkpoint(), matched->model_dict);
+    if (renamed > 0) {
+      o.rekeyed_text += "\n  model entries: " + std::to_string(renamed) +
+                        " renamed as DSD names them (wrapper prefixes such as DDP's module. dropped)";
+    }
+  }
   return Status();
 }
 

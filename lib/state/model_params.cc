@@ -9,6 +9,7 @@
 
 #include "pickle/graph_walk.h"
 #include "state/group_order.h"
+#include "torch/graph_builder.h"
 
 namespace optstate {
 namespace {
@@ -463,6 +464,25 @@ std::vector<std::string> CanonicalFqns(const std::vector<std::string>& names) {
     out.push_back(fqn);
   }
   return out;
+}
+
+size_t RenameToCanonicalFqns(Checkpoint& cp, NodeId dict) {
+  if (dict == kNoNode || cp.graph.at(dict).kind != NodeKind::kDict) return 0;
+  std::vector<std::string> names;
+  for (auto [k, v] : cp.graph.at(dict).entries) {
+    if (cp.graph.at(k).kind != NodeKind::kStr) return 0;  // not a state dict of names
+    names.push_back(cp.graph.at(k).text);
+  }
+  const std::vector<std::string> fqns = CanonicalFqns(names);
+  GraphBuilder b(cp);
+  size_t renamed = 0;
+  for (size_t i = 0; i < fqns.size(); ++i) {
+    if (fqns[i] == names[i]) continue;
+    NodeId key = b.Str(fqns[i]);
+    cp.graph.at(dict).entries[i].first = key;
+    ++renamed;
+  }
+  return renamed;
 }
 
 }  // namespace optstate

@@ -5,8 +5,8 @@ Usage (torch 2.6): check_export_fqn.py SCRATCH
   SCRATCH/<case>.dcp   what `optstate export` wrote (check_export.sh says from which fixture)
 For each case the fresh optimizer over the same model, filled through DSD from the DCP checkpoint,
 holds every parameter's original entry bit for bit (exp_avg, exp_avg_sq, step), its param_groups'
-lr is the file's, and where the model was exported too (adamw_rng_state) the model's weights are
-the file's.
+lr is the file's, and where the model was exported too (adamw_rng_state, ddp) the model's weights
+are the file's (DDP's saved under module.<name>, loaded through DSD's unwrapped names).
 """
 import os
 import sys
@@ -33,7 +33,8 @@ def safetensors_unique():
 CASES = {
     "adamw_rng_state": ("plain_torch26/adamw_rng_state.pt", {"optimizer": torch.optim.AdamW},
                         gen_combined_checkpoints.net, True),
-    "ddp": ("wrapped_torch26/ddp.pt", {"optimizer": torch.optim.AdamW}, gen_wrapped_models.net, False),
+    # The model too: DSD names its entries without DDP's module., as the optimizer's FQNs are.
+    "ddp": ("wrapped_torch26/ddp.pt", {"optimizer": torch.optim.AdamW}, gen_wrapped_models.net, True),
     "safetensors_unique": ("safetensors_torch26/unique/optimizer.bin", {None: torch.optim.AdamW},
                            safetensors_unique, False),
     # Two index-keyed optimizers over one model: both are rekeyed, both load through DSD.
@@ -64,7 +65,8 @@ def check(case, scratch):
     if with_model:
         set_model_state_dict(model, state["model"])
         for name, t in model.state_dict().items():
-            if not torch.equal(t, original["model"][name]):
+            saved = original["model"].get(name, original["model"].get("module." + name))
+            if saved is None or not torch.equal(t, saved):
                 raise SystemExit(f"FAIL {case}: model entry {name} differs after dcp.load")
     entries = 0
     for key, opt in opts.items():

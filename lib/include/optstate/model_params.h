@@ -71,6 +71,13 @@ ModelParams ParamsOfState(const Checkpoint& checkpoint, const OptimizerState& st
 // `module.` when every name has it (a whole model wrapped once).
 std::vector<std::string> CanonicalFqns(const std::vector<std::string>& names);
 
+// Renames the str keys of the model state dict at `dict` in `checkpoint` to
+// their CanonicalFqns (new key nodes: shared ones are never changed in place),
+// so that a model saved through DDP or torch.compile is keyed as DSD's
+// get_model_state_dict keys it, as the optimizer state rekeyed by FQN is.
+// Returns how many keys changed.
+size_t RenameToCanonicalFqns(Checkpoint& checkpoint, NodeId dict);
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_MODEL_PARAMS_H_
