@@ -198,10 +198,11 @@ void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where
     std::string name = g.module + "." + g.name;
     if (!nested && lookups != nullptr && lookups->count(g.offset)) {
       findings.push_back({Severity::kWarning, "global-not-allowlisted", loc,
-                          name + " takes a method of an object the pickle builds of a known class (a bound method, "
-                                 "as Python pickles one; torch 1.13's OneCycleLR keeps one in its state dict): "
-                                 "nothing is called, but it is not on torch 2.6's weights_only allowlist, so "
-                                 "torch.load with the default weights_only=True refuses this file", name});
+                          name + " looks up an attribute of a known class, or of an object the pickle builds of "
+                                 "one (a bound method, a nested function, an enum member, as Python pickles them; "
+                                 "torch 1.13's OneCycleLR keeps a bound method in its state dict): nothing is "
+                                 "called, but it is not on torch 2.6's weights_only allowlist, so torch.load with "
+                                 "the default weights_only=True refuses this file", name});
     } else if (IsDangerousGlobal(g.module, g.name)) {
       findings.push_back({Severity::kError, "dangerous-global", loc,
                           name + " can run code or reach the system; " + caller +

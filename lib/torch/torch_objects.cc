@@ -232,7 +232,12 @@ class Resolver {
       NodeId inner_id = static_cast<NodeId>(g_.nodes.size() - 1);
       OPTSTATE_RETURN_IF_ERROR(ResolveCall(inner_id));
       state_[inner_id] = kDone;
-      if (N(inner_id).kind != NodeKind::kTensor) return Status();
+      if (N(inner_id).kind != NodeKind::kTensor) {
+        // A subclass not built from a plain tensor (FSDP1's ShardedTensor, through
+        // _rebuild_wrapper_subclass) stays a call, named as the class it makes.
+        if (N(a[1]).kind == NodeKind::kGlobal) g_.at(id).extra().class_name = GlobalName(N(a[1]));
+        return Status();
+      }
       TensorRef t = out_.tensors[N(inner_id).tensor];
       const Node& type = N(a[1]);
       t.is_parameter = type.kind == NodeKind::kGlobal && type.module() == "torch.nn.parameter" &&

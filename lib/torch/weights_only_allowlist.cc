@@ -104,6 +104,14 @@ constexpr std::string_view kKnownDataClasses[] = {
     "torch.optim.lr_scheduler.PolynomialLR", "torch.optim.lr_scheduler.ReduceLROnPlateau",
     "torch.optim.lr_scheduler.SequentialLR", "torch.optim.lr_scheduler.StepLR", "torch.optim.swa_utils.SWALR",
     "torch.optim.swa_utils.AveragedModel",
+    // FSDP1's SHARDED_STATE_DICT and LOCAL_STATE_DICT (torch 2.6's FSDP1 default for
+    // sharded saves): ShardedTensor and its metadata, as torch 2.6 pickles them.
+    "torch.distributed._shard.sharded_tensor.api.ShardedTensor", "torch.distributed._shard.sharded_tensor.shard.Shard",
+    "torch.distributed._shard.metadata.ShardMetadata", "torch.distributed._shard.sharded_tensor.metadata.ShardedTensorMetadata",
+    "torch.distributed._shard.sharded_tensor.metadata.TensorProperties",
+    "torch.distributed._shard.sharded_tensor.metadata.MEM_FORMAT_ENCODING",
+    "torch.distributed._shard.sharding_spec.chunk_sharding_spec.ChunkShardingSpec",
+    "torch.distributed.remote_device._remote_device",
 };
 
 bool IsDtypeName(std::string_view name) {
