@@ -28,6 +28,7 @@ std::string Difference(const std::string& file, const json& want) {
   optstate::StatusOr<std::unique_ptr<optstate::CheckpointFile>> cp = optstate::OpenCheckpoint(file);
   if (!cp.ok()) return "optstate cannot read it: " + cp.status().ToString();
   optstate::testing::GraphComparer cmp((*cp)->checkpoint().graph, cp->get());
+  cmp.SetExpectedStorages(want["storages"]);
   std::string d = cmp.Compare((*cp)->checkpoint().graph.root, want["root"], "$");
   if (d.empty()) d = cmp.CompareStorages(want["storages"]);
   return d;

@@ -24,6 +24,15 @@ class GraphComparer {
   // `file` may be null for a plain pickle (then `graph` has no tensors).
   GraphComparer(const ObjectGraph& graph, const CheckpointFile* file) : g_(graph), file_(file) {}
 
+  // The description's storages, when given before Compare: a storage of no
+  // bytes has no identity torch shows (data_ptr 0; torch.load may give each
+  // tensor of a shared empty storage its own, as FSDP1's empty local shards
+  // load), so sharing is compared among storages that hold bytes only.
+  void SetExpectedStorages(const json& storages) {
+    int64_t n = 0;
+    for (const json& st : storages) want_index_.push_back(st["nbytes"].get<uint64_t>() == 0 ? -1 : n++);
+  }
+
   // "" when equal, else the path and what differs.
   std::string Compare(NodeId id, const json& want, const std::string& path) {
     const Node& n = g_.at(id);
@@ -111,8 +120,12 @@ class GraphComparer {
     return fail("unhandled expected type " + type);
   }
 
-  std::string CompareStorages(const json& want) {
+  std::string CompareStorages(const json& want_all) {
     const Checkpoint& cp = file_->checkpoint();
+    json want = json::array();
+    for (size_t i = 0; i < want_all.size(); ++i) {
+      if (want_index_.empty() || want_index_[i] >= 0) want.push_back(want_all[i]);
+    }
     if (want.size() != order_.size()) {
       return "storages: " + std::to_string(order_.size()) + " seen, expected " + std::to_string(want.size());
     }
@@ -159,9 +172,18 @@ class GraphComparer {
     if (t.storage < 0) return fail("is a meta tensor, expected data");
     // Storages are numbered by first appearance in this walk, as describe.py does.
     size_t s = static_cast<size_t>(t.storage);
+    size_t want_storage = want["storage"].get<size_t>();
+    if (!want_index_.empty()) {
+      if (want_storage >= want_index_.size()) return fail("names a storage the description lacks");
+      if (want_index_[want_storage] < 0) {  // empty: no identity to compare
+        if (cp.storages[s].nbytes != 0) return fail("storage should be empty");
+        return "";
+      }
+      want_storage = static_cast<size_t>(want_index_[want_storage]);
+    }
     auto [it, added] = number_.emplace(s, order_.size());
     if (added) order_.push_back(s);
-    if (it->second != want["storage"].get<size_t>()) return fail("storage sharing differs");
+    if (it->second != want_storage) return fail("storage sharing differs");
     StatusOr<std::vector<std::byte>> bytes = ReadTensorBytes(file_->bytes(), cp, t);
     if (!bytes.ok()) return fail(bytes.status().ToString());
     if (Crc32(*bytes) != want["crc32"].get<uint32_t>()) return fail("values differ (CRC-32)");
@@ -176,6 +198,7 @@ class GraphComparer {
   const ObjectGraph& g_;
   const CheckpointFile* file_;
   std::unordered_map<size_t, size_t> number_;
+  std::vector<int64_t> want_index_;  // description's storage -> index among non-empty ones, -1 if empty
   std::vector<size_t> order_;
 };
 
