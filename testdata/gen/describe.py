@@ -104,6 +104,8 @@ class Describer:
             return {"type": "str", "value": v}
         if isinstance(v, (bytes, bytearray)):
             return {"type": "bytes", "len": len(v), "crc32": zlib.crc32(bytes(v))}
+        if isinstance(v, torch.Tensor) and type(v).__name__ == "ShardedTensor":  # FSDP1's sharded state
+            return {"type": "object", "class": f"{type(v).__module__}.{type(v).__qualname__}"}
         if isinstance(v, torch.Tensor) and hasattr(v, "_local_tensor") and hasattr(v, "placements"):
             return {"type": "dtensor", "shape": list(v.shape),
                     "placements": [repr(p) for p in v.placements],
