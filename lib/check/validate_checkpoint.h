@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "check/finding_sink.h"
+#include "check/value_scan.h"
 #include "optstate/checkpoint.h"
 #include "optstate/inspect_report.h"
 #include "optstate/zip_archive.h"
@@ -23,6 +24,13 @@ void AddSecurityFindings(const std::vector<Finding>& findings, FindingSink& sink
 
 void CheckCheckpointRules(const Checkpoint& checkpoint, const TensorBytesReader& read, const CheckpointFile* file,
                           const std::vector<const ZipEntry*>& records, FindingSink& sink);
+
+// crc-mismatch for records whose CRC-32 differs from `scan`'s (what the value
+// sweep summed, in `records`' order); CRC 0, which torch writes where it
+// computed none, is crc-not-recorded, or tensor-data-skipped when every
+// storage record is zeros (torch.serialization.skip_data()). record_crcs.cc.
+void ReportRecordCrcs(const Checkpoint& checkpoint, const std::vector<const ZipEntry*>& records,
+                      const std::vector<ScanRecord>& scan, FindingSink& sink);
 
 }  // namespace optstate
 

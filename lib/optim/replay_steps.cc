@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <sstream>
 
 namespace optstate {
 namespace {
@@ -80,6 +81,32 @@ void HeavyBallAdamWStep(std::vector<float>& p, const std::vector<float>& g, std:
     double denom = std::max(std::sqrt(static_cast<double>(v[i])), h.eps);
     p[i] = static_cast<float>(p[i] * (1 - h.weight_decay * h.lr) - h.lr * m[i] / denom);
   }
+}
+
+std::optional<std::string> UseProbeLrWhereUpdatesVanish(OptimizerHyper& hyper, size_t group) {
+  constexpr double kProbeLr = 1e-3, kTinyLr = 1e-9;
+  const std::string at = "param_groups[" + std::to_string(group) + "] has lr ";
+  if (hyper.lr == 0) {
+    hyper.lr = kProbeLr;
+    return at + "0 (a schedule's end, or a leak validate reports): replayed with a probe lr of 0.001, since an "
+                "update at lr 0 is zero for any state";
+  }
+  if (std::abs(hyper.lr) < kTinyLr) {
+    std::ostringstream lr;
+    lr << hyper.lr;
+    hyper.lr = kProbeLr;
+    return at + lr.str() + " (a warmup's start): an update that small rounds away in float32 for any state, so it "
+                "was replayed with a probe lr of 0.001";
+  }
+  return std::nullopt;
+}
+
+std::optional<Replay> ReplayFor(const std::string& family) {
+  if (family == "heavyball3-adamw") return Replay{Algorithm::kAdamW, true};
+  if (family == "adam-or-adamw") return Replay{Algorithm::kAdamW, false, true};  // the report says the file cannot tell
+  std::optional<Algorithm> a = AlgorithmFromName(family);
+  if (!a) return std::nullopt;
+  return Replay{*a, false};
 }
 
 }  // namespace optstate

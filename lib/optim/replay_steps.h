@@ -5,6 +5,8 @@
 #ifndef OPTSTATE_OPTIM_REPLAY_STEPS_H_
 #define OPTSTATE_OPTIM_REPLAY_STEPS_H_
 
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "optstate/pickle_graph.h"
@@ -12,9 +14,27 @@
 
 namespace optstate {
 
+// How a state is replayed: which step, and whether HeavyBall 3.x's.
+struct Replay {
+  Algorithm algorithm = Algorithm::kAdamW;
+  bool heavyball3 = false;
+  bool ambiguous_adam = false;  // adam-or-adamw: replayed as AdamW
+};
+
+// The replay for an OptimizerFamily name, or nothing for a family verify does
+// not replay (nadam, lbfgs, ... and unknown).
+std::optional<Replay> ReplayFor(const std::string& family);
+
 // The group's saved hyperparameters; a key the group lacks keeps torch's
 // default for `a` (OptimizerHyper::Defaults).
 OptimizerHyper GroupOptimizerHyper(const ObjectGraph& g, NodeId group, Algorithm a);
+
+// At lr 0 every update is zero (weight decay too), and below 1e-9 (a warmup's
+// start: LinearLR from start_factor 1e-8 gives 1e-10) an update is under half
+// the float32 spacing of any parameter from 0.01 up: warm and cold state would
+// replay alike. Such a group is replayed with a probe lr of 0.001 instead;
+// returns the note that says so for param_groups[group], or nothing.
+std::optional<std::string> UseProbeLrWhereUpdatesVanish(OptimizerHyper& hyper, size_t group);
 
 // Is `state` (StateSlots order; empty where not kept) bit for bit what a
 // fresh optimizer holds after one step with a zero gradient at lr 0 on

@@ -29,25 +29,6 @@ std::vector<float> Probe(size_t n, uint64_t seed, size_t param, int step, float 
   return out;
 }
 
-constexpr double kProbeLr = 1e-3;
-// Below this an update (about lr per element for Adam) is under half the
-// float32 spacing of parameters from 0.01 up: it changes nothing.
-constexpr double kTinyLr = 1e-9;
-
-// How the state is replayed: which step, and whether HeavyBall 3.x's.
-struct Replay {
-  Algorithm algorithm = Algorithm::kAdamW;
-  bool heavyball3 = false;
-  bool ambiguous_adam = false;  // adam-or-adamw: replayed as AdamW
-};
-
-std::optional<Replay> ReplayFor(const std::string& family) {
-  if (family == "heavyball3-adamw") return Replay{Algorithm::kAdamW, true};
-  if (family == "adam-or-adamw") return Replay{Algorithm::kAdamW, false, true};  // the report says the file cannot tell
-  std::optional<Algorithm> a = AlgorithmFromName(family);
-  if (!a) return std::nullopt;
-  return Replay{*a, false};
-}
 
 // Fields that sum squares and so cannot be negative.
 bool IsSquareSum(const std::string& field) {
@@ -105,22 +86,7 @@ class Verifier {
       // At lr 0 every update is zero (weight decay too), so warm and cold
       // state would look alike: the end of a schedule that decays to 0 is
       // replayed with a probe lr instead, and the report says so.
-      if (hyper.lr == 0) {
-        hyper.lr = kProbeLr;
-        r_.notes.push_back("param_groups[" + std::to_string(gi) + "] has lr 0 (a schedule's end, or a leak "
-                           "validate reports): replayed with a probe lr of 0.001, since an update at lr 0 is zero "
-                           "for any state");
-      } else if (std::abs(hyper.lr) < kTinyLr) {
-        // A warmup's first lr (LinearLR from start_factor 1e-8: 1e-10) moves no
-        // float32 parameter of ordinary size at all, from any state: warm
-        // and cold would look alike, as at lr 0.
-        std::ostringstream lr;
-        lr << hyper.lr;
-        hyper.lr = kProbeLr;
-        r_.notes.push_back("param_groups[" + std::to_string(gi) + "] has lr " + lr.str() + " (a warmup's start): "
-                           "an update that small rounds away in float32 for any state, so it was replayed with a "
-                           "probe lr of 0.001");
-      }
+      if (std::optional<std::string> note = UseProbeLrWhereUpdatesVanish(hyper, gi)) r_.notes.push_back(*note);
       // Plain SGD keeps no state: nothing can be cold, nothing is replayed.
       const bool stateless = replay_.algorithm == Algorithm::kSgd && hyper.momentum == 0;
       if (stateless) {
@@ -215,20 +181,10 @@ class Verifier {
       }
     }
     const bool adam = replay_.algorithm == Algorithm::kAdamW || replay_.algorithm == Algorithm::kAdam;
-    // FSDP1's SHARDED_STATE_DICT keeps each moment as a ShardedTensor (this
-    // rank's shards and the whole's metadata), which verify does not read yet:
-    // said once, judged neither way.
-    for (const char* field : {"exp_avg", "exp_avg_sq", "sum", "square_avg", "momentum_buffer"}) {
-      NodeId v = g_.at(entry).kind == NodeKind::kDict ? DictLookup(g_, entry, field) : kNoNode;
-      if (v != kNoNode && g_.at(v).class_name().ends_with("sharded_tensor.api.ShardedTensor")) {
-        if (!sharded_noted_) {
-          r_.notes.push_back("state held as ShardedTensors (FSDP1's SHARDED_STATE_DICT): this rank's shards of "
-                             "each moment, which verify does not read yet, so nothing was replayed or judged for "
-                             "those parameters");
-          sharded_noted_ = true;
-        }
-        return false;
-      }
+    if (HoldsShardedTensors(g_, entry)) {  // said once, judged neither way
+      if (!sharded_noted_) r_.notes.push_back(kShardedTensorNote);
+      sharded_noted_ = true;
+      return false;
     }
     if (adam && (out[0] == nullptr || out[1] == nullptr)) {
       Add(info.name, "unreplayable", "no exp_avg / exp_avg_sq tensors: not AdamW state");

@@ -136,6 +136,14 @@ void NoteParamsWithoutState(const std::vector<std::string>& names, VerifyReport&
                          "the file cannot tell which, so they were not judged");
 }
 
+bool HoldsShardedTensors(const ObjectGraph& g, NodeId entry) {
+  if (g.at(entry).kind != NodeKind::kDict) return false;
+  for (auto [k, v] : g.at(entry).entries) {
+    if (g.at(v).class_name().ends_with("sharded_tensor.api.ShardedTensor")) return true;
+  }
+  return false;
+}
+
 std::string StepList(const std::map<double, std::string>& steps) {
   std::string list;
   for (const auto& [s, name] : steps) {

@@ -28,6 +28,14 @@ Status RefuseSoapState(const MatchedState& m);
 // they are a note, as validate's param-without-state is, not a finding.
 void NoteParamsWithoutState(const std::vector<std::string>& names, VerifyReport& report);
 
+// FSDP1's SHARDED_STATE_DICT keeps each moment as a ShardedTensor (this rank's
+// shards and the whole's metadata), which verify does not read yet: an entry
+// holding one is neither replayed nor judged, and kShardedTensorNote says so.
+bool HoldsShardedTensors(const ObjectGraph& graph, NodeId entry);
+inline constexpr const char* kShardedTensorNote =
+    "state held as ShardedTensors (FSDP1's SHARDED_STATE_DICT): this rank's shards of each moment, which verify "
+    "does not read yet, so nothing was replayed or judged for those parameters";
+
 Status CheckWithoutReplay(const MatchedState& m, const OptimizerFamily& family, VerifyReport& report);
 
 }  // namespace optstate
