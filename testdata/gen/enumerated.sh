@@ -6,7 +6,7 @@
 #   (default testdata/enumerated, replaced only once both runs and the judge succeeded)
 # torch 1.13 is the host's (/usr/bin/python3), torch 2.6 the trixie chroot's
 # (torch26-python.sh: root). About 15 s, and 30 s more for FSDP1's rank files
-# (gen_fsdp1.py; OPTSTATE_ENUM_NO_FSDP1=1 skips them, keeping those already there).
+# (gen_distributed_corpus.py; OPTSTATE_ENUM_NO_FSDP1=1 skips them, keeping those already there).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
@@ -20,12 +20,12 @@ testdata/gen/torch26-python.sh -W ignore testdata/gen/gen_enumerated_corpus.py "
 dirs=("$stage/torch113" "$stage/torch26")
 # FSDP1 rank files: 2 gloo processes per layout (about 30 s); OPTSTATE_ENUM_NO_FSDP1=1 leaves them out.
 if [ "${OPTSTATE_ENUM_NO_FSDP1:-}" != 1 ]; then
-  testdata/gen/torch26-python.sh -W ignore testdata/gen/gen_fsdp1.py "$stage/fsdp1_torch26"
-  dirs+=("$stage/fsdp1_torch26")
+  testdata/gen/torch26-python.sh -W ignore testdata/gen/gen_distributed_corpus.py "$stage/distributed_torch26"
+  dirs+=("$stage/distributed_torch26")
 fi
 testdata/gen/torch26-python.sh -W ignore testdata/gen/judge_load.py "${dirs[@]}"
-if [ "${OPTSTATE_ENUM_NO_FSDP1:-}" = 1 ] && [ -d "$final/fsdp1_torch26" ]; then
-  mv "$final/fsdp1_torch26" "$stage/"  # kept as it was
+if [ "${OPTSTATE_ENUM_NO_FSDP1:-}" = 1 ] && [ -d "$final/distributed_torch26" ]; then
+  mv "$final/distributed_torch26" "$stage/"  # kept as it was
 fi
 rm -rf "$final"
 mv "$stage" "$final"

@@ -15,7 +15,7 @@ optstate=$1 oracle=$2 build=$(cd "$3" && pwd)
 known=tests/oracle/known_divergences.json
 fresh="$build/enumerated-fresh"
 case "$fresh" in "$repo"/*) ;; *) echo "check_corpus: the build tree must be inside the repository" >&2; exit 2 ;; esac
-dirs=(testdata/enumerated/torch113 testdata/enumerated/torch26 testdata/enumerated/fsdp1_torch26)
+dirs=(testdata/enumerated/torch113 testdata/enumerated/torch26 testdata/enumerated/distributed_torch26)
 fresh_ok=0
 root=${OPTSTATE_TORCH26_ROOT:-/var/cache/optstate-torch26}
 if [ -x "$root/usr/bin/python3" ] || [ -n "${OPTSTATE_TORCH26_PYTHON:-}" ] || [ "$(id -u)" = 0 ]; then

@@ -1,6 +1,7 @@
-"""FSDP1 (FullyShardedDataParallel) rank files, every way torch 2.6 lets a rank save them.
+"""Distributed optimizer files: FSDP1 rank files every way torch 2.6 lets a rank save them, and
+ZeroRedundancyOptimizer's consolidated state over DDP.
 
-Usage (torch 2.6, root chroot): python3 testdata/gen/gen_fsdp1.py OUTDIR
+Usage (torch 2.6, root chroot): python3 testdata/gen/gen_distributed_corpus.py OUTDIR
 2 ranks by torch.multiprocessing.spawn (torchrun needs libuv), gloo, CPU (device_id cpu, as FSDP1
 asks there), a small MLP (Linear 6->8, LayerNorm 8, Linear 8->3) trained 3 seeded AdamW steps, for
 use_orig_params False and True, with and without a 1-D device mesh. Each rank saves:
@@ -9,7 +10,9 @@ use_orig_params False and True, with and without a 1-D device mesh. Each rank sa
   <case>_sharded_rank<r>.pt  {"model", "optimizer"} under SHARDED_STATE_DICT (FSDP.optim_state_dict):
                              ShardedTensors keyed by FQN, FSDP1's sharded default in torch 2.6
 and under FULL_STATE_DICT (rank0_only) what rank 0 gathers, when this torch can on CPU (recorded
-under "skipped" with its error otherwise). <file>.expected.json (describe.py, made inside the rank
+under "skipped" with its error otherwise). zero_redundancy_rank0.pt: the same MLP under DDP with
+torch.distributed.optim.ZeroRedundancyOptimizer(AdamW), consolidate_state_dict(to=0), saved by rank 0
+with the DDP model's state_dict (module. names). <file>.expected.json (describe.py, made inside the rank
 so ShardedTensors load) beside each; corpus.json as gen_enumerated_corpus.py writes it.
 """
 import json
@@ -94,6 +97,34 @@ def run(rank, out, case, orig, mesh, port):
     dist.destroy_process_group()
 
 
+def run_zero_redundancy(rank, out, port):
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    torch.set_num_threads(1)
+    model = nn.parallel.DistributedDataParallel(net())
+    opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-2)
+    g = torch.Generator().manual_seed(1 + rank)  # each rank its own batches, as data parallelism has them
+    for _ in range(3):
+        x, y = torch.randn(4, 6, generator=g), torch.randn(4, 3, generator=g)
+        opt.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    opt.consolidate_state_dict(to=0)
+    cases = []
+    if rank == 0:
+        path = os.path.join(out, "zero_redundancy_rank0.pt")
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, path)
+        describe.write_expected(path, "ZeroRedundancyOptimizer(AdamW) under DDP, consolidated on rank 0")
+        cases.append({"case": "zero_redundancy_rank0", "file": "zero_redundancy_rank0.pt", "kind": "zero_redundancy",
+                      "class": "torch.optim.AdamW", "variant": "default", "kwargs": {"lr": 1e-2}, "param_groups": 1,
+                      "sparse_gradients": False, "params": params_of(model, opt.optim), "healthy": True})
+        with open(os.path.join(out, ".zero_redundancy.rank0.json"), "w") as f:
+            json.dump({"cases": cases, "skipped": []}, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -107,6 +138,11 @@ def main():
             os.remove(part)
             all_cases += doc["cases"]
             skipped += doc["skipped"]
+    mp.spawn(run_zero_redundancy, args=(out, 29650), nprocs=WORLD)
+    part = os.path.join(out, ".zero_redundancy.rank0.json")
+    with open(part) as f:
+        all_cases += json.load(f)["cases"]
+    os.remove(part)
     # FULL_STATE_DICT gathers through collectives FSDP1 runs on CUDA; tried in its own processes,
     # since on CPU it may take the process down.
     skipped.append({"case": "full_state_dict", "tries": [{"error": "not attempted: get_state_dict(full_state_dict="
@@ -114,7 +150,7 @@ def main():
                                                           "(shared/tools/torch26 trap 6)"}]})
     all_cases.sort(key=lambda c: c["case"])
     with open(os.path.join(out, "corpus.json"), "w") as f:
-        json.dump({"torch": torch.__version__.split("+")[0], "generator": "testdata/gen/gen_fsdp1.py",
+        json.dump({"torch": torch.__version__.split("+")[0], "generator": "testdata/gen/gen_distributed_corpus.py",
                    "cases": all_cases, "skipped": skipped}, f, indent=1)
         f.write("\n")
     print(f"{len(all_cases)} cases in {out}")
