@@ -166,17 +166,41 @@ std::set<uint64_t> BoundMethodLookups(const ObjectGraph& graph) {
     }
     return cls->kind == NodeKind::kGlobal && IsKnownDataClass(cls->module(), cls->name());
   };
+  // What a call uses: its callable (unless NEWOBJ), and its direct arguments unless the callee
+  // is a known data class that only stores them (TensorProperties takes an enum
+  // member; _rebuild_from_type_v2 calls its first argument, _reconstructor its
+  // class's __new__). A lookup whose result is used so is a step toward a call.
+  std::set<NodeId> used_by_calls;
   for (const Node& n : graph.nodes) {
+    if (n.kind != NodeKind::kObject && n.kind != NodeKind::kTensor) continue;
+    if (n.callable() == kNoNode) continue;
+    // NEWOBJ only makes an instance (cls.__new__, no __init__): how protocol 2
+    // spells a nested class, ShardedTensor.ProcessGroupState, is such a lookup.
+    if (n.call != CallOpcode::kNewObj) used_by_calls.insert(n.callable());
+    const Node& callee = graph.at(n.callable());
+    const bool stores_its_arguments = callee.kind == NodeKind::kGlobal &&
+                                      IsKnownDataClass(callee.module(), callee.name()) &&
+                                      !(NormalizeModule(callee.module()) == "copyreg" && callee.name() == "_reconstructor");
+    if (!stores_its_arguments && n.args() != kNoNode && graph.at(n.args()).kind == NodeKind::kTuple) {
+      for (NodeId a : graph.at(n.args()).items) used_by_calls.insert(a);
+    }
+  }
+  for (NodeId id = 0; id < graph.nodes.size(); ++id) {
+    const Node& n = graph.at(id);
     if (n.kind != NodeKind::kObject || n.callable() == kNoNode) continue;
     const Node& f = graph.at(n.callable());
     if (f.kind != NodeKind::kGlobal || NormalizeModule(f.module()) != "builtins" || f.name() != "getattr") continue;
+    if (used_by_calls.count(id)) {
+      other.insert(f.offset);
+      continue;
+    }
     const Node* args = n.args() == kNoNode ? nullptr : &graph.at(n.args());
     // The class itself (protocol 2 spells a function nested in a class, SWALR's
     // static _cosine_anneal, as getattr(SWALR, "_cosine_anneal")) or an instance.
-    auto known_class_or_instance = [&](NodeId id) {
-      const Node& c = graph.at(id);
+    auto known_class_or_instance = [&](NodeId target) {
+      const Node& c = graph.at(target);
       if (c.kind == NodeKind::kGlobal) return IsKnownDataClass(c.module(), c.name());
-      return built_instance_of_known_class(id);
+      return built_instance_of_known_class(target);
     };
     const bool ok = args != nullptr && args->kind == NodeKind::kTuple && args->items.size() == 2 &&
                     n.call == CallOpcode::kReduce && known_class_or_instance(args->items[0]) &&

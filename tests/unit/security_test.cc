@@ -268,6 +268,16 @@ TEST(SecurityTest, BoundMethodOfAKnownObjectIsALookupNotACall) {
   EXPECT_TRUE(LookupsIn("mypackage.layers", "Block", "object", "forward").empty());       // unknown class
   EXPECT_TRUE(LookupsIn("torch.optim.adamw", "AdamW", "object", "__reduce_ex__").empty());  // a dunder
   EXPECT_TRUE(LookupsIn("torch.optim.adamw", "AdamW", "dict", "step").empty());  // another base runs its __init__
+  // A lookup whose result is called is no lookup: getattr(AdamW instance, "step")(...).
+  {
+    std::string q = "\x80\x02" "c__builtin__\ngetattr\n" "ccopyreg\n_reconstructor\n";
+    q += "ctorch.optim.adamw\nAdamW\n" "c__builtin__\nobject\n" "N\x87R";
+    q += std::string("X\x04\0\0\0", 5) + "step\x86R)R.";
+    ByteCursor cq(AsBytes(q));
+    StatusOr<PickleResult> rq = ReadPickle(cq);
+    ASSERT_TRUE(rq.ok()) << rq.status().ToString();
+    EXPECT_TRUE(BoundMethodLookups(rq->graph).empty());
+  }
   // getattr(SWALR, "_cosine_anneal"): a function nested in a known class.
   std::string p = "\x80\x02" "c__builtin__\ngetattr\n" "ctorch.optim.swa_utils\nSWALR\n";
   p += std::string("X\x0e\0\0\0", 5) + "_cosine_anneal\x86R.";
