@@ -3,8 +3,6 @@
 // values and the zip records' CRCs, read in one sweep (value_scan.h).
 #include "check/validate_checkpoint.h"
 
-#include <algorithm>
-
 #include <cmath>
 #include <cstring>
 #include <map>
