@@ -16,12 +16,6 @@
 namespace optstate {
 namespace {
 
-uint64_t NumelOf(const std::vector<int64_t>& shape) {
-  uint64_t n = 1;
-  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
-  return n;
-}
-
 // These compare counts and names only, so they run even when the parameter
 // order cannot be decided (e.g. two param groups and no manifest).
 bool ComparesCounts(std::string_view rule) {
@@ -201,7 +195,7 @@ class ParamChecks {
     // shape with one dimension 1, LBFGS's flat vectors every parameter's numel.
     const OptimizerFamily family = RecogniseOptimizer(cp_, st_);
     uint64_t all_numel = 0;
-    for (const ParamInfo& p : params) all_numel += NumelOf(p.shape);
+    for (const ParamInfo& p : params) all_numel += ShapeNumel(p.shape);
     std::set<std::string> unchecked;
     for (size_t k = 0; k < st_.keys.size(); ++k) {
       const KeyMatch& km = match.keys[k];

@@ -499,11 +499,13 @@ std::string ShapeText(const std::vector<int64_t>& sizes) {
   return out + "]";
 }
 
-uint64_t TensorRef::numel() const {
+uint64_t ShapeNumel(const std::vector<int64_t>& sizes) {
   uint64_t n = 1;
   for (int64_t s : sizes) n *= static_cast<uint64_t>(s);
   return n;
 }
+
+uint64_t TensorRef::numel() const { return ShapeNumel(sizes); }
 
 uint64_t TensorRef::nbytes() const { return numel() * GetDTypeInfo(dtype).element_size; }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "optstate/torch_objects.h"
 #include "zero/zero_graph.h"
 
 namespace optstate {
@@ -60,7 +61,7 @@ Status ReadModelStates(const ObjectGraph& g, const std::string& path, ZeroCheckp
   uint64_t total = 0;  // every parameter's elements: bounded, so that offsets summed later cannot overflow
   auto count = [&](const std::vector<int64_t>& shape, const std::string& name) -> Status {
     if (!names.insert(name).second) return CorruptError(path + ": parameter '" + name + "' is listed twice");
-    total += NumelOf(shape);
+    total += ShapeNumel(shape);
     if (total > kMaxZeroNumel) {
       return LimitExceededError(path + ": the parameters up to '" + name + "' hold more than 2^48 elements");
     }
@@ -81,7 +82,7 @@ Status ReadModelStates(const ObjectGraph& g, const std::string& path, ZeroCheckp
       }
       OPTSTATE_RETURN_IF_ERROR(count(*shape, g.at(k).text));
       zg.params.push_back(z.params.size());
-      z.params.push_back(ZeroParam{g.at(k).text, *shape, NumelOf(*shape), static_cast<int64_t>(z.groups.size()), {}});
+      z.params.push_back(ZeroParam{g.at(k).text, *shape, ShapeNumel(*shape), static_cast<int64_t>(z.groups.size()), {}});
     }
     z.groups.push_back(std::move(zg));
   }
@@ -93,7 +94,7 @@ Status ReadModelStates(const ObjectGraph& g, const std::string& path, ZeroCheckp
         return CorruptError(path + ": frozen_param_shapes entry " + KeyOrType(g, k) + " is no name with a shape");
       }
       OPTSTATE_RETURN_IF_ERROR(count(*shape, g.at(k).text));
-      z.params.push_back(ZeroParam{g.at(k).text, *shape, NumelOf(*shape), -1, {}});
+      z.params.push_back(ZeroParam{g.at(k).text, *shape, ShapeNumel(*shape), -1, {}});
     }
   }
   NodeId buffers = DictLookup(g, root, "buffer_names");

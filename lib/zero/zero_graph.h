@@ -46,12 +46,6 @@ inline std::optional<std::vector<int64_t>> ShapeOf(const ObjectGraph& g, NodeId 
   return shape;
 }
 
-inline uint64_t NumelOf(const std::vector<int64_t>& shape) {
-  uint64_t n = 1;
-  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
-  return n;
-}
-
 inline std::string KeyOrType(const ObjectGraph& g, NodeId k) {
   return g.at(k).kind == NodeKind::kStr ? "'" + g.at(k).text + "'" : "of type " + TypeName(g, k);
 }

@@ -36,7 +36,8 @@ struct Finding {
 // or a known data class, is a warning (global-not-allowlisted); a dangerous
 // one is an error whatever its use (dangerous-global).
 // `lookups` (BoundMethodLookups) are builtins.getattr globals used only to
-// take a method of an object the pickle itself builds: a warning, not dangerous.
+// look an attribute up on a known class or an object the pickle builds of one:
+// a warning, not dangerous.
 void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where, bool nested,
                  std::vector<Finding>& findings, const std::set<uint64_t>* called = nullptr,
                  const std::set<uint64_t>* lookups = nullptr);

@@ -136,6 +136,9 @@ std::string_view NormalizeModule(std::string_view module);
 // "[16, 8]"; "[]" for a 0-d tensor.
 std::string ShapeText(const std::vector<int64_t>& sizes);
 
+// The number of elements of a shape: the product of its sizes (1 for 0-d).
+uint64_t ShapeNumel(const std::vector<int64_t>& sizes);
+
 // Globals that execute code or reach the system when called: os.*, subprocess.*,
 // builtins.eval/exec/..., runpy, importlib, operator.attrgetter, torch.load, ...
 // (the union of picklescan's, modelscan's and fickling's lists), after Python 2
