@@ -240,31 +240,14 @@ def main():
     unchanged_3x(fixtures, scratch)
 
 
-def same_tree(a, b, where="$"):
-    """The first difference between two loaded objects, tensors compared to the bit; "" when none."""
-    if type(a) is not type(b):
-        return f"{where}: {type(a).__name__} became {type(b).__name__}"
-    if isinstance(a, torch.Tensor):
-        equal = a.shape == b.shape and a.dtype == b.dtype and torch.equal(a.reshape(-1).view(torch.uint8),
-                                                                          b.reshape(-1).view(torch.uint8))
-        return "" if equal else f"{where}: tensor differs"
-    if isinstance(a, dict):
-        if list(a) != list(b):
-            return f"{where}: keys {list(a)} became {list(b)}"
-        return next((d for k in a for d in [same_tree(a[k], b[k], f"{where}[{k!r}]")] if d), "")
-    if isinstance(a, (list, tuple)):
-        if len(a) != len(b):
-            return f"{where}: length differs"
-        return next((d for i, (x, y) in enumerate(zip(a, b)) for d in [same_tree(x, y, f"{where}[{i}]")] if d), "")
-    return "" if a == b else f"{where}: {a!r} became {b!r}"
-
-
 def unchanged_3x(fixtures, scratch):
     """migrate of a file already in 3.x's layout writes what torch loads from the input, to the bit."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "oracle"))
+    from same_tree import same
     for case in ("adamw", "soap"):
         original = torch.load(os.path.join(fixtures, "3.2.0", case, "optim.pt"), weights_only=True)
         written = torch.load(os.path.join(scratch, "3.2.0", f"{case}.pt"), weights_only=True)
-        d = same_tree(original, written)
+        d = same(original, written)
         if d:
             fail(f"3.2.0 {case}: migrate changed a file already in 3.x's layout: {d}")
     print("ok: HeavyBall 3.2.0 files (AdamW, SOAP) migrated --to heavyball3 unchanged, to the bit")
