@@ -21,6 +21,7 @@ struct StoragePlan {
   const TensorRef* source = nullptr;  // a moment of the heavyball3 layout, scaled by `scale`
   double scale = 1;
   float value = 0;                    // else a 0-d float32 (the step)
+  bool zeros = false;                 // source's shape, all zero (an entry --on-collision reset made)
 };
 
 }  // namespace
@@ -118,7 +119,7 @@ StatusOr<WriteReport> WriteAsTorchAdamW(const CheckpointFile& input, const Optim
                                 (src.is_dtensor ? " DTensor" : "") + ": only float32 whole tensors are converted");
       }
       b.Set(d, name, b.Tensor(DType::kFloat32, src.sizes));
-      plans.push_back(StoragePlan{&src, scale, 0});
+      plans.push_back(StoragePlan{&src, scale, 0, reset});
     }
     b.Set(new_state, b.Int(index), d);
     ++c.entries;
@@ -138,9 +139,8 @@ StatusOr<WriteReport> WriteAsTorchAdamW(const CheckpointFile& input, const Optim
     const StoragePlan& plan = plans[storage];
     if (plan.source == nullptr) {
       buffer.assign(1, plan.value);
-    } else if (plan.source->storage >= 0 && in.storages[static_cast<size_t>(plan.source->storage)].zero_fill) {
-      // An entry --on-collision reset made: zero state, whatever the merged
-      // entry it was copied from held (its storage still names those bytes).
+    } else if (plan.zeros) {
+      // Whatever the merged entry it was copied from held (its storage still names those bytes).
       buffer.assign(static_cast<size_t>(plan.source->numel()), 0.0f);
     } else {
       OPTSTATE_ASSIGN_OR_RETURN(buffer, ReadTensorAsFloat(input.bytes(), in, *plan.source));
