@@ -90,9 +90,18 @@ class Builder {
         return std::to_string(n.items.size()) + (n.items.size() == 1 ? " item" : " items");
       case NodeKind::kTensor: {
         const TensorRef& t = cp_.tensors[n.tensor];
-        type = t.is_dtensor ? "DTensor" : t.is_parameter ? "Parameter" : "tensor";
+        type = t.is_dtensor ? t.sharded_kind() : t.is_parameter ? "Parameter" : "tensor";
         std::string s = std::string(GetDTypeInfo(t.dtype).name) + " " + ShapeText(t.sizes) + " " + HumanBytes(t.nbytes());
-        if (t.is_dtensor) {
+        if (t.explicit_block()) {
+          s = std::string(GetDTypeInfo(t.dtype).name) + " " + ShapeText(t.global_sizes()) + ", " +
+              (t.holds_no_block() ? std::string("no block on this rank")
+                                  : "block " + ShapeText(t.sizes) + " at " + ShapeText(t.block_offsets()) + " " +
+                                        HumanBytes(t.nbytes())) +
+              (t.mesh_shape().empty() || t.mesh_coordinate().empty()
+                   ? ""
+                   : " (rank " + std::to_string(t.mesh_coordinate()[0]) + " of " + std::to_string(t.mesh_shape()[0]) +
+                         ")");
+        } else if (t.is_dtensor) {
           std::string placements = PlacementsText(t.placements());
           s = std::string(GetDTypeInfo(t.dtype).name) + " " + ShapeText(t.global_sizes()) + " as " + placements +
               " on mesh " + ShapeText(t.mesh_shape()) + "; local shard " + ShapeText(t.sizes) + " " +

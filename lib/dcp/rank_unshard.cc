@@ -64,6 +64,10 @@ std::string Where(size_t r, const std::string& file, const std::string& path) {
 }
 
 std::string LayoutText(const TensorRef& t) {
+  if (t.explicit_block()) {
+    return "ShardedTensor over " + (t.mesh_shape().empty() ? std::string("?") : std::to_string(t.mesh_shape()[0])) +
+           " ranks";
+  }
   return PlacementsText(t.placements()) + " on mesh " + ShapeText(t.mesh_shape());
 }
 
@@ -103,8 +107,8 @@ StatusOr<UnshardPlan> PlanUnshard(const std::vector<std::string>& given, const R
   std::vector<std::map<std::string, NodeId>> dtensors;
   for (const TensorsByPath& t : found) dtensors.push_back(t.dtensors);
   if (dtensors[0].empty() && !allow_no_dtensors) {
-    return InvalidArgumentError(plan.files[0] + ": holds no DTensor: nothing to unshard (for `.to_local()` "
-                                "copies the placements are gone)");
+    return InvalidArgumentError(plan.files[0] + ": holds no DTensor or ShardedTensor: nothing to unshard (for "
+                                "`.to_local()` copies the placements are gone)");
   }
   std::vector<WholeTensor> wholes;
   uint64_t largest_mesh = 0;
@@ -122,12 +126,13 @@ StatusOr<UnshardPlan> PlanUnshard(const std::vector<std::string>& given, const R
       const Checkpoint& cp = in[r]->checkpoint();
       const TensorRef& t = cp.tensors[cp.graph.at(it->second).tensor];
       if (t.global_sizes() != t0.global_sizes() || t.dtype != t0.dtype || t.placements() != t0.placements() ||
-          t.mesh_shape() != t0.mesh_shape()) {
+          t.mesh_shape() != t0.mesh_shape() || t.explicit_block() != t0.explicit_block()) {
         return InvalidArgumentError(Where(r, plan.files[r], path) + ": " + ShapeText(t.global_sizes()) + " " +
                                     LayoutText(t) + ", rank 0 has " + ShapeText(t0.global_sizes()) + " " +
                                     LayoutText(t0) + (t.dtype != t0.dtype ? " (and another dtype)" : ""));
       }
-      views.push_back({t.sizes, t.mesh_coordinate(), plan.files[r] + " (rank " + std::to_string(r) + ")"});
+      views.push_back({t.sizes, t.mesh_coordinate(), plan.files[r] + " (rank " + std::to_string(r) + ")", std::nullopt});
+      if (t.explicit_block() && !t.holds_no_block()) views.back().block_offsets = t.block_offsets();
       w.shards.push_back(&t);
     }
     std::vector<int64_t> mesh = t0.mesh_shape();
@@ -135,7 +140,8 @@ StatusOr<UnshardPlan> PlanUnshard(const std::vector<std::string>& given, const R
     uint64_t positions = 1;
     for (int64_t m : mesh) positions *= static_cast<uint64_t>(std::max<int64_t>(m, 1));
     largest_mesh = std::max(largest_mesh, positions);
-    StatusOr<ShardTiling> tiling = TileShards(t0.global_sizes(), t0.placements(), mesh, views);
+    StatusOr<ShardTiling> tiling = t0.explicit_block() ? TileExplicitBlocks(t0.global_sizes(), views)
+                                                       : TileShards(t0.global_sizes(), t0.placements(), mesh, views);
     if (!tiling.ok()) {
       return std::move(tiling).status().WithContext(path + " " + ShapeText(t0.global_sizes()) + " " + LayoutText(t0));
     }

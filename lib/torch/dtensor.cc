@@ -79,4 +79,35 @@ DTensorParts FindDTensorParts(const ObjectGraph& g, const std::vector<NodeId>& a
   return parts;
 }
 
+bool IsShardedTensorClass(const ObjectGraph& g, NodeId id) {
+  const Node& n = g.at(id);
+  return n.kind == NodeKind::kGlobal && n.name() == "ShardedTensor" &&
+         n.module() == "torch.distributed._shard.sharded_tensor.api";
+}
+
+ShardedTensorParts FindShardedTensorParts(const ObjectGraph& g, const std::vector<NodeId>& a) {
+  ShardedTensorParts parts;
+  const std::vector<NodeId>& wrapper_args = g.at(a[2]).items;
+  if (wrapper_args.size() >= 3) {
+    parts.has_global_size = true;
+    parts.global_size = wrapper_args[2];
+  }
+  const Node& state = g.at(a[3]);
+  if (state.kind != NodeKind::kTuple || state.items.size() < 3) return parts;
+  const Node& shards = g.at(state.items[0]);
+  if (shards.kind == NodeKind::kList) {
+    parts.local_shards = shards.items.size();
+    if (!shards.items.empty()) {
+      NodeId first = shards.items[0];
+      parts.local_tensor = StateValue(g, first, "tensor");
+      NodeId metadata = StateValue(g, first, "metadata");
+      parts.shard_offsets = StateValue(g, metadata, "shard_offsets");
+      parts.shard_sizes = StateValue(g, metadata, "shard_sizes");
+    }
+  }
+  parts.rank = StateValue(g, state.items[2], "global_rank");
+  parts.world_size = StateValue(g, state.items[2], "global_world_size");
+  return parts;
+}
+
 }  // namespace optstate

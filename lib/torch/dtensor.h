@@ -34,6 +34,27 @@ struct DTensorParts {
 // four items, the third a tuple.
 DTensorParts FindDTensorParts(const ObjectGraph& graph, const std::vector<NodeId>& args);
 
+// FSDP1's ShardedTensor (torch.distributed._shard.sharded_tensor.api), which
+// torch 2.x pickles through the same _rebuild_from_type_v2(
+// _rebuild_wrapper_subclass, ShardedTensor, (cls, dtype, global size, ...),
+// state) with state (local shards, ShardedTensorMetadata, ProcessGroupState,
+// sharding spec, init_rrefs): each local Shard holds `tensor` and a
+// ShardMetadata with `shard_offsets` and `shard_sizes`; the group state holds
+// `global_rank` and `global_world_size`.
+bool IsShardedTensorClass(const ObjectGraph& graph, NodeId id);
+
+struct ShardedTensorParts {
+  bool has_global_size = false;
+  NodeId global_size = kNoNode;
+  size_t local_shards = 0;           // FSDP1 saves one, or none on a rank past the rows
+  NodeId local_tensor = kNoNode;     // the first local shard's tensor
+  NodeId shard_offsets = kNoNode;    //   and its ShardMetadata's offsets
+  NodeId shard_sizes = kNoNode;      //   and sizes
+  NodeId rank = kNoNode;             // ProcessGroupState.global_rank
+  NodeId world_size = kNoNode;       // ProcessGroupState.global_world_size
+};
+ShardedTensorParts FindShardedTensorParts(const ObjectGraph& graph, const std::vector<NodeId>& args);
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_TORCH_DTENSOR_H_

@@ -88,6 +88,19 @@ std::vector<int64_t> Unravel(size_t index, const std::vector<int64_t>& mesh) {
   return c;
 }
 
+// The owners in offset order (row-major), and whether their blocks are whole
+// rows, whose bytes one after the other are the whole tensor's.
+ShardTiling Owned(const std::vector<int64_t>& global, const std::map<std::vector<int64_t>, size_t>& owner_of,
+                  ShardTiling tiling) {
+  for (auto& [offsets, r] : owner_of) tiling.owners.push_back(r);
+  tiling.row_slabs = true;
+  for (size_t r : tiling.owners) {
+    const ShardBox& b = tiling.boxes[r];
+    for (size_t d = 1; d < global.size(); ++d) tiling.row_slabs &= b.offsets[d] == 0 && b.sizes[d] == global[d];
+  }
+  return tiling;
+}
+
 }  // namespace
 
 std::string PlacementsText(const std::vector<std::string>& placements) {
@@ -179,13 +192,72 @@ StatusOr<ShardTiling> TileShards(const std::vector<int64_t>& global, const std::
       }
     }
   }
-  for (auto& [offsets, r] : owner_of) tiling.owners.push_back(r);
-  tiling.row_slabs = true;
-  for (size_t r : tiling.owners) {
-    const ShardBox& b = tiling.boxes[r];
-    for (size_t d = 1; d < global.size(); ++d) tiling.row_slabs &= b.offsets[d] == 0 && b.sizes[d] == global[d];
+  return Owned(global, owner_of, std::move(tiling));
+}
+
+StatusOr<ShardTiling> TileExplicitBlocks(const std::vector<int64_t>& global, const std::vector<ShardView>& views) {
+  ShardTiling tiling;
+  std::map<std::vector<int64_t>, size_t> owner_of;  // block offsets -> first view holding that block
+  std::map<std::vector<int64_t>, size_t> saved_by;  // the rank each file says saved it -> that view
+  unsigned __int128 covered = 0;
+  for (size_t r = 0; r < views.size(); ++r) {
+    if (!views[r].mesh_coordinate.empty()) {
+      auto [seen, fresh] = saved_by.emplace(views[r].mesh_coordinate, r);
+      if (!fresh) {
+        return InvalidArgumentError(Where(views, r) + " and " + Where(views, seen->second) + " were both saved by rank " +
+                                    std::to_string(views[r].mesh_coordinate[0]) + ": a file is repeated or from another save");
+      }
+    }
+    ShardBox box;
+    if (!views[r].block_offsets) {  // no block here: an empty box, owned by nobody
+      box.offsets.assign(global.size(), 0);
+      box.sizes.assign(global.size(), 0);
+      tiling.boxes.push_back(std::move(box));
+      continue;
+    }
+    box.offsets = *views[r].block_offsets;
+    box.sizes = views[r].local_sizes;
+    if (box.offsets.size() != global.size() || box.sizes.size() != global.size()) {
+      return InvalidArgumentError(Where(views, r) + ": a block at " + ShapeText(box.offsets) + " of size " +
+                                  ShapeText(box.sizes) + " in a tensor of shape " + ShapeText(global));
+    }
+    for (size_t d = 0; d < global.size(); ++d) {
+      if (box.offsets[d] < 0 || box.sizes[d] < 0 || box.offsets[d] > global[d] - box.sizes[d]) {
+        return InvalidArgumentError(Where(views, r) + ": the block at " + ShapeText(box.offsets) + " of size " +
+                                    ShapeText(box.sizes) + " reaches outside the whole " + ShapeText(global));
+      }
+    }
+    auto [it, fresh] = owner_of.emplace(box.offsets, r);
+    if (!fresh) {
+      if (tiling.boxes[it->second].sizes != box.sizes) {
+        return InvalidArgumentError(Where(views, r) + " and " + Where(views, it->second) + ": blocks at " +
+                                    ShapeText(box.offsets) + " of different sizes");
+      }
+      ++tiling.replicas;
+    } else {
+      for (const auto& [offsets, other] : owner_of) {  // ranks are few: every pair is compared
+        if (other == r) continue;
+        const ShardBox& o = tiling.boxes[other];
+        bool meet = true;
+        for (size_t d = 0; d < global.size() && meet; ++d) {
+          meet = box.offsets[d] < o.offsets[d] + o.sizes[d] && o.offsets[d] < box.offsets[d] + box.sizes[d];
+        }
+        if (meet) {
+          return InvalidArgumentError(Where(views, r) + ": its block at " + ShapeText(box.offsets) + " overlaps " +
+                                      Where(views, other) + "'s at " + ShapeText(o.offsets));
+        }
+      }
+      covered += ShapeNumel(box.sizes);
+    }
+    tiling.boxes.push_back(std::move(box));
   }
-  return tiling;
+  if (covered != ShapeNumel(global)) {
+    return InvalidArgumentError("the blocks of " + std::to_string(views.size()) + " files cover " +
+                                std::to_string(static_cast<uint64_t>(covered)) + " of the " +
+                                std::to_string(ShapeNumel(global)) + " elements of " + ShapeText(global) +
+                                ": a rank's file is missing");
+  }
+  return Owned(global, owner_of, std::move(tiling));
 }
 
 }  // namespace optstate

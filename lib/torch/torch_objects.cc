@@ -222,6 +222,10 @@ class Resolver {
       // (func, type, args, state): the tensor is func(*args); type says what class.
       if (a.size() < 3 || !IsTuple(a[2])) return Status();
       if (a.size() >= 4 && IsDTensorClass(g_, a[1])) return RebuildDTensor(id, a);
+      if (a.size() >= 4 && IsShardedTensorClass(g_, a[1])) {
+        OPTSTATE_ASSIGN_OR_RETURN(bool read, RebuildShardedTensor(id, a));
+        if (read) return Status();
+      }
       Node inner;
       inner.kind = NodeKind::kObject;
       inner.extra().callable = a[0];
@@ -233,8 +237,9 @@ class Resolver {
       OPTSTATE_RETURN_IF_ERROR(ResolveCall(inner_id));
       state_[inner_id] = kDone;
       if (N(inner_id).kind != NodeKind::kTensor) {
-        // A subclass not built from a plain tensor (FSDP1's ShardedTensor, through
-        // _rebuild_wrapper_subclass) stays a call, named as the class it makes.
+        // A subclass not built from a plain tensor (a ShardedTensor of several
+        // local shards, through _rebuild_wrapper_subclass) stays a call, named
+        // as the class it makes.
         if (N(a[1]).kind == NodeKind::kGlobal) g_.at(id).extra().class_name = GlobalName(N(a[1]));
         return Status();
       }
@@ -329,6 +334,54 @@ class Resolver {
       if (c.ok()) t.layout().mesh_coordinate = std::move(*c);
     }
     return BecomeTensor(id, std::move(t));
+  }
+
+  // FSDP1's ShardedTensor (dtensor.h) as this rank's one local shard with its
+  // block's offsets, or as no block at all on a rank past the tensor's rows.
+  // false, leaving it an object named as its class, when it holds several
+  // local shards or lacks what is needed to place one: what optstate cannot
+  // place it does not pretend to.
+  StatusOr<bool> RebuildShardedTensor(NodeId id, const std::vector<NodeId>& a) {
+    ShardedTensorParts parts = FindShardedTensorParts(g_, a);
+    if (!parts.has_global_size || parts.local_shards > 1) return false;
+    StatusOr<std::vector<int64_t>> global = IntTuple(N(id), parts.global_size, "ShardedTensor size");
+    if (!global.ok()) return false;
+    TensorRef t;
+    if (parts.local_shards == 1) {
+      if (parts.local_tensor == kNoNode || N(parts.local_tensor).kind != NodeKind::kTensor) return false;
+      StatusOr<std::vector<int64_t>> offsets = IntTuple(N(id), parts.shard_offsets, "shard offsets");
+      StatusOr<std::vector<int64_t>> sizes = IntTuple(N(id), parts.shard_sizes, "shard sizes");
+      if (!offsets.ok() || !sizes.ok()) return false;
+      TensorRef& local = out_.tensors[N(parts.local_tensor).tensor];
+      // Metadata that disagrees with its shard is not placed (torch would build
+      // the object all the same; where its data belongs is then unknown).
+      if (*sizes != local.sizes || offsets->size() != global->size()) return false;
+      local.inside_dtensor = true;
+      t = local;
+      t.inside_dtensor = false;
+      t.layout().block_offsets = std::move(*offsets);
+    } else {  // no rows here: an empty tensor of the global's trailing shape
+      const Node& dt = a[2] == kNoNode || N(a[2]).items.size() < 2 ? N(id) : N(N(a[2]).items[1]);
+      std::optional<DType> d = dt.kind == NodeKind::kGlobal ? DTypeFromName(dt.name()) : std::nullopt;
+      if (!d || global->empty()) return false;
+      t.dtype = *d;
+      t.sizes = *global;
+      t.sizes[0] = 0;
+      t.strides.assign(t.sizes.size(), 1);
+      for (size_t i = t.sizes.size() - 1; i > 0; --i) t.strides[i - 1] = t.strides[i] * std::max<int64_t>(t.sizes[i], 1);
+      t.layout().holds_no_block = true;
+    }
+    t.is_dtensor = true;
+    t.layout().explicit_block = true;
+    t.layout().global_sizes = std::move(*global);
+    if (parts.world_size != kNoNode && N(parts.world_size).kind == NodeKind::kInt) {
+      t.layout().mesh_shape = {N(parts.world_size).int_value};
+    }
+    if (parts.rank != kNoNode && N(parts.rank).kind == NodeKind::kInt) {
+      t.layout().mesh_coordinate = {N(parts.rank).int_value};
+    }
+    OPTSTATE_RETURN_IF_ERROR(BecomeTensor(id, std::move(t)));
+    return true;
   }
 
   // Python's str.encode(codec) for the codecs a pickle can name to make bytes;
@@ -454,7 +507,7 @@ class Resolver {
     // (Parameter, view_idx): "Parameter(float32 [16, 8], storage 0)".
     std::string where = t.storage < 0 ? "meta" : "storage " + out_.storages[static_cast<size_t>(t.storage)].key;
     if (t.storage_offset != 0) where += " +" + std::to_string(t.storage_offset);
-    std::string label = std::string(t.is_dtensor ? "DTensor" : t.is_parameter ? "Parameter" : "Tensor") + "(" +
+    std::string label = std::string(t.is_dtensor ? t.sharded_kind() : t.is_parameter ? "Parameter" : "Tensor") + "(" +
                         std::string(GetDTypeInfo(t.dtype).name) + " " + ShapeText(t.sizes) + ", " + where + ")";
     out_.tensors.push_back(std::move(t));
     Node& n = g_.at(id);

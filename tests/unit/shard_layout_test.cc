@@ -11,7 +11,7 @@ namespace {
 using Shape = std::vector<int64_t>;
 
 ShardView V(Shape local, Shape coordinate, std::string where = "") {
-  return ShardView{std::move(local), std::move(coordinate), std::move(where)};
+  return ShardView{std::move(local), std::move(coordinate), std::move(where), std::nullopt};
 }
 
 std::vector<Shape> Offsets(const ShardTiling& t) {
@@ -105,6 +105,51 @@ TEST(TileShards, WhatTheShardsCannotMakeWholeIsUnsupported) {
   EXPECT_EQ(sf.status().message(),
             "placement _StridedShard(dim=0, sf=4) on mesh dim 0: split factor 4 where the later mesh dims make 2 "
             "shards of dim 0");
+}
+
+// FSDP1's ShardedTensor blocks, as the distributed corpus's SHARDED_STATE_DICT
+// files hold them: 2.weight [3, 8] chunked over 2 ranks is rows 0-1 on rank 0
+// and row 2 at offset [2, 0] on rank 1.
+ShardView B(Shape local, std::optional<Shape> offsets, int64_t rank) {
+  return ShardView{std::move(local), {rank}, "r" + std::to_string(rank) + ".pt", std::move(offsets)};
+}
+
+TEST(TileExplicitBlocks, TwoRanksChunkedByRows) {
+  auto t = TileExplicitBlocks({3, 8}, {B({2, 8}, Shape{0, 0}, 0), B({1, 8}, Shape{2, 0}, 1)});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(Offsets(*t), (std::vector<Shape>{{0, 0}, {2, 0}}));
+  EXPECT_EQ(t->owners, (std::vector<size_t>{0, 1}));
+  EXPECT_TRUE(t->row_slabs);
+  EXPECT_EQ(t->replicas, 0u);
+}
+
+TEST(TileExplicitBlocks, ARankPastTheRowsHoldsNoBlockAndOwnersFollowOffsets) {
+  // Given in rank order 2, 0, 1 with rank 1 holding nothing: owners in offset order.
+  auto t = TileExplicitBlocks({3}, {B({1}, Shape{2}, 2), B({2}, Shape{0}, 0), B({0}, std::nullopt, 1)});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->owners, (std::vector<size_t>{1, 0}));
+  EXPECT_EQ(t->boxes[2].sizes, (Shape{0}));
+}
+
+TEST(TileExplicitBlocks, ColumnBlocksAreNotRowSlabs) {
+  auto t = TileExplicitBlocks({2, 4}, {B({2, 2}, Shape{0, 0}, 0), B({2, 2}, Shape{0, 2}, 1)});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_FALSE(t->row_slabs);
+}
+
+TEST(TileExplicitBlocks, ErrorsNameTheFileAndWhatIsWrong) {
+  auto missing = TileExplicitBlocks({8}, {B({4}, Shape{0}, 0), B({0}, std::nullopt, 1)});
+  EXPECT_EQ(missing.status().message(),
+            "the blocks of 2 files cover 4 of the 8 elements of [8]: a rank's file is missing");
+  auto overlap = TileExplicitBlocks({8}, {B({5}, Shape{0}, 0), B({4}, Shape{4}, 1)});
+  EXPECT_EQ(overlap.status().message(), "r1.pt: its block at [4] overlaps r0.pt's at [0]");
+  auto outside = TileExplicitBlocks({8}, {B({4}, Shape{0}, 0), B({4}, Shape{5}, 1)});
+  EXPECT_EQ(outside.status().message(), "r1.pt: the block at [5] of size [4] reaches outside the whole [8]");
+  auto repeated = TileExplicitBlocks({8}, {B({4}, Shape{0}, 0), B({4}, Shape{0}, 0)});
+  EXPECT_EQ(repeated.status().message(), "r0.pt and r0.pt were both saved by rank 0: a file is repeated or from another save");
+  auto replica = TileExplicitBlocks({8}, {B({8}, Shape{0}, 0), B({8}, Shape{0}, 1)});
+  ASSERT_TRUE(replica.ok()) << replica.status().ToString();
+  EXPECT_EQ(replica->replicas, 1u);
 }
 
 }  // namespace

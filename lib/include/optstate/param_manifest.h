@@ -27,11 +27,17 @@ struct ParamInfo {
   const std::vector<std::string>& placements() const { return shard_ ? shard_->placements : kNoTexts; }
   const std::vector<int64_t>& mesh_shape() const { return shard_ ? shard_->mesh_shape : kNoInts; }
   const std::vector<int64_t>& mesh_coordinate() const { return shard_ ? shard_->mesh_coordinate : kNoInts; }
+  // FSDP1's ShardedTensor gives its block outright instead of placements:
+  // its offsets, or nullopt on a rank that holds none of it.
+  bool explicit_block() const { return shard_ && shard_->explicit_block; }
+  const std::optional<std::vector<int64_t>>& block_offsets() const { return shard_ ? shard_->block_offsets : kNoBlock; }
   struct Shard {
     std::vector<int64_t> local_shape;
     std::vector<std::string> placements;
     std::vector<int64_t> mesh_shape;
     std::vector<int64_t> mesh_coordinate;
+    bool explicit_block = false;
+    std::optional<std::vector<int64_t>> block_offsets;
   };
   Shard& shard() { return shard_.GetOrCreate(); }
   DType dtype = DType::kFloat32;
@@ -45,6 +51,7 @@ struct ParamInfo {
  private:
   static inline const std::vector<int64_t> kNoInts;
   static inline const std::vector<std::string> kNoTexts;
+  static inline const std::optional<std::vector<int64_t>> kNoBlock;
   OutOfLine<Shard> shard_;
 };
 

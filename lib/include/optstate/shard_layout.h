@@ -16,6 +16,7 @@
 #define OPTSTATE_SHARD_LAYOUT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,9 @@ struct ShardView {
   std::vector<int64_t> local_sizes;
   std::vector<int64_t> mesh_coordinate;  // empty when the file does not record it
   std::string where;                     // for errors ("r1.pt (rank 1)"); "rank <index>" if empty
+  // TileExplicitBlocks only: where the shard lies in the whole (a
+  // ShardedTensor's offsets), nullopt when this rank holds no block.
+  std::optional<std::vector<int64_t>> block_offsets;
 };
 
 struct ShardTiling {
@@ -64,6 +68,14 @@ struct ShardTiling {
 // mesh with one position per view, or no view holds some block.
 StatusOr<ShardTiling> TileShards(const std::vector<int64_t>& global, const std::vector<std::string>& placements,
                                  const std::vector<int64_t>& mesh_shape, const std::vector<ShardView>& views);
+
+// The same for shards that name their blocks outright (FSDP1's
+// ShardedTensor: offsets and sizes in its ShardMetadata) rather than by
+// placements on a mesh. A block given twice is a replica. kInvalidArgument,
+// naming the view's `where`, when a block reaches outside the whole, two
+// blocks overlap without being the same block, or some part of the whole is
+// in no block (a rank's file is missing).
+StatusOr<ShardTiling> TileExplicitBlocks(const std::vector<int64_t>& global, const std::vector<ShardView>& views);
 
 }  // namespace optstate
 

@@ -13,6 +13,11 @@
 //                                               shard from state, the global shape
 //                                               from args, placements and mesh
 //                                               from the DTensorSpec
+//   _rebuild_from_type_v2(_rebuild_wrapper_subclass, ShardedTensor, args, state)
+//                                            -> kTensor with is_dtensor and an
+//                                               explicit block (FSDP1's sharded
+//                                               state dicts): the rank's one local
+//                                               shard, its offsets, the global shape
 //   collections.OrderedDict(...) + SETITEMS  -> kDict "collections.OrderedDict"
 //   torch.Size((...))                        -> kTuple "torch.Size"
 //   _codecs.encode(str, 'latin1')            -> kBytes (protocol-2 bytes)
@@ -60,6 +65,12 @@ struct DTensorSplit {
   std::vector<std::string> placements;  // "Shard(dim=0)", "Replicate()", "Partial(sum)"
   std::vector<int64_t> mesh_shape;
   std::vector<int64_t> mesh_coordinate;  // this rank's, as its DeviceMesh pickled it; empty if not
+  // FSDP1's ShardedTensor says where its shard lies outright (ShardMetadata's
+  // offsets) instead of by placements on a mesh; mesh_shape is then
+  // [world size] and mesh_coordinate [rank], from its ProcessGroupState.
+  bool explicit_block = false;
+  bool holds_no_block = false;          // this rank holds none of it (a tensor of fewer rows than ranks)
+  std::vector<int64_t> block_offsets;
 };
 
 struct TensorRef {
@@ -79,6 +90,11 @@ struct TensorRef {
   const std::vector<std::string>& placements() const { return layout_ ? layout_->placements : kNoTexts; }
   const std::vector<int64_t>& mesh_shape() const { return layout_ ? layout_->mesh_shape : kNoInts; }
   const std::vector<int64_t>& mesh_coordinate() const { return layout_ ? layout_->mesh_coordinate : kNoInts; }
+  bool explicit_block() const { return layout_ && layout_->explicit_block; }
+  bool holds_no_block() const { return layout_ && layout_->holds_no_block; }
+  const std::vector<int64_t>& block_offsets() const { return layout_ ? layout_->block_offsets : kNoInts; }
+  // "DTensor" or "ShardedTensor", for reports.
+  const char* sharded_kind() const { return explicit_block() ? "ShardedTensor" : "DTensor"; }
   DTensorSplit& layout() { return layout_.GetOrCreate(); }
   uint64_t numel() const;
   uint64_t nbytes() const;
