@@ -72,12 +72,34 @@ ParamInfo InfoOf(const std::string& name, const TensorRef& t) {
     p.shard().placements = t.placements();
     p.shard().mesh_shape = t.mesh_shape();
     p.shard().mesh_coordinate = t.mesh_coordinate();
+    if (t.explicit_block()) {
+      p.shard().explicit_block = true;
+      if (!t.holds_no_block()) p.shard().block_offsets = t.block_offsets();
+    }
     p.shape = t.global_sizes();
     uint64_t numel = 1;
     for (int64_t d : t.global_sizes()) numel *= static_cast<uint64_t>(d);
     p.nbytes = numel * GetDTypeInfo(t.dtype).element_size;
   }
   return p;
+}
+
+// FSDP1 with use_orig_params=False: the optimizer steps this rank's piece of
+// the flat parameter as one 1-D tensor, padded so that every rank's piece is
+// ceil(numel / world size) long; the ShardedTensor's block leaves the padding
+// out (49 elements of a 99-element flat parameter on rank 1 of 2, whose
+// optimizer state has 50).
+ParamInfo FlatParamShard(const std::string& name, const TensorRef& t) {
+  ParamInfo p = InfoOf(name, t);
+  const std::vector<int64_t>& world = t.mesh_shape();
+  if (t.global_sizes().size() != 1 || world.size() != 1 || world[0] <= 0) return p;
+  int64_t piece = (t.global_sizes()[0] + world[0] - 1) / world[0];
+  ParamInfo local;
+  local.name = name;
+  local.dtype = t.dtype;
+  local.shape = {piece};
+  local.nbytes = static_cast<uint64_t>(piece) * GetDTypeInfo(t.dtype).element_size;
+  return local;
 }
 
 // Numbers in names compare as numbers ("layers.2" before "layers.10"): a
@@ -315,14 +337,41 @@ ModelParams ParamsOfModel(const Checkpoint& model, NodeId dict) {
   std::vector<int64_t> tied_to(candidates.size(), -1);  // the first candidate with the same view
   for (size_t i = 1; i < by_view.size(); ++i) {
     uint32_t here = by_view[i], before = by_view[i - 1];
-    if (candidates[here].tensor->storage >= 0 && view_of(here) == view_of(before)) {
+    // Empty tensors share every view of nothing (FSDP1's LOCAL_STATE_DICT gives
+    // a rank's absent parameters one empty storage): no evidence of tying.
+    if (candidates[here].tensor->storage >= 0 && candidates[here].tensor->numel() > 0 &&
+        view_of(here) == view_of(before)) {
       tied_to[here] = tied_to[before] >= 0 ? tied_to[before] : before;
     }
   }
+  // FSDP1's LOCAL_STATE_DICT holds each unit's flat parameter as a
+  // ShardedTensor named <unit prefix>_flat_param. With use_orig_params=True
+  // the unit's own parameters are listed too, as views of it, and are what the
+  // optimizer steps: the flat parameter is no parameter of its own then.
+  auto flat_prefix = [](std::string_view name) -> std::optional<std::string_view> {
+    constexpr std::string_view kFlat = "_flat_param";
+    if (!name.ends_with(kFlat)) return std::nullopt;
+    std::string_view prefix = name.substr(0, name.size() - kFlat.size());
+    if (!prefix.empty() && prefix.back() != '.') return std::nullopt;
+    return prefix;
+  };
+  auto has_own_views = [&](std::string_view prefix) {
+    for (const Candidate& c : candidates) {
+      std::string_view other = g.at(c.key).text.view();
+      if (other.starts_with(prefix) && !flat_prefix(other)) return true;
+    }
+    return false;
+  };
   out.params.reserve(candidates.size());
   for (size_t i = 0; i < candidates.size(); ++i) {
     const std::string name = g.at(candidates[i].key).text;
-    if (tied_to[i] >= 0) {
+    const TensorRef& t = *candidates[i].tensor;
+    std::optional<std::string_view> prefix = t.explicit_block() ? flat_prefix(name) : std::nullopt;
+    if (prefix && has_own_views(*prefix)) {
+      out.tied.push_back(name + " (FSDP1's flat parameter: its unit's parameters, listed, are views of it)");
+    } else if (prefix) {
+      out.params.push_back(FlatParamShard(name, t));
+    } else if (tied_to[i] >= 0) {
       out.tied.push_back(name + " (tied to " + g.at(candidates[static_cast<size_t>(tied_to[i])].key).text + ")");
     } else {
       out.params.push_back(InfoOf(name, *candidates[i].tensor));

@@ -30,6 +30,9 @@ std::string RankText(size_t r, const std::string& file) { return file + " (rank 
 std::string PlacedText(const std::vector<std::string>& placements) {
   return placements.empty() ? "whole" : PlacementsText(placements);
 }
+std::string PlacedText(const ParamInfo& p) {
+  return p.explicit_block() ? "in ShardedTensor blocks" : PlacedText(p.placements());
+}
 
 // DTensor parameters: the same global shape, placements and mesh on every
 // rank, and shards that tile the whole once at the ranks' mesh coordinates
@@ -38,26 +41,29 @@ Status CheckDTensorTiling(const RankSetMatch& set, size_t p) {
   const ParamInfo& p0 = set.ranks[0].params[p];
   for (size_t r = 1; r < set.ranks.size(); ++r) {
     const ParamInfo& pr = set.ranks[r].params[p];
-    if (pr.shape != p0.shape || pr.placements() != p0.placements() || pr.mesh_shape() != p0.mesh_shape()) {
+    if (pr.shape != p0.shape || pr.placements() != p0.placements() || pr.mesh_shape() != p0.mesh_shape() ||
+        pr.explicit_block() != p0.explicit_block()) {
       return InvalidArgumentError(RankText(r, set.files[r]) + ": parameter " + p0.name + " is " +
-                                  ShapeText(pr.shape) + " placed " + PlacedText(pr.placements()) + " on mesh " +
+                                  ShapeText(pr.shape) + " placed " + PlacedText(pr) + " on mesh " +
                                   ShapeText(pr.mesh_shape()) + ", but " + ShapeText(p0.shape) + " placed " +
-                                  PlacedText(p0.placements()) + " on mesh " + ShapeText(p0.mesh_shape()) +
+                                  PlacedText(p0) + " on mesh " + ShapeText(p0.mesh_shape()) +
                                   " on rank 0");
     }
   }
-  if (p0.placements().empty()) return Status();  // a whole tensor on every rank
+  if (p0.placements().empty() && !p0.explicit_block()) return Status();  // a whole tensor on every rank
   std::vector<int64_t> mesh = p0.mesh_shape();
   if (mesh.empty()) mesh.push_back(static_cast<int64_t>(set.ranks.size()));  // a mesh tensor we did not read
   std::vector<ShardView> views;
   for (size_t r = 0; r < set.ranks.size(); ++r) {
     const ParamInfo& pr = set.ranks[r].params[p];
-    views.push_back({pr.local_shape(), pr.mesh_coordinate(), RankText(r, set.models.empty() ? set.files[r] : set.models[r])});
+    views.push_back({pr.local_shape(), pr.mesh_coordinate(),
+                     RankText(r, set.models.empty() ? set.files[r] : set.models[r]), pr.block_offsets()});
   }
-  StatusOr<ShardTiling> tiling = TileShards(p0.shape, p0.placements(), mesh, views);
+  StatusOr<ShardTiling> tiling = p0.explicit_block() ? TileExplicitBlocks(p0.shape, views)
+                                                     : TileShards(p0.shape, p0.placements(), mesh, views);
   if (!tiling.ok()) {
     return std::move(tiling).status().WithContext("parameter " + p0.name + " " + ShapeText(p0.shape) + " placed " +
-                                                   PlacedText(p0.placements()));
+                                                   PlacedText(p0));
   }
   return Status();
 }
@@ -110,10 +116,21 @@ void InferGlobalShapes(RankSetMatch& set) {
                       " shape keys match; the local shapes would match " + std::to_string(local_hits) + ")";
 }
 
+// Index or FQN keys, which torch.optim maps itself: each names its parameter,
+// so ranks may hold state for different parameters (FSDP1 with
+// use_orig_params: a parameter with no elements on a rank is never stepped
+// there) and still be one save.
+bool NamesItsParameter(const OptimizerState& s) {
+  return !s.mixed && (s.scheme == KeyKind::kIndex || s.scheme == KeyKind::kFqn);
+}
+
 Status CheckStatesAgree(const RankSetMatch& set) {
   const OptimizerState& s0 = set.ranks[0].state;
   for (size_t r = 1; r < set.ranks.size(); ++r) {
     const OptimizerState& s = set.ranks[r].state;
+    if (s.param_count == s0.param_count && s.scheme == s0.scheme && NamesItsParameter(s) && NamesItsParameter(s0)) {
+      continue;
+    }
     if (s.param_count != s0.param_count || s.keys.size() != s0.keys.size()) {
       return InvalidArgumentError(RankText(r, set.files[r]) + ": " + std::to_string(s.keys.size()) +
                                   " state entries for " + std::to_string(s.param_count) + " parameters, rank 0 has " +
@@ -208,10 +225,23 @@ StatusOr<RankSetMatch> OpenAndMatchRankSet(const RankSetSource& source, const st
     StatusOr<MatchReport> report = MatchState(m.file->checkpoint(), m.state, m.params, options);
     if (!report.ok()) return std::move(report).status().WithContext(RankText(r, set.files[r]));
     m.match = std::move(*report);
+    // The same entry on every rank meets the same fate: by position, or by name
+    // where keys name their parameters and ranks may hold different ones.
+    std::map<std::string_view, size_t> on_rank0;
+    const bool by_name = r > 0 && NamesItsParameter(m.state) && NamesItsParameter(set.ranks[0].state);
+    for (size_t k = 0; by_name && k < set.ranks[0].state.keys.size(); ++k) {
+      on_rank0.emplace(set.ranks[0].state.keys[k].text.view(), k);
+    }
     for (size_t k = 0; r > 0 && k < m.match.keys.size(); ++k) {
-      const KeyMatch& a = set.ranks[0].match.keys[k];
+      size_t k0 = k;
+      if (by_name) {
+        auto it = on_rank0.find(m.state.keys[k].text.view());
+        if (it == on_rank0.end()) continue;
+        k0 = it->second;
+      }
+      const KeyMatch& a = set.ranks[0].match.keys[k0];
       const KeyMatch& b = m.match.keys[k];
-      if (a.fate != b.fate || set.ranks[0].match.CandidatesOf(k) != m.match.CandidatesOf(k)) {
+      if (a.fate != b.fate || set.ranks[0].match.CandidatesOf(k0) != m.match.CandidatesOf(k)) {
         return InvalidArgumentError(RankText(r, set.files[r]) + ": state entry " + m.state.keys[k].text + " is " +
                                     std::string(KeyFateName(b.fate)) + " here but " +
                                     std::string(KeyFateName(a.fate)) + " on rank 0");
