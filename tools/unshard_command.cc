@@ -39,8 +39,9 @@ int RunUnshard(const UnshardCommandOptions& o, CommandOutput& output) {
   }
   output.out << o.output << ": " << HumanBytes(r->write.bytes) << " from " << r->files.size() << " ranks\n";
   for (size_t i = 0; i < r->files.size(); ++i) output.out << "  rank " << i << "  " << r->files[i] << "\n";
-  output.out << "  " << r->dtensors << " DTensors made whole (" << HumanBytes(r->dtensor_bytes) << "), "
-             << r->plain_tensors << " other tensors kept from rank 0\n";
+  output.out << "  " << r->dtensors << " sharded tensors (DTensors, ShardedTensors) made whole ("
+             << HumanBytes(r->dtensor_bytes) << "), " << r->plain_tensors << " other "
+             << (r->plain_tensors == 1 ? "tensor" : "tensors") << " kept from rank 0\n";
   if (!r->rank_local.empty()) {
     output.out << "  " << r->rank_local.size() << " plain tensors differ between ranks; rank 0's are kept, which "
                << "are not the whole of anything (per-rank values such as preconditioners of a local shard):\n";
@@ -54,8 +55,8 @@ int RunUnshard(const UnshardCommandOptions& o, CommandOutput& output) {
 CommandRunner AddUnshardCommand(CLI::App& parent) {
   auto o = std::make_shared<UnshardCommandOptions>();
   CLI::App* cmd = parent.add_subcommand(
-      kName, "Make the per-rank files of one FSDP2/TP save (DTensor shards) one torch.save file of whole\n"
-             "tensors, as one process would have saved it");
+      kName, "Make the per-rank files of one FSDP2/TP save (DTensor shards) or FSDP1 sharded save\n"
+             "(ShardedTensor blocks) one torch.save file of whole tensors, as one process would have saved it");
   cmd->add_option("inputs", o->inputs, "Every rank's file, in rank order (or named rank<N>)")->required();
   cmd->add_option("-o,--output", o->output, "Output file; written to a temporary file beside it, then renamed")
       ->required();
@@ -68,10 +69,14 @@ CommandRunner AddUnshardCommand(CLI::App& parent) {
       "Shard(d), Replicate(), FSDP2 + TP's _StridedShard, on meshes of any dims; a DTensor on a sub-mesh\n"
       "(FSDP2's dp mesh beside TP) is taken from the first rank holding each block. Scalars and plain\n"
       "tensors are rank 0's. Blocks of whole rows are copied straight from the inputs; memory is bounded\n"
-      "by the largest tensor split along another dim.\n"
+      "by the largest tensor split along another dim. FSDP1's SHARDED_STATE_DICT (FSDP.optim_state_dict)\n"
+      "keeps ShardedTensors, whose blocks name their offsets: each is placed there, and the blocks must\n"
+      "cover the whole once.\n"
       "\nExit codes: 0 written; 2 could not do the job (nothing written).\n"
       "\nExamples:\n"
       "  optstate unshard rank0.optim.pt rank1.optim.pt -o optim.pt\n"
+      "  optstate unshard fsdp1_sharded_rank0.pt fsdp1_sharded_rank1.pt -o whole.pt &&\n"
+      "    optstate remap --to index whole.pt -o for_torch_optim.pt\n"
       "  optstate unshard ckpt/model_rank*.pt -o model.pt && optstate export model.pt -o dcp_dir\n"
       "  optstate remap r0.pt r1.pt --model m0.pt --model m1.pt --on-collision reset -o fixed/ &&\n"
       "    optstate unshard fixed/r0.pt fixed/r1.pt -o fixed.pt");
