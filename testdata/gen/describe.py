@@ -15,6 +15,8 @@ C++ side never needs Python. The format is schemas/fixture-expected.schema.json:
              "head": first up to 4 values as floats}
           | {"type": "dtensor", "shape": global shape, "placements": ["Shard(dim=0)"...],
              "mesh_shape": [...], "local": tensor}     (FSDP2 / DTensor values)
+          | {"type": "sharded_tensor", "shape": global shape, "world_size": n, "rank": r,
+             "local_shards": [{"offsets": [...], "local": tensor}...]}   (FSDP1's ShardedTensor)
           | {"type": "object", "class": "module.QualName"}
   ints outside the int64 range are written as decimal strings.
 
@@ -105,7 +107,14 @@ class Describer:
         if isinstance(v, (bytes, bytearray)):
             return {"type": "bytes", "len": len(v), "crc32": zlib.crc32(bytes(v))}
         if isinstance(v, torch.Tensor) and type(v).__name__ == "ShardedTensor":  # FSDP1's sharded state
-            return {"type": "object", "class": f"{type(v).__module__}.{type(v).__qualname__}"}
+            # The process group it was made in: loaded in one, its world size and rank are this load's
+            # own, which is what __setstate__ checks against the saved ones.
+            import torch.distributed as dist
+            return {"type": "sharded_tensor", "shape": list(v.size()),
+                    "world_size": dist.get_world_size() if dist.is_initialized() else 1,
+                    "rank": dist.get_rank() if dist.is_initialized() else 0,
+                    "local_shards": [{"offsets": list(s.metadata.shard_offsets), "local": self.tensor(s.tensor)}
+                                     for s in v.local_shards()]}
         if isinstance(v, torch.Tensor) and hasattr(v, "_local_tensor") and hasattr(v, "placements"):
             return {"type": "dtensor", "shape": list(v.shape),
                     "placements": [repr(p) for p in v.placements],

@@ -14,6 +14,16 @@ under "skipped" with its error otherwise). zero_redundancy_rank0.pt: the same ML
 torch.distributed.optim.ZeroRedundancyOptimizer(AdamW), consolidate_state_dict(to=0), saved by rank 0
 with the DDP model's state_dict (module. names). <file>.expected.json (describe.py, made inside the rank
 so ShardedTensors load) beside each; corpus.json as gen_enumerated_corpus.py writes it.
+fsdp1_truth.pt: the same MLP and batches trained in one plain process, saved as FULL_STATE_DICT would
+hold it ({"model": state_dict, "optimizer": {"state": {fqn: ...}, "param_groups": [{"params": [fqn...]}]}}).
+Every rank sees the same batches, so the ranks' averaged gradient is the one process's: the sharded
+saves, made whole, must equal this file bit for bit. Each case names its "rank_set" and that "truth".
+FSDP2 (fully_shard on each Linear and the root, the shims of gen_dcp_fsdp2.py) under every policy it
+offers on CPU: fsdp2_plain (1-D mesh), fsdp2_mixed (MixedPrecisionPolicy, bf16 parameters, fp32
+reduction), fsdp2_offload (CPUOffloadPolicy, pin_memory off: no CUDA), fsdp2_hsdp (4 ranks, mesh
+(2, 2): replicate x shard). Each rank saves {"model": model.state_dict(), "optimizer":
+opt.state_dict()} (DTensors, index keys); <case>_truth.pt is the same dict with every DTensor
+replaced by its full_tensor(), gathered in the run. What torch refuses on CPU is recorded as skipped.
 """
 import json
 import os
@@ -39,6 +49,29 @@ def net():
     return nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.Linear(8, 3))
 
 
+def train(model, opt):
+    g = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        x, y = torch.randn(4, 6, generator=g), torch.randn(4, 3, generator=g)
+        opt.zero_grad()
+        # .float(): under a bf16 MixedPrecisionPolicy the output is bf16 (a no-op otherwise)
+        nn.functional.mse_loss(model(x).float(), y).backward()
+        opt.step()
+
+
+def save_truth(out):
+    """The run every FSDP1 case shards, in one process, keyed by FQN as FULL_STATE_DICT keys it."""
+    torch.set_num_threads(1)
+    model = net()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    train(model, opt)
+    names = [n for n, _ in model.named_parameters()]
+    sd = opt.state_dict()
+    optim = {"state": {names[i]: v for i, v in sd["state"].items()},
+             "param_groups": [dict(g, params=[names[i] for i in g["params"]]) for g in sd["param_groups"]]}
+    torch.save({"model": model.state_dict(), "optimizer": optim}, os.path.join(out, "fsdp1_truth.pt"))
+
+
 def params_of(model, opt):
     names = {id(p): n for n, p in model.named_parameters()}
     return [{"name": names.get(id(p), "?"), "shape": list(p.shape), "dtype": str(p.dtype).replace("torch.", ""),
@@ -56,12 +89,7 @@ def run(rank, out, case, orig, mesh, port):
         kwargs["device_mesh"] = init_device_mesh("cpu", (WORLD,))
     model = FSDP(net(), **kwargs)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    g = torch.Generator().manual_seed(1)
-    for _ in range(3):
-        x, y = torch.randn(4, 6, generator=g), torch.randn(4, 3, generator=g)
-        opt.zero_grad()
-        nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
+    train(model, opt)
     cases, skipped = [], []
 
     def save(name, state, layout):
@@ -72,7 +100,7 @@ def run(rank, out, case, orig, mesh, port):
                       "class": "torch.optim.AdamW", "variant": "default", "kwargs": {"lr": 1e-2},
                       "param_groups": 1, "sparse_gradients": False, "params": params_of(model, opt),
                       "fsdp1": {"use_orig_params": orig, "device_mesh": mesh, "layout": layout, "rank": rank,
-                                "world": WORLD}, "healthy": True})
+                                "world": WORLD}, "rank_set": name, "truth": "fsdp1_truth.pt", "healthy": True})
 
     def attempt(name, layout, make):
         try:
@@ -91,6 +119,78 @@ def run(rank, out, case, orig, mesh, port):
             return {"model": model.state_dict(), "optimizer": FSDP.optim_state_dict(model, opt)}
     attempt(f"{case}_plain", "LOCAL_STATE_DICT model, optim.state_dict()", local)
     attempt(f"{case}_sharded", "SHARDED_STATE_DICT, FSDP.optim_state_dict", sharded)
+    dist.barrier()
+    with open(os.path.join(out, f".{case}.rank{rank}.json"), "w") as f:
+        json.dump({"cases": cases, "skipped": skipped}, f)
+    dist.destroy_process_group()
+
+
+FSDP2_CASES = {"fsdp2_plain": {}, "fsdp2_mixed": {"mixed": True}, "fsdp2_offload": {"offload": True},
+               "fsdp2_hsdp": {"world": 4, "mesh": (2, 2)}}
+
+
+def run_fsdp2(rank, out, case, port):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+    from torch.distributed.tensor import DTensor
+    from gen_dcp_fsdp2 import patch_cpu_gloo
+    opts = FSDP2_CASES[case]
+    world = opts.get("world", WORLD)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    patch_cpu_gloo()
+    gloo_all_reduce = dist.all_reduce
+
+    def all_reduce(tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):
+        # HSDP averages over the replicate dim with ReduceOp.AVG, which gloo refuses: SUM, then divide.
+        if op != dist.ReduceOp.AVG:
+            return gloo_all_reduce(tensor, op=op, group=group, async_op=async_op)
+        gloo_all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
+        tensor.div_(dist.get_world_size(group))
+        return None
+    dist.all_reduce = all_reduce
+    cases, skipped = [], []
+    try:
+        shape = opts.get("mesh", (world,))
+        mesh = init_device_mesh("cpu", shape, mesh_dim_names=("replicate", "shard")[-len(shape):])
+        kwargs = {"mesh": mesh, "reshard_after_forward": False}
+        if opts.get("mixed"):
+            kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if opts.get("offload"):
+            kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=False)
+        model = net()
+        for sub in model:
+            if isinstance(sub, nn.Linear):
+                fully_shard(sub, **kwargs)
+        fully_shard(model, **kwargs)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        train(model, opt)
+        state = {"model": model.state_dict(), "optimizer": opt.state_dict()}
+
+        def whole(v):
+            if isinstance(v, DTensor):
+                return v.full_tensor()
+            if isinstance(v, dict):
+                return type(v)((k, whole(x)) for k, x in v.items())
+            if isinstance(v, list):
+                return [whole(x) for x in v]
+            return v
+        truth = whole(state)  # every rank takes part in the gathers
+        path = os.path.join(out, f"{case}_rank{rank}.pt")
+        torch.save(state, path)
+        describe.write_expected(path, f"FSDP2 {case}, rank {rank} of {world}")
+        if rank == 0:
+            torch.save(truth, os.path.join(out, f"{case}_truth.pt"))
+        cases.append({"case": f"{case}_rank{rank}", "file": os.path.basename(path), "kind": "fsdp2",
+                      "class": "torch.optim.AdamW", "variant": "default", "kwargs": {"lr": 1e-2},
+                      "param_groups": 1, "sparse_gradients": False, "params": params_of(model, opt),
+                      "fsdp2": {"policy": case, "mesh": list(opts.get("mesh", (world,))), "rank": rank,
+                                "world": world},
+                      "rank_set": case, "truth": f"{case}_truth.pt", "healthy": True})
+    except Exception as e:  # noqa: BLE001 - torch's refusal is recorded, never hidden
+        text = f"{type(e).__name__}: {e}".strip().splitlines()
+        skipped.append({"case": f"{case}_rank{rank}", "tries": [{"error": (text[0] if text else "")[:300]}]})
     dist.barrier()
     with open(os.path.join(out, f".{case}.rank{rank}.json"), "w") as f:
         json.dump({"cases": cases, "skipped": skipped}, f)
@@ -128,10 +228,21 @@ def run_zero_redundancy(rank, out, port):
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
+    save_truth(out)
     all_cases, skipped = [], []
     for i, (case, orig, mesh) in enumerate(CASES):
         mp.spawn(run, args=(out, case, orig, mesh, 29640 + i), nprocs=WORLD)
         for r in range(WORLD):
+            part = os.path.join(out, f".{case}.rank{r}.json")
+            with open(part) as f:
+                doc = json.load(f)
+            os.remove(part)
+            all_cases += doc["cases"]
+            skipped += doc["skipped"]
+    for i, case in enumerate(FSDP2_CASES):
+        world = FSDP2_CASES[case].get("world", WORLD)
+        mp.spawn(run_fsdp2, args=(out, case, 29660 + i), nprocs=world)
+        for r in range(world):
             part = os.path.join(out, f".{case}.rank{r}.json")
             with open(part) as f:
                 doc = json.load(f)

@@ -14,6 +14,10 @@ Every case is put to each oracle; none of them is optstate's opinion of itself:
   algorithm   verify names the torch.optim class that saved the state, or says it cannot
   outputs     (with --outputs) what repack and remap write of a healthy file loads in torch 2.6 with
               weights_only=True and resumes bit for bit (resume_oracle.py, in each torch)
+  rank_sets   every rank's file of one distributed save (cases sharing a "rank_set") verifies, validates
+              and matches as one set with no finding; a sharded set that names its "truth" (the run in
+              one process) unshards to exactly that run's state, which resumes bit for bit after
+              remap --to index (compare_truth.py)
 The counts are printed as "<oracle>: N/M cases agree". A disagreement fails the run unless
 FILE (tests/oracle/known_divergences.json) lists it with its reason; a listed one that now
 agrees fails too, so the list only shrinks. Exit 0 when every disagreement is listed, 1 otherwise.
@@ -26,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-ORACLES = ("read", "load", "validate", "verify", "algorithm", "outputs")
+ORACLES = ("read", "load", "validate", "verify", "algorithm", "outputs", "rank_sets")
 # What optstate writes from one torch.save file; each output goes to resume_oracle.py.
 WRITERS = {"repack": ["repack"], "remap": ["remap", "--to", "index"]}
 # torch 2.x saves Adam and AdamW alike (only the coupling of weight decay differs, which
@@ -186,6 +190,43 @@ def judge_outputs(d, out_dir, args, write_problems):
     return {c: "; ".join(v) for c, v in diffs.items()}
 
 
+def judge_rank_set(d, name, cases, args):
+    """One distributed save's rank files, judged as a set; "" or what differs."""
+    files = [os.path.join(d, c["file"]) for c in sorted(cases, key=lambda c: c["case"])]
+    problems = []
+    for cmd in ("verify", "collisions", "validate"):
+        code, doc, err = run_json([args.optstate, cmd] + files + ["--json"])
+        if doc is None:
+            problems.append(f"{cmd}: no report (exit {code}): {err[:200]}")
+            continue
+        reports = doc if isinstance(doc, list) else [doc]
+        if cmd == "validate":
+            loud = [f for r in reports for f in r.get("findings", []) if f["severity"] in ("warning", "error")
+                    and not (f["severity"] == "warning" and f["rule"] in REFUSAL_WARNINGS)]
+            found = "; ".join(f"{f['rule']}: {f['message'][:100]}" for f in loud[:2])
+        elif cmd == "verify":
+            found = "; ".join(f"{f['check']} {f['param']}: {f['message'][:100]}"
+                              for r in reports for f in (r.get("findings") or [])[:2])
+        else:
+            found = ""
+        if code != 0 or found:
+            problems.append(f"{cmd} exit {code}" + (f": {found}" if found else ""))
+    truth = cases[0].get("truth")
+    if truth and "SHARDED_STATE_DICT" in cases[0].get("fsdp1", {}).get("layout", ""):
+        unsharded = os.path.join(args.tmp, name + ".unsharded.pt")
+        remapped = os.path.join(args.tmp, name + ".remapped.pt")
+        for cmd in (["unshard"] + files + ["-o", unsharded], ["remap", "--to", "index", unsharded, "-o", remapped]):
+            p = subprocess.run([args.optstate] + cmd + ["--no-sync"], capture_output=True, text=True)
+            if p.returncode != 0:
+                return "; ".join(problems + [f"{cmd[0]} exit {p.returncode}: {p.stderr.strip()[:200]}"])
+        p = subprocess.run([sys.executable, "-W", "ignore", os.path.join(REPO, "tests/oracle/compare_truth.py"),
+                            os.path.join(d, truth), unsharded, remapped], capture_output=True, text=True)
+        said = p.stdout.strip()
+        if said != "agrees":
+            problems.append(f"against the run's truth: {said or p.stderr.strip()[-300:]}")
+    return "; ".join(problems)
+
+
 def check_dir(d, args, slot):
     with open(os.path.join(d, "corpus.json")) as f:
         corpus = json.load(f)
@@ -217,9 +258,10 @@ def check_dir(d, args, slot):
         manifest = []
         if case["param_groups"] > 1:  # the model alone cannot order several groups: the run's truth does
             manifest = ["--manifest", write_manifest(case, args.tmp)]
-        # FSDP1's ShardedTensors load only in a process group of the saving world size: the
-        # outputs oracle, run in one plain process, cannot judge them.
-        if args.outputs and case["healthy"] and case["kind"] != "fsdp1":
+        # FSDP1's ShardedTensors load only in a process group of the saving world size, and FSDP2's
+        # DTensor shards step only in one: the outputs oracle, run in one plain process, cannot judge
+        # them; the rank_sets oracle judges what optstate writes of them (unshard, then remap).
+        if args.outputs and case["healthy"] and case["kind"] not in ("fsdp1", "fsdp2"):
             out_dir = os.path.join(args.outputs, slot)
             os.makedirs(out_dir, exist_ok=True)
             write_problems[case["case"]] = write_outputs(d, case, key, manifest, out_dir, args)
@@ -233,6 +275,12 @@ def check_dir(d, args, slot):
     if args.outputs and write_problems:
         for c, diff in judge_outputs(d, os.path.join(args.outputs, slot), args, write_problems).items():
             results.append(("outputs", tag, c, diff))
+    sets = {}
+    for case in corpus["cases"]:
+        if case.get("rank_set"):
+            sets.setdefault(case["rank_set"], []).append(case)
+    for name, cases in sorted(sets.items()):
+        results.append(("rank_sets", tag, name, judge_rank_set(d, name, cases, args)))
     return results
 
 

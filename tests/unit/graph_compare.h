@@ -107,6 +107,19 @@ class GraphComparer {
       if (t.mesh_shape() != want["mesh_shape"].get<std::vector<int64_t>>()) return fail("mesh shape differs");
       return CompareTensor(id, want["local"], path + ".local");
     }
+    if (type == "sharded_tensor") {  // FSDP1: one local shard, or none on a rank past the rows
+      if (n.kind != NodeKind::kTensor) return fail("expected ShardedTensor, got " + TypeName(g_, id));
+      const TensorRef& t = file_->checkpoint().tensors[n.tensor];
+      if (!t.explicit_block()) return fail("not recognised as a ShardedTensor");
+      if (t.global_sizes() != want["shape"].get<std::vector<int64_t>>()) return fail("global shape differs");
+      std::vector<int64_t> world = {want["world_size"].get<int64_t>()}, rank = {want["rank"].get<int64_t>()};
+      if (t.mesh_shape() != world || t.mesh_coordinate() != rank) return fail("world size or rank differs");
+      const json& shards = want["local_shards"];
+      if (shards.empty()) return t.holds_no_block() ? "" : fail("holds a block, torch found no local shard");
+      if (shards.size() != 1 || t.holds_no_block()) return fail("local shards differ in number");
+      if (t.block_offsets() != shards[0]["offsets"].get<std::vector<int64_t>>()) return fail("block offsets differ");
+      return CompareTensor(id, shards[0]["local"], path + ".local");
+    }
     if (type == "object") {
       std::string have = TypeName(g_, id);
       // A bound method (or a function nested in a class) is pickled as the

@@ -1,0 +1,74 @@
+"""The rank-set oracle's torch side: what optstate made whole of a sharded save equals the run's truth.
+
+Usage (any torch): compare_truth.py TRUTH UNSHARDED REMAPPED
+  TRUTH      what the generator recorded of the run: the one-process run keyed by FQN as
+             FULL_STATE_DICT keys it (FSDP1), or each DTensor's full_tensor() (FSDP2)
+  UNSHARDED  `optstate unshard` of every rank's file
+  REMAPPED   `optstate remap --to index` of UNSHARDED
+1. UNSHARDED's model and optimizer state equal TRUTH's bit for bit (same names, shapes, dtypes,
+   values; param_groups the same, dict keys in any order), and no tensor in it is sharded.
+2. REMAPPED loads into torch.optim.AdamW over the same model and, after one more step on a fresh
+   batch, gives the same parameters and moments, bit for bit, as TRUTH's optimizer resumed so.
+Prints "agrees" or the first difference; exits 0 either way (the driver counts), 2 on unreadable input.
+"""
+import os
+import sys
+
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from same_tree import same  # noqa: E402
+
+
+def net():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.Linear(8, 3))
+
+
+def by_key(obj):
+    """Dicts with their entries in key order, so that order, which torch maps nothing by, is not compared."""
+    if isinstance(obj, dict):
+        return {k: by_key(obj[k]) for k in sorted(obj, key=str)}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(by_key(x) for x in obj)
+    return obj
+
+
+def resumed(model_state, optim_state):
+    torch.set_num_threads(1)
+    model = net()
+    model.load_state_dict(model_state)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    opt.load_state_dict(optim_state)
+    g = torch.Generator().manual_seed(99)
+    x, y = torch.randn(4, 6, generator=g), torch.randn(4, 3, generator=g)
+    opt.zero_grad()
+    nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+    return {"model": model.state_dict(), "optimizer": opt.state_dict()["state"]}
+
+
+def main():
+    truth_path, unsharded_path, remapped_path = sys.argv[1:4]
+    try:
+        truth = torch.load(truth_path)
+        unsharded = torch.load(unsharded_path)
+        remapped = torch.load(remapped_path)
+    except Exception as e:  # noqa: BLE001 - reported, the driver decides
+        print(f"cannot load: {type(e).__name__}: {e}")
+        sys.exit(2)
+    d = same(by_key(truth), by_key(unsharded))
+    if not d:
+        by_index = truth["optimizer"]
+        names = by_index["param_groups"][0]["params"]
+        if all(isinstance(n, str) for n in names):  # keyed by FQN, as FULL_STATE_DICT keys it
+            by_index = {"state": {i: by_index["state"][n] for i, n in enumerate(names)},
+                        "param_groups": [dict(g, params=list(range(len(names)))) for g in by_index["param_groups"]]}
+        d = same(by_key(resumed(truth["model"], by_index)), by_key(resumed(remapped["model"], remapped["optimizer"])))
+        d = d and "resumed: " + d
+    print(d or "agrees")
+
+
+if __name__ == "__main__":
+    main()
