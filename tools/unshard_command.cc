@@ -31,6 +31,7 @@ int RunUnshard(const UnshardCommandOptions& o, CommandOutput& output) {
                        {"plain_tensors", r->plain_tensors},
                        {"rank_local_tensors", r->rank_local},
                        {"dtensor_bytes", r->dtensor_bytes},
+                       {"steps_separated", r->steps_separated},
                        {"largest_assembled_tensor_bytes", r->largest_assembled_bytes},
                        {"bytes", r->write.bytes},
                        {"weights_only_loadable", r->write.unsafe_globals.empty()},
@@ -42,6 +43,14 @@ int RunUnshard(const UnshardCommandOptions& o, CommandOutput& output) {
   output.out << "  " << r->dtensors << " sharded tensors (DTensors, ShardedTensors) made whole ("
              << HumanBytes(r->dtensor_bytes) << "), " << r->plain_tensors << " other "
              << (r->plain_tensors == 1 ? "tensor" : "tensors") << " kept from rank 0\n";
+  if (r->steps_separated > 0) {
+    output.out << "  " << r->steps_separated << " optimizer state "
+               << (r->steps_separated == 1 ? "entry was given a step tensor of its own"
+                                           : "entries were given a step tensor each of their own")
+               << ": "
+               << "the rank files shared one among several entries (FSDP1's flat parameter), which torch.optim would "
+               << "increment once per parameter\n";
+  }
   if (!r->rank_local.empty()) {
     output.out << "  " << r->rank_local.size() << " plain tensors differ between ranks; rank 0's are kept, which "
                << "are not the whole of anything (per-rank values such as preconditioners of a local shard):\n";

@@ -8,6 +8,7 @@
 #include "io/staging_directory.h"
 #include "optstate/rank_set.h"
 #include "optstate/shard_layout.h"
+#include "optstate/state_remap.h"
 #include "pickle/graph_walk.h"
 #include "torch/graph_builder.h"
 
@@ -199,6 +200,16 @@ StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, 
   // Rank 0's graph with each DTensor node turned, in place, into a plain tensor
   // with a storage of its own after rank 0's.
   Checkpoint out = in[0]->checkpoint();
+  // What one process would have saved has a step per parameter (state_remap.h).
+  for (const std::string& path : FindOptimizerStates(out)) {
+    StatusOr<OptimizerState> st = ReadOptimizerState(out, path);
+    if (!st.ok()) continue;
+    NodeId state = kNoNode;  // found first: separating grows the node arena
+    for (auto [k, v] : out.graph.at(st->node).entries) {
+      if (out.graph.at(k).kind == NodeKind::kStr && out.graph.at(k).text == "state") state = v;
+    }
+    report.steps_separated += SeparateSharedSteps(out, state);
+  }
   const size_t kept_storages = out.storages.size();
   GraphBuilder b(out);
   std::vector<size_t> whole_of_storage;  // storage index - kept_storages -> wholes index

@@ -76,7 +76,7 @@ class Remapper {
       e.reason = m_.keys[i].reason.empty() ? "belongs to no parameter" : m_.keys[i].reason;
       ++r_.dropped;
     }
-    SeparateSharedSteps(state);
+    SeparateSharedSteps(r_.checkpoint, state);
     // The optimizer dict keeps its other entries; state and params are replaced.
     Node& osd = g.at(st_.node);
     for (auto& [k, v] : osd.entries) {
@@ -110,44 +110,6 @@ class Remapper {
       }
     }
     return Status();
-  }
-
-  // FSDP1 with use_orig_params=False keeps one step tensor per flat parameter,
-  // and FSDP.optim_state_dict hands that one tensor to every parameter of the
-  // unit, so the file shares it among their entries. torch.optim increments a
-  // tensor step in place, once per parameter: shared, it would count N steps
-  // per step. Each entry after the first that holds an already-seen step
-  // tensor (the same node, or one on the same storage) gets a copy of its own
-  // (a new storage with the same bytes) in a new entry dict; the input's
-  // nodes are left as they were.
-  void SeparateSharedSteps(NodeId state) {
-    ObjectGraph& g = r_.checkpoint.graph;
-    std::set<int64_t> seen;  // storages of the step tensors met so far
-    const size_t entries = g.at(state).entries.size();
-    for (size_t e = 0; e < entries; ++e) {
-      NodeId value = g.at(state).entries[e].second;
-      if (g.at(value).kind != NodeKind::kDict) continue;
-      for (size_t i = 0; i < g.at(value).entries.size(); ++i) {
-        auto [k, v] = g.at(value).entries[i];
-        if (g.at(k).kind != NodeKind::kStr || g.at(k).text != "step" || g.at(v).kind != NodeKind::kTensor) continue;
-        TensorRef t = r_.checkpoint.tensors[g.at(v).tensor];
-        if (t.is_dtensor || t.storage < 0 || seen.insert(t.storage).second) continue;
-        r_.checkpoint.storages.push_back(r_.checkpoint.storages[static_cast<size_t>(t.storage)]);
-        t.storage = static_cast<int64_t>(r_.checkpoint.storages.size() - 1);
-        r_.checkpoint.tensors.push_back(t);
-        CompactText label = g.at(v).text;
-        NodeId step = New(NodeKind::kTensor);
-        g.at(step).tensor = static_cast<uint32_t>(r_.checkpoint.tensors.size() - 1);
-        g.at(step).text = label;
-        Node copy = g.at(value);  // a copy: New() may move the arena
-        NodeId fresh = New(NodeKind::kDict);
-        g.at(fresh).entries = copy.entries;
-        g.at(fresh).entries[i].second = step;
-        if (!copy.class_name().empty()) g.at(fresh).extra().class_name = copy.class_name();
-        g.at(state).entries[e].second = fresh;
-        break;
-      }
-    }
   }
 
   // Optimizer state values are a few levels deep; a value that contains itself
@@ -289,6 +251,46 @@ class Remapper {
 };
 
 }  // namespace
+
+size_t SeparateSharedSteps(Checkpoint& checkpoint, NodeId state) {
+  ObjectGraph& g = checkpoint.graph;
+  auto add = [&](NodeKind kind) {
+    Node n;
+    n.kind = kind;
+    g.nodes.push_back(std::move(n));
+    return static_cast<NodeId>(g.nodes.size() - 1);
+  };
+  size_t separated = 0;
+  std::set<int64_t> seen;  // storages of the step tensors met so far
+  if (state == kNoNode || g.at(state).kind != NodeKind::kDict) return 0;
+  const size_t entries = g.at(state).entries.size();
+  for (size_t e = 0; e < entries; ++e) {
+    NodeId value = g.at(state).entries[e].second;
+    if (g.at(value).kind != NodeKind::kDict) continue;
+    for (size_t i = 0; i < g.at(value).entries.size(); ++i) {
+      auto [k, v] = g.at(value).entries[i];
+      if (g.at(k).kind != NodeKind::kStr || g.at(k).text != "step" || g.at(v).kind != NodeKind::kTensor) continue;
+      TensorRef t = checkpoint.tensors[g.at(v).tensor];
+      if (t.is_dtensor || t.storage < 0 || seen.insert(t.storage).second) continue;
+      checkpoint.storages.push_back(checkpoint.storages[static_cast<size_t>(t.storage)]);
+      t.storage = static_cast<int64_t>(checkpoint.storages.size() - 1);
+      checkpoint.tensors.push_back(t);
+      CompactText label = g.at(v).text;
+      NodeId step = add(NodeKind::kTensor);
+      g.at(step).tensor = static_cast<uint32_t>(checkpoint.tensors.size() - 1);
+      g.at(step).text = label;
+      Node copy = g.at(value);  // a copy: add() may move the arena
+      NodeId fresh = add(NodeKind::kDict);
+      g.at(fresh).entries = copy.entries;
+      g.at(fresh).entries[i].second = step;
+      if (!copy.class_name().empty()) g.at(fresh).extra().class_name = copy.class_name();
+      g.at(state).entries[e].second = fresh;
+      ++separated;
+      break;
+    }
+  }
+  return separated;
+}
 
 StatusOr<RemapResult> RemapState(const Checkpoint& checkpoint, const OptimizerState& state,
                                  const std::vector<ParamInfo>& params, const MatchReport& match,

@@ -8,7 +8,9 @@ Usage (any torch): compare_truth.py TRUTH UNSHARDED REMAPPED
 1. UNSHARDED's model and optimizer state equal TRUTH's bit for bit (same names, shapes, dtypes,
    values; param_groups the same, dict keys in any order), and no tensor in it is sharded.
 2. REMAPPED loads into torch.optim.AdamW over the same model and, after one more step on a fresh
-   batch, gives the same parameters and moments, bit for bit, as TRUTH's optimizer resumed so.
+   batch, gives the same parameters and moments, bit for bit, as TRUTH's optimizer resumed so; and
+   so does UNSHARDED itself, its names mapped to the parameters as DSD maps them (tensors as loaded:
+   a step tensor shared between entries would count one step per parameter).
 Prints "agrees" or the first difference; exits 0 either way (the driver counts), 2 on unreadable input.
 """
 import os
@@ -49,6 +51,19 @@ def resumed(model_state, optim_state):
     return {"model": model.state_dict(), "optimizer": opt.state_dict()["state"]}
 
 
+def indexed(optim):
+    """An optimizer state dict keyed by FQN (FULL_STATE_DICT, DSD) keyed by index, tensors untouched."""
+    names = [n for g in optim["param_groups"] for n in g["params"]]
+    if not all(isinstance(n, str) for n in names):
+        return optim
+    groups, first = [], 0
+    for g in optim["param_groups"]:
+        groups.append(dict(g, params=list(range(first, first + len(g["params"])))))
+        first += len(g["params"])
+    return {"state": {i: optim["state"][n] for i, n in enumerate(names) if n in optim["state"]},
+            "param_groups": groups}
+
+
 def main():
     truth_path, unsharded_path, remapped_path = sys.argv[1:4]
     try:
@@ -60,13 +75,12 @@ def main():
         sys.exit(2)
     d = same(by_key(truth), by_key(unsharded))
     if not d:
-        by_index = truth["optimizer"]
-        names = by_index["param_groups"][0]["params"]
-        if all(isinstance(n, str) for n in names):  # keyed by FQN, as FULL_STATE_DICT keys it
-            by_index = {"state": {i: by_index["state"][n] for i, n in enumerate(names)},
-                        "param_groups": [dict(g, params=list(range(len(names)))) for g in by_index["param_groups"]]}
-        d = same(by_key(resumed(truth["model"], by_index)), by_key(resumed(remapped["model"], remapped["optimizer"])))
-        d = d and "resumed: " + d
+        want = by_key(resumed(truth["model"], indexed(truth["optimizer"])))
+        d = same(want, by_key(resumed(remapped["model"], remapped["optimizer"])))
+        d = d and "resumed after remap: " + d
+    if not d:  # as DSD's set_optimizer_state_dict would: names mapped to the parameters, tensors as loaded
+        d = same(want, by_key(resumed(unsharded["model"], indexed(unsharded["optimizer"]))))
+        d = d and "resumed from the unsharded file: " + d
     print(d or "agrees")
 
 

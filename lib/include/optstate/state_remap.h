@@ -60,6 +60,17 @@ StatusOr<RemapResult> RemapState(Checkpoint&& checkpoint, const OptimizerState& 
                                  const std::vector<ParamInfo>& params, const MatchReport& match,
                                  const RemapOptions& options = {});
 
+// FSDP1 with use_orig_params=False keeps one step tensor per flat parameter,
+// and FSDP.optim_state_dict hands that one tensor to every parameter of the
+// unit, so the file shares it among their entries. torch.optim increments a
+// tensor step in place, once per parameter: shared, it counts N steps per
+// step. In the state dict `state` ({key: {"step": ...}}), each entry after the
+// first that holds an already-seen step tensor (same node, or same storage)
+// gets a copy of its own (a new storage with the same bytes) in a new entry
+// dict; no node is changed in place. Returns how many entries got one. remap
+// and unshard apply it to what they write.
+size_t SeparateSharedSteps(Checkpoint& checkpoint, NodeId state);
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_STATE_REMAP_H_

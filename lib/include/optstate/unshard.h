@@ -39,6 +39,7 @@ struct UnshardReport {
   // rank lacks): rank 0's are written, which is not the whole of anything.
   std::vector<std::string> rank_local;
   uint64_t dtensor_bytes = 0;      // bytes of the whole tensors written
+  size_t steps_separated = 0;      // entries given a step of their own (SeparateSharedSteps)
   uint64_t largest_assembled_bytes = 0;  // the largest tensor put together in memory
   WriteReport write;
 };
