@@ -30,6 +30,7 @@ def main():
              ("*.truth.json", "fixture-truth.schema.json"),
              ("fsdp2_*dcp.expected.json", "dcp-fixture-expected.schema.json"),
              ("*.expected.json", "fixture-expected.schema.json"),
+             ("fsdp1_*/*/truth.rank*.json", "heavyball-fsdp1-run-truth.schema.json"),
              ("truth.rank*.json", "heavyball-run-truth.schema.json"),
              ("fsdp2_tp_*/truth.rank*.json", "heavyball-tp-run-truth.schema.json"),
              ("migrate/*/*/truth.json", "heavyball-migrate-truth.schema.json"),

@@ -183,32 +183,41 @@ bool NoParamSourceGiven(const ParamSource& p) { return p.manifest.empty() && p.m
 bool IsClean(const MatchReport& r) { return r.collisions.empty() && r.orphans.empty() && r.ambiguous.empty(); }
 
 // Several files: one sharded save, matched on global shapes; every rank's
-// match agrees (OpenAndMatchRankSet checks), so rank 0's is the report.
+// match agrees (OpenAndMatchRankSet checks), so rank 0's is the report --
+// unless the ranks hold different entries, when each rank's is reported.
 int RunRankSet(const CollisionsOptions& o, CommandOutput& output) {
   RankSetSource source{o.paths, o.models, o.params.manifest, o.params.model_key};
   auto set = OpenAndMatchRankSet(source, o.state_key, o.read, o.match);
   if (!set.ok()) return ReportError(output, kName, set.status(), o.json);
-  const MatchedState& m = set->ranks[0];
+  const size_t reported = set->ranks_differ ? set->ranks.size() : 1;
+  bool clean = true;
+  for (size_t r = 0; r < reported; ++r) clean &= IsClean(set->ranks[r].match);
   if (o.json) {
-    nlohmann::ordered_json doc = ToJson(set->files[0], m);
+    nlohmann::ordered_json doc = ToJson(set->files[0], set->ranks[0]);
     doc["ranks"] = nlohmann::ordered_json::array();
     for (size_t r = 0; r < set->files.size(); ++r) {
       nlohmann::ordered_json j = {{"rank", r}, {"file", set->files[r]}};
       if (!set->models.empty()) j["model"] = set->models[r];
+      if (set->ranks_differ) j["report"] = ToJson(set->files[r], set->ranks[r]);
       doc["ranks"].push_back(std::move(j));
     }
     doc["global_shapes"] = set->global_shapes;
     WriteJson(output, doc);
   } else {
-    output.out << "sharded save of " << set->files.size() << " ranks; every rank's files agree\n";
+    output.out << "sharded save of " << set->files.size() << " ranks; "
+               << (set->ranks_differ ? "the ranks hold different entries, each rank's report follows\n"
+                                     : "every rank's files agree\n");
     for (size_t r = 0; r < set->files.size(); ++r) {
       output.out << "  rank " << r << "  " << set->files[r]
                  << (set->models.empty() ? "" : "  model " + set->models[r]) << "\n";
     }
-    output.out << "  global shapes: " << set->global_shapes << "\n\n";
-    WriteText(set->files[0], m, output.out);
+    output.out << "  global shapes: " << set->global_shapes << "\n";
+    for (size_t r = 0; r < reported; ++r) {
+      output.out << "\n";
+      WriteText(set->files[r], set->ranks[r], output.out);
+    }
   }
-  return IsClean(m.match) ? kExitOk : kExitFindings;
+  return clean ? kExitOk : kExitFindings;
 }
 
 }  // namespace

@@ -124,6 +124,27 @@ bool NamesItsParameter(const OptimizerState& s) {
   return !s.mixed && (s.scheme == KeyKind::kIndex || s.scheme == KeyKind::kFqn);
 }
 
+// HeavyBall's pointer keys hold the address each process saw. Under FSDP2
+// every DTensor's is 0, so the ranks' keys agree; under FSDP1 each rank steps
+// real tensors of its own (pieces of the flat parameter, 1-D, some empty), so
+// the same save's ranks hold different keys, and different numbers of them.
+// True when every rank's keys are pointers, no parameter is a DTensor or
+// ShardedTensor, and the ranks' keys differ.
+bool PointersPerProcess(const RankSetMatch& set) {
+  auto pointers = [](const OptimizerState& s) {
+    return !s.mixed && (s.scheme == KeyKind::kPtrShape || s.scheme == KeyKind::kBarePtr);
+  };
+  auto sharded = [](const ParamInfo& p) { return !p.local_shape().empty() || p.explicit_block(); };
+  const OptimizerState& s0 = set.ranks[0].state;
+  bool differ = false;
+  for (const MatchedState& m : set.ranks) {
+    if (!pointers(m.state) || std::any_of(m.params.begin(), m.params.end(), sharded)) return false;
+    differ |= m.state.keys.size() != s0.keys.size();
+    for (size_t k = 0; !differ && k < m.state.keys.size(); ++k) differ = m.state.keys[k].text != s0.keys[k].text;
+  }
+  return differ;
+}
+
 Status CheckStatesAgree(const RankSetMatch& set) {
   const OptimizerState& s0 = set.ranks[0].state;
   for (size_t r = 1; r < set.ranks.size(); ++r) {
@@ -206,9 +227,20 @@ StatusOr<RankSetMatch> OpenAndMatchRankSet(const RankSetSource& source, const st
       }
     }
   }
-  OPTSTATE_RETURN_IF_ERROR(CheckStatesAgree(set));
+  const bool own_pointers = PointersPerProcess(set);
+  set.ranks_differ = own_pointers;
+  for (size_t r = 1; r < set.ranks.size() && NamesItsParameter(set.ranks[0].state); ++r) {
+    const OptimizerState& s = set.ranks[r].state;
+    bool same = s.keys.size() == set.ranks[0].state.keys.size();
+    for (size_t k = 0; same && k < s.keys.size(); ++k) same = s.keys[k].text == set.ranks[0].state.keys[k].text;
+    set.ranks_differ |= !same;
+  }
+  if (!own_pointers) OPTSTATE_RETURN_IF_ERROR(CheckStatesAgree(set));
   bool dtensors = std::any_of(p0.begin(), p0.end(), [](const ParamInfo& p) { return !p.local_shape().empty(); });
-  if (!source.manifest.empty()) {
+  if (own_pointers) {
+    set.global_shapes = "none: every rank's parameters are its own pieces and its pointer keys its own process's "
+                        "addresses (FSDP1), so each rank is matched on its own";
+  } else if (!source.manifest.empty()) {
     set.global_shapes = "the manifest's shapes";
   } else if (dtensors) {
     for (size_t p = 0; p < p0.size(); ++p) OPTSTATE_RETURN_IF_ERROR(CheckDTensorTiling(set, p));
@@ -229,6 +261,7 @@ StatusOr<RankSetMatch> OpenAndMatchRankSet(const RankSetSource& source, const st
     // where keys name their parameters and ranks may hold different ones.
     std::map<std::string_view, size_t> on_rank0;
     const bool by_name = r > 0 && NamesItsParameter(m.state) && NamesItsParameter(set.ranks[0].state);
+    if (own_pointers) continue;  // the ranks' entries are not the same entries
     for (size_t k = 0; by_name && k < set.ranks[0].state.keys.size(); ++k) {
       on_rank0.emplace(set.ranks[0].state.keys[k].text.view(), k);
     }

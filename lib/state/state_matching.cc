@@ -311,7 +311,21 @@ class Matcher {
       if (owners.empty()) {
         // Without pointers a view and a temporary copy look alike: refuse rather than guess.
         const std::string& from = ViewSources(shape);
-        if (from.empty()) {
+        const bool fsdp1_piece = shape.size() == 1 && std::any_of(params_.begin(), params_.end(), [](const ParamInfo& p) {
+          return p.explicit_block();
+        });
+        if (from.empty() && fsdp1_piece) {
+          // FSDP1 steps each rank's own 1-D pieces of its flat parameters, and
+          // FSDP.optim_state_dict converts only state keyed by parameters: what
+          // else it finds (HeavyBall's pointer keys) it passes through as it is.
+          for (size_t k : ks) {
+            Orphan(k, "a 1-D piece of " + std::to_string(shape[0]) + " elements beside FSDP1 ShardedTensor parameters: "
+                      "the state of a piece of a flattened parameter that this rank stepped, which FSDP.optim_state_dict "
+                      "passed through unconverted (it converts state keyed by parameters only); no parameter holds it "
+                      "as it is, and placing its elements needs the run's flat layout (a manifest from the training "
+                      "process)");
+          }
+        } else if (from.empty()) {
           for (size_t k : ks) {
             Orphan(k, "no parameter has shape " + ShapeText(shape) + " or could have a view of that shape");
           }

@@ -9,6 +9,7 @@
 #   0.24.4 = commit 0ad271b (no tag; 19ee313 after it is 0.25.0)
 #     gen_heavyball_fsdp2.py -> testdata/heavyball/fsdp2_0.24.4/
 #     gen_heavyball_fsdp2_tp.py -> testdata/heavyball/fsdp2_tp_0.24.4/ (FSDP2 + TP, 4 ranks)
+#     gen_heavyball_fsdp1.py -> testdata/heavyball/fsdp1_0.24.4/ (FSDP1, use_orig_params on and off)
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/0.24.4/ (legacy AdamW and SOAP, saved + continued)
 #   3.2.0 = tag v3.2.0
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/3.2.0/ (3.x's own layouts, the goldens)
@@ -44,6 +45,7 @@ mkdir -p "$repo/$stage"
 src=$(extract 0ad271b 0.24.4)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_fsdp2.py "$src" "$stage/fsdp2_0.24.4"
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_fsdp2_tp.py "$src" "$stage/fsdp2_tp_0.24.4"
+"$here/torch26-python.sh" testdata/gen/gen_heavyball_fsdp1.py "$src" "$stage/fsdp1_0.24.4"
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 0.24.4 "$stage/migrate/0.24.4"
 src=$(extract v3.2.0 3.2.0)
 "$here/torch26-python.sh" testdata/gen/gen_heavyball_migrate.py "$src" 3.2.0 "$stage/migrate/3.2.0"

@@ -32,6 +32,10 @@ struct RankSetMatch {
   std::vector<std::string> models;  // in rank order (empty when not given)
   std::vector<MatchedState> ranks;  // parallel to files; every rank's params carry global shapes
   std::string global_shapes;        // how the global shapes were known, for reports
+  // The ranks hold different entries (FSDP1: state only where a rank holds
+  // elements of a parameter; pointer keys of each process's own addresses):
+  // each rank's match is a report of its own, not a copy of rank 0's.
+  bool ranks_differ = false;
 };
 
 // Files named ...rank<N>... for every N in 0..n-1 are put in that order;
