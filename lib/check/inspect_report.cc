@@ -107,6 +107,7 @@ class Builder {
               " on mesh " + ShapeText(t.mesh_shape()) + "; local shard " + ShapeText(t.sizes) + " " +
               HumanBytes(t.nbytes());
         }
+        if (t.holds_no_block()) return s;
         if (t.storage < 0) return s + " (meta, no data)";
         const StorageRef& st = cp_.storages[static_cast<size_t>(t.storage)];
         if (t.storage_offset != 0 || t.nbytes() != st.nbytes) {

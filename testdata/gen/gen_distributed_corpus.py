@@ -4,7 +4,8 @@ ZeroRedundancyOptimizer's consolidated state over DDP.
 Usage (torch 2.6, root chroot): python3 testdata/gen/gen_distributed_corpus.py OUTDIR
 2 ranks by torch.multiprocessing.spawn (torchrun needs libuv), gloo, CPU (device_id cpu, as FSDP1
 asks there), a small MLP (Linear 6->8, LayerNorm 8, Linear 8->3) trained 3 seeded AdamW steps, for
-use_orig_params False and True, with and without a 1-D device mesh. Each rank saves:
+use_orig_params False and True, with and without a 1-D device mesh, and both again on 4 ranks (flat4,
+orig4: the last Linear's 3 rows leave rank 3 no block of its weight and bias). Each rank saves:
   <case>_plain_rank<r>.pt    {"model": LOCAL_STATE_DICT, "optimizer": optim.state_dict()} -
                              the rank's own pieces (1-D, of the flat parameter or of each parameter)
   <case>_sharded_rank<r>.pt  {"model", "optimizer"} under SHARDED_STATE_DICT (FSDP.optim_state_dict):
@@ -41,7 +42,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import describe  # noqa: E402
 
 WORLD = 2
-CASES = [("flat", False, False), ("orig", True, False), ("flat_mesh", False, True), ("orig_mesh", True, True)]
+# (name, use_orig_params, device mesh, world size): at 4 ranks the last Linear's 3 rows leave rank 3
+# without a block of its weight and bias, which FSDP1 saves as a ShardedTensor with no local shard.
+CASES = [("flat", False, False, 2), ("orig", True, False, 2), ("flat_mesh", False, True, 2),
+         ("orig_mesh", True, True, 2), ("flat4", False, False, 4), ("orig4", True, False, 4)]
 
 
 def net():
@@ -79,14 +83,14 @@ def params_of(model, opt):
             for gi, g in enumerate(opt.param_groups) for p in g["params"]]
 
 
-def run(rank, out, case, orig, mesh, port):
+def run(rank, out, case, orig, mesh, world, port):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.set_num_threads(1)
     kwargs = {"use_orig_params": orig, "device_id": torch.device("cpu")}
     if mesh:
         from torch.distributed.device_mesh import init_device_mesh
-        kwargs["device_mesh"] = init_device_mesh("cpu", (WORLD,))
+        kwargs["device_mesh"] = init_device_mesh("cpu", (world,))
     model = FSDP(net(), **kwargs)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     train(model, opt)
@@ -95,12 +99,12 @@ def run(rank, out, case, orig, mesh, port):
     def save(name, state, layout):
         path = os.path.join(out, f"{name}_rank{rank}.pt")
         torch.save(state, path)
-        describe.write_expected(path, f"FSDP1 {layout}, rank {rank} of {WORLD}")
+        describe.write_expected(path, f"FSDP1 {layout}, rank {rank} of {world}")
         cases.append({"case": f"{name}_rank{rank}", "file": os.path.basename(path), "kind": "fsdp1",
                       "class": "torch.optim.AdamW", "variant": "default", "kwargs": {"lr": 1e-2},
                       "param_groups": 1, "sparse_gradients": False, "params": params_of(model, opt),
                       "fsdp1": {"use_orig_params": orig, "device_mesh": mesh, "layout": layout, "rank": rank,
-                                "world": WORLD}, "rank_set": name, "truth": "fsdp1_truth.pt", "healthy": True})
+                                "world": world}, "rank_set": name, "truth": "fsdp1_truth.pt", "healthy": True})
 
     def attempt(name, layout, make):
         try:
@@ -230,9 +234,9 @@ def main():
     os.makedirs(out, exist_ok=True)
     save_truth(out)
     all_cases, skipped = [], []
-    for i, (case, orig, mesh) in enumerate(CASES):
-        mp.spawn(run, args=(out, case, orig, mesh, 29640 + i), nprocs=WORLD)
-        for r in range(WORLD):
+    for i, (case, orig, mesh, world) in enumerate(CASES):
+        mp.spawn(run, args=(out, case, orig, mesh, world, 29640 + i), nprocs=world)
+        for r in range(world):
             part = os.path.join(out, f".{case}.rank{r}.json")
             with open(part) as f:
                 doc = json.load(f)
