@@ -234,25 +234,22 @@ def main():
     os.makedirs(out, exist_ok=True)
     save_truth(out)
     all_cases, skipped = [], []
-    for i, (case, orig, mesh, world) in enumerate(CASES):
-        mp.spawn(run, args=(out, case, orig, mesh, world, 29640 + i), nprocs=world)
+
+    def collect(case, world):  # what each rank wrote of its cases and of torch's refusals
         for r in range(world):
             part = os.path.join(out, f".{case}.rank{r}.json")
             with open(part) as f:
                 doc = json.load(f)
             os.remove(part)
-            all_cases += doc["cases"]
-            skipped += doc["skipped"]
+            all_cases.extend(doc["cases"])
+            skipped.extend(doc["skipped"])
+    for i, (case, orig, mesh, world) in enumerate(CASES):
+        mp.spawn(run, args=(out, case, orig, mesh, world, 29640 + i), nprocs=world)
+        collect(case, world)
     for i, case in enumerate(FSDP2_CASES):
         world = FSDP2_CASES[case].get("world", WORLD)
         mp.spawn(run_fsdp2, args=(out, case, 29660 + i), nprocs=world)
-        for r in range(world):
-            part = os.path.join(out, f".{case}.rank{r}.json")
-            with open(part) as f:
-                doc = json.load(f)
-            os.remove(part)
-            all_cases += doc["cases"]
-            skipped += doc["skipped"]
+        collect(case, world)
     mp.spawn(run_zero_redundancy, args=(out, 29650), nprocs=WORLD)
     part = os.path.join(out, ".zero_redundancy.rank0.json")
     with open(part) as f:
