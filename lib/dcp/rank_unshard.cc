@@ -111,6 +111,19 @@ StatusOr<UnshardPlan> PlanUnshard(const std::vector<std::string>& given, const R
     return InvalidArgumentError(plan.files[0] + ": holds no DTensor or ShardedTensor: nothing to unshard (for "
                                 "`.to_local()` copies the placements are gone)");
   }
+  for (auto& [path, node0] : dtensors[0]) {
+    // LOCAL_STATE_DICT saves each FSDP1 unit's flat parameter, and beside it
+    // each rank's own pieces; which elements belong to which parameter is
+    // FSDP's run-time metadata, which no file holds.
+    const TensorRef& t = in[0]->checkpoint().tensors[in[0]->checkpoint().graph.at(node0).tensor];
+    if (t.explicit_block() && (path == "_flat_param" || path.ends_with("._flat_param"))) {
+      return InvalidArgumentError(plan.files[0] + ": " + path + " is an FSDP1 flat parameter (LOCAL_STATE_DICT): the "
+                                  "rest of each rank's file is that rank's own pieces of it, and where each "
+                                  "parameter's elements lie in it is FSDP's run-time layout, which the files do not "
+                                  "hold; save with SHARDED_STATE_DICT (FSDP.optim_state_dict) to make it whole, or "
+                                  "check the rank files as they are (collisions, verify, validate)");
+    }
+  }
   std::vector<WholeTensor> wholes;
   uint64_t largest_mesh = 0;
   for (auto& [path, node0] : dtensors[0]) {
