@@ -345,7 +345,7 @@ class Resolver {
     ShardedTensorParts parts = FindShardedTensorParts(g_, a);
     if (!parts.has_global_size || parts.local_shards > 1) return false;
     StatusOr<std::vector<int64_t>> global = IntTuple(N(id), parts.global_size, "ShardedTensor size");
-    if (!global.ok()) return false;
+    if (!global.ok() || std::any_of(global->begin(), global->end(), [](int64_t d) { return d < 0; })) return false;
     TensorRef t;
     if (parts.local_shards == 1) {
       if (parts.local_tensor == kNoNode || N(parts.local_tensor).kind != NodeKind::kTensor) return false;

@@ -17,7 +17,9 @@ Every case is put to each oracle; none of them is optstate's opinion of itself:
   rank_sets   every rank's file of one distributed save (cases sharing a "rank_set") verifies, validates
               and matches as one set with no finding; a sharded set that names its "truth" (the run in
               one process) unshards to exactly that run's state, which resumes bit for bit after
-              remap --to index (compare_truth.py)
+              remap --to index (compare_truth.py); with --outputs, what repack writes of every rank
+              loads in torch 2.6 in a process group of the saving world, equal to the original
+              (rank_outputs.py)
 The counts are printed as "<oracle>: N/M cases agree". A disagreement fails the run unless
 FILE (tests/oracle/known_divergences.json) lists it with its reason; a listed one that now
 agrees fails too, so the list only shrinks. Exit 0 when every disagreement is listed, 1 otherwise.
@@ -211,6 +213,27 @@ def judge_rank_set(d, name, cases, args):
             found = ""
         if code != 0 or found:
             problems.append(f"{cmd} exit {code}" + (f": {found}" if found else ""))
+    if args.outputs and args.torch26:  # what repack writes of each rank loads in its process group, unchanged
+        out_dir = os.path.join(args.outputs, "rank_sets")
+        os.makedirs(out_dir, exist_ok=True)
+        pairs = []
+        for f in files:
+            written = os.path.join(out_dir, os.path.basename(f))
+            p = subprocess.run([args.optstate, "repack", f, "-o", written, "--no-sync"], capture_output=True, text=True)
+            if p.returncode != 0:
+                problems.append(f"repack exit {p.returncode}: {p.stderr.strip()[:200]}")
+                break
+            pairs += [os.path.relpath(os.path.abspath(f), REPO), os.path.relpath(written, REPO)]
+        else:
+            result = os.path.join(out_dir, name + ".result.json")
+            p = subprocess.run(["bash", args.torch26, "-W", "ignore", "tests/oracle/rank_outputs.py",
+                                os.path.relpath(result, REPO), str(len(files))] + pairs,
+                               capture_output=True, text=True, cwd=REPO)
+            if p.returncode != 0:
+                problems.append(f"rank_outputs.py failed: {p.stderr.strip()[-300:]}")
+            else:
+                with open(result) as fh:
+                    problems += [f"repack of {os.path.basename(k)}: {v}" for k, v in json.load(fh).items() if v]
     truth = cases[0].get("truth")
     if truth and "SHARDED_STATE_DICT" in cases[0].get("fsdp1", {}).get("layout", ""):
         unsharded = os.path.join(args.tmp, name + ".unsharded.pt")
