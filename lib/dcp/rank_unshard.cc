@@ -6,6 +6,7 @@
 
 #include "dcp/box_copy.h"
 #include "io/staging_directory.h"
+#include "optstate/model_params.h"
 #include "optstate/rank_set.h"
 #include "optstate/shard_layout.h"
 #include "optstate/state_remap.h"
@@ -111,19 +112,6 @@ StatusOr<UnshardPlan> PlanUnshard(const std::vector<std::string>& given, const R
     return InvalidArgumentError(plan.files[0] + ": holds no DTensor or ShardedTensor: nothing to unshard (for "
                                 "`.to_local()` copies the placements are gone)");
   }
-  for (auto& [path, node0] : dtensors[0]) {
-    // LOCAL_STATE_DICT saves each FSDP1 unit's flat parameter, and beside it
-    // each rank's own pieces; which elements belong to which parameter is
-    // FSDP's run-time metadata, which no file holds.
-    const TensorRef& t = in[0]->checkpoint().tensors[in[0]->checkpoint().graph.at(node0).tensor];
-    if (t.explicit_block() && (path == "_flat_param" || path.ends_with("._flat_param"))) {
-      return InvalidArgumentError(plan.files[0] + ": " + path + " is an FSDP1 flat parameter (LOCAL_STATE_DICT): the "
-                                  "rest of each rank's file is that rank's own pieces of it, and where each "
-                                  "parameter's elements lie in it is FSDP's run-time layout, which the files do not "
-                                  "hold; save with SHARDED_STATE_DICT (FSDP.optim_state_dict) to make it whole, or "
-                                  "check the rank files as they are (collisions, verify, validate)");
-    }
-  }
   std::vector<WholeTensor> wholes;
   uint64_t largest_mesh = 0;
   for (auto& [path, node0] : dtensors[0]) {
@@ -131,6 +119,16 @@ StatusOr<UnshardPlan> PlanUnshard(const std::vector<std::string>& given, const R
     WholeTensor w;
     w.path = path;
     const TensorRef& t0 = cp0.tensors[cp0.graph.at(node0).tensor];
+    // LOCAL_STATE_DICT saves each FSDP1 unit's flat parameter, and beside it
+    // each rank's own pieces; which elements belong to which parameter is
+    // FSDP's run-time metadata, which no file holds.
+    if (t0.explicit_block() && Fsdp1FlatParamUnit(path)) {
+      return InvalidArgumentError(plan.files[0] + ": " + path + " is an FSDP1 flat parameter (LOCAL_STATE_DICT): the "
+                                  "rest of each rank's file is that rank's own pieces of it, and where each "
+                                  "parameter's elements lie in it is FSDP's run-time layout, which the files do not "
+                                  "hold; save with SHARDED_STATE_DICT (FSDP.optim_state_dict) to make it whole, or "
+                                  "check the rank files as they are (collisions, verify, validate)");
+    }
     std::vector<ShardView> views;
     for (size_t r = 0; r < ranks; ++r) {
       auto it = dtensors[r].find(path);
@@ -216,12 +214,7 @@ StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, 
   // What one process would have saved has a step per parameter (state_remap.h).
   for (const std::string& path : FindOptimizerStates(out)) {
     StatusOr<OptimizerState> st = ReadOptimizerState(out, path);
-    if (!st.ok()) continue;
-    NodeId state = kNoNode;  // found first: separating grows the node arena
-    for (auto [k, v] : out.graph.at(st->node).entries) {
-      if (out.graph.at(k).kind == NodeKind::kStr && out.graph.at(k).text == "state") state = v;
-    }
-    report.steps_separated += SeparateSharedSteps(out, state);
+    if (st.ok()) report.steps_separated += SeparateSharedSteps(out, DictLookup(out.graph, st->node, "state"));
   }
   const size_t kept_storages = out.storages.size();
   GraphBuilder b(out);

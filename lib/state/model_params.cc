@@ -305,6 +305,14 @@ StatusOr<NodeId> LocateModelStateDict(const Checkpoint& cp, const std::string& p
                        "no 'model', 'model_state_dict' or 'state_dict' entry that is one; name it with --model-key");
 }
 
+std::optional<std::string_view> Fsdp1FlatParamUnit(std::string_view name) {
+  constexpr std::string_view kFlat = "_flat_param";
+  if (!name.ends_with(kFlat)) return std::nullopt;
+  std::string_view prefix = name.substr(0, name.size() - kFlat.size());
+  if (!prefix.empty() && prefix.back() != '.') return std::nullopt;
+  return prefix;
+}
+
 ModelParams ParamsOfModel(const Checkpoint& model, NodeId dict) {
   const ObjectGraph& g = model.graph;
   ModelParams out;
@@ -348,17 +356,10 @@ ModelParams ParamsOfModel(const Checkpoint& model, NodeId dict) {
   // ShardedTensor named <unit prefix>_flat_param. With use_orig_params=True
   // the unit's own parameters are listed too, as views of it, and are what the
   // optimizer steps: the flat parameter is no parameter of its own then.
-  auto flat_prefix = [](std::string_view name) -> std::optional<std::string_view> {
-    constexpr std::string_view kFlat = "_flat_param";
-    if (!name.ends_with(kFlat)) return std::nullopt;
-    std::string_view prefix = name.substr(0, name.size() - kFlat.size());
-    if (!prefix.empty() && prefix.back() != '.') return std::nullopt;
-    return prefix;
-  };
   auto has_own_views = [&](std::string_view prefix) {
     for (const Candidate& c : candidates) {
       std::string_view other = g.at(c.key).text.view();
-      if (other.starts_with(prefix) && !flat_prefix(other)) return true;
+      if (other.starts_with(prefix) && !Fsdp1FlatParamUnit(other)) return true;
     }
     return false;
   };
@@ -366,7 +367,7 @@ ModelParams ParamsOfModel(const Checkpoint& model, NodeId dict) {
   for (size_t i = 0; i < candidates.size(); ++i) {
     const std::string name = g.at(candidates[i].key).text;
     const TensorRef& t = *candidates[i].tensor;
-    std::optional<std::string_view> prefix = t.explicit_block() ? flat_prefix(name) : std::nullopt;
+    std::optional<std::string_view> prefix = t.explicit_block() ? Fsdp1FlatParamUnit(name) : std::nullopt;
     if (prefix && has_own_views(*prefix)) {
       out.tied.push_back(name + " (FSDP1's flat parameter: its unit's parameters, listed, are views of it)");
     } else if (prefix) {

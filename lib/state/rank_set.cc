@@ -130,17 +130,24 @@ bool NamesItsParameter(const OptimizerState& s) {
 // the same save's ranks hold different keys, and different numbers of them.
 // True when every rank's keys are pointers, no parameter is a DTensor or
 // ShardedTensor, and the ranks' keys differ.
+// The same keys, printed alike, in the same order.
+bool SameKeys(const OptimizerState& a, const OptimizerState& b) {
+  if (a.keys.size() != b.keys.size()) return false;
+  for (size_t k = 0; k < a.keys.size(); ++k) {
+    if (a.keys[k].text != b.keys[k].text) return false;
+  }
+  return true;
+}
+
 bool PointersPerProcess(const RankSetMatch& set) {
   auto pointers = [](const OptimizerState& s) {
     return !s.mixed && (s.scheme == KeyKind::kPtrShape || s.scheme == KeyKind::kBarePtr);
   };
   auto sharded = [](const ParamInfo& p) { return !p.local_shape().empty() || p.explicit_block(); };
-  const OptimizerState& s0 = set.ranks[0].state;
   bool differ = false;
   for (const MatchedState& m : set.ranks) {
     if (!pointers(m.state) || std::any_of(m.params.begin(), m.params.end(), sharded)) return false;
-    differ |= m.state.keys.size() != s0.keys.size();
-    for (size_t k = 0; !differ && k < m.state.keys.size(); ++k) differ = m.state.keys[k].text != s0.keys[k].text;
+    differ |= !SameKeys(m.state, set.ranks[0].state);
   }
   return differ;
 }
@@ -230,10 +237,7 @@ StatusOr<RankSetMatch> OpenAndMatchRankSet(const RankSetSource& source, const st
   const bool own_pointers = PointersPerProcess(set);
   set.ranks_differ = own_pointers;
   for (size_t r = 1; r < set.ranks.size() && NamesItsParameter(set.ranks[0].state); ++r) {
-    const OptimizerState& s = set.ranks[r].state;
-    bool same = s.keys.size() == set.ranks[0].state.keys.size();
-    for (size_t k = 0; same && k < s.keys.size(); ++k) same = s.keys[k].text == set.ranks[0].state.keys[k].text;
-    set.ranks_differ |= !same;
+    set.ranks_differ |= !SameKeys(set.ranks[r].state, set.ranks[0].state);
   }
   if (!own_pointers) OPTSTATE_RETURN_IF_ERROR(CheckStatesAgree(set));
   bool dtensors = std::any_of(p0.begin(), p0.end(), [](const ParamInfo& p) { return !p.local_shape().empty(); });
@@ -250,6 +254,12 @@ StatusOr<RankSetMatch> OpenAndMatchRankSet(const RankSetSource& source, const st
   } else {
     set.global_shapes = "the model file's own shapes";
   }
+  // Where keys name their parameters, ranks may hold different ones: the same
+  // entry is found on rank 0 by name, not by position.
+  std::map<std::string_view, size_t> on_rank0;
+  for (size_t k = 0; NamesItsParameter(set.ranks[0].state) && k < set.ranks[0].state.keys.size(); ++k) {
+    on_rank0.emplace(set.ranks[0].state.keys[k].text.view(), k);
+  }
   for (size_t r = 0; r < set.ranks.size(); ++r) {
     MatchedState& m = set.ranks[r];
     MatchOptions options = match;
@@ -257,14 +267,10 @@ StatusOr<RankSetMatch> OpenAndMatchRankSet(const RankSetSource& source, const st
     StatusOr<MatchReport> report = MatchState(m.file->checkpoint(), m.state, m.params, options);
     if (!report.ok()) return std::move(report).status().WithContext(RankText(r, set.files[r]));
     m.match = std::move(*report);
-    // The same entry on every rank meets the same fate: by position, or by name
-    // where keys name their parameters and ranks may hold different ones.
-    std::map<std::string_view, size_t> on_rank0;
+    // The same entry on every rank meets the same fate (under own pointers the
+    // ranks' entries are not the same entries).
+    if (own_pointers) continue;
     const bool by_name = r > 0 && NamesItsParameter(m.state) && NamesItsParameter(set.ranks[0].state);
-    if (own_pointers) continue;  // the ranks' entries are not the same entries
-    for (size_t k = 0; by_name && k < set.ranks[0].state.keys.size(); ++k) {
-      on_rank0.emplace(set.ranks[0].state.keys[k].text.view(), k);
-    }
     for (size_t k = 0; r > 0 && k < m.match.keys.size(); ++k) {
       size_t k0 = k;
       if (by_name) {

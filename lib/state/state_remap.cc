@@ -4,6 +4,7 @@
 #include <set>
 
 #include "optstate/model_params.h"
+#include "torch/graph_builder.h"
 
 namespace optstate {
 namespace {
@@ -254,12 +255,7 @@ class Remapper {
 
 size_t SeparateSharedSteps(Checkpoint& checkpoint, NodeId state) {
   ObjectGraph& g = checkpoint.graph;
-  auto add = [&](NodeKind kind) {
-    Node n;
-    n.kind = kind;
-    g.nodes.push_back(std::move(n));
-    return static_cast<NodeId>(g.nodes.size() - 1);
-  };
+  GraphBuilder b(checkpoint);
   size_t separated = 0;
   std::set<int64_t> seen;  // storages of the step tensors met so far
   if (state == kNoNode || g.at(state).kind != NodeKind::kDict) return 0;
@@ -276,14 +272,13 @@ size_t SeparateSharedSteps(Checkpoint& checkpoint, NodeId state) {
       t.storage = static_cast<int64_t>(checkpoint.storages.size() - 1);
       checkpoint.tensors.push_back(t);
       CompactText label = g.at(v).text;
-      NodeId step = add(NodeKind::kTensor);
+      NodeId step = b.New(NodeKind::kTensor);
       g.at(step).tensor = static_cast<uint32_t>(checkpoint.tensors.size() - 1);
       g.at(step).text = label;
-      Node copy = g.at(value);  // a copy: add() may move the arena
-      NodeId fresh = add(NodeKind::kDict);
+      Node copy = g.at(value);  // a copy: the builder may move the arena
+      NodeId fresh = b.Dict(copy.class_name().str());
       g.at(fresh).entries = copy.entries;
       g.at(fresh).entries[i].second = step;
-      if (!copy.class_name().empty()) g.at(fresh).extra().class_name = copy.class_name();
       g.at(state).entries[e].second = fresh;
       ++separated;
       break;

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "torch/dtensor.h"
+#include "torch/graph_builder.h"
 
 namespace optstate {
 namespace {
@@ -367,8 +368,7 @@ class Resolver {
       t.dtype = *d;
       t.sizes = *global;
       t.sizes[0] = 0;
-      t.strides.assign(t.sizes.size(), 1);
-      for (size_t i = t.sizes.size() - 1; i > 0; --i) t.strides[i - 1] = t.strides[i] * std::max<int64_t>(t.sizes[i], 1);
+      t.strides = ContiguousStrides(t.sizes);
       t.layout().holds_no_block = true;
     }
     t.is_dtensor = true;

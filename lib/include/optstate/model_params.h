@@ -18,7 +18,9 @@
 #ifndef OPTSTATE_MODEL_PARAMS_H_
 #define OPTSTATE_MODEL_PARAMS_H_
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "optstate/checkpoint.h"
@@ -63,6 +65,11 @@ StatusOr<ModelParams> ParamsFromModel(const Checkpoint& model, NodeId dict, cons
 // (empty shape when it has none). Checks against these compare the state with
 // itself, so callers must say which checks did not run.
 ModelParams ParamsOfState(const Checkpoint& checkpoint, const OptimizerState& state);
+
+// FSDP1's LOCAL_STATE_DICT names each unit's flat parameter
+// <unit prefix>_flat_param: that prefix ("" for the root unit, "layers.0."),
+// or nullopt for any other name (a path such as "model.fc1._flat_param" too).
+std::optional<std::string_view> Fsdp1FlatParamUnit(std::string_view name);
 
 // Parameter names as torch.distributed.checkpoint.state_dict (DSD) spells
 // them, which set_optimizer_state_dict looks up: the segments wrappers add
