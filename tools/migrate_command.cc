@@ -98,6 +98,7 @@ int RunMigrate(const MigrateCommandOptions& o, CommandOutput& output) {
   MigrateOptions mo;
   mo.on_collision = Policy(o.on_collision);
   mo.steps = o.steps;
+  mo.precondition_frequency = o.precondition_frequency;
   mo.input_bytes = m->file->bytes();
   auto migrated = MigrateState(m->file->checkpoint(), m->state, m->params, m->match, mo);
   if (!migrated.ok()) {
@@ -174,6 +175,10 @@ CommandRunner AddMigrateCommand(CLI::App& parent) {
                   "Optimizer steps taken, where the file does not say (HeavyBall 0.x with foreach=False saves\n"
                   "its group counter as 0)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--precondition-frequency", o->precondition_frequency,
+                  "SOAP's precondition_frequency, where the file does not say (HeavyBall 1.6 saves none;\n"
+                  "default its constructor's 2)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is (default: find it)");
   AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
   cmd->add_option("--report", o->report, "Write the report (every input entry's fate, renames, notes) as JSON");

@@ -22,6 +22,7 @@ struct MigrateCommandOptions {
   std::string to = "heavyball3";
   std::string on_collision = "fail";
   std::optional<int64_t> steps;
+  std::optional<int64_t> precondition_frequency;
   std::string report;
   bool json = false;
   bool no_sync = false;

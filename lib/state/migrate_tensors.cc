@@ -103,7 +103,8 @@ Status MigrateTensors::SoapView(GraphBuilder& b, NodeId fields, NodeId d, const 
     for (size_t i = 0; i < items.size(); ++i) {
       NodeId item = items[i];
       const int64_t n = i < dims ? moment.sizes[i] : 0;
-      if (g.at(item).kind == NodeKind::kList && g.at(item).items.empty()) {
+      // A dimension without a preconditioner: 0.x and 1.4 keep [], 1.6 None.
+      if ((g.at(item).kind == NodeKind::kList && g.at(item).items.empty()) || g.at(item).kind == NodeKind::kNone) {
         (list_name[0] == 'Q' ? qs : ggs).push_back(b.New(NodeKind::kNone));
         continue;
       }

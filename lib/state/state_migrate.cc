@@ -58,6 +58,10 @@ constexpr const char* kSoap0GroupFields[] = {
 constexpr const char* kSoap1ExtraGroupFields[] = {
     "data_format", "palm", "beta2_scale", "use_precond_schedule", "gradient_clipping", "update_clipping",
     "__class__", "base_lr", "step", "prev_lr"};
+// 1.6 moved the precondition schedule out of the groups (precondition_frequency
+// and precond_scheduler are popped into the optimizer; neither is saved) and
+// added a storage dtype and the flag of the step just taken.
+constexpr const char* kSoap16ExtraGroupFields[] = {"storage_dtype", "stochastic_schedule", "is_preconditioning"};
 // ... and 2.x ForeachSOAP's, with the bookkeeping its chainable base adds.
 constexpr const char* kSoap2GroupFields[] = {
     "caution", "lr", "warmup_steps", "weight_decay", "eps", "betas", "shampoo_beta", "max_precond_dim",
@@ -102,6 +106,7 @@ class Migrator {
     ObjectGraph& g = r_.checkpoint.graph;
     RewriteGroupsAs3x(family_, st_, params_, st_.node, b, g, r_.notes);
     AddHeavyballEntry(family_, st_.node, Schedule(), b, g, r_.notes);
+    if (!frequency_note_.empty()) r_.notes.push_back(frequency_note_);
     if (DictLookup(in(), DictLookup(in(), st_.node, "heavyball"), "precond_rng") != kNoNode) {
       r_.notes.push_back("heavyball entry: the file's precond_rng (a pickled random.Random, which 3.x ignores on "
                          "load) is not carried over");
@@ -245,11 +250,16 @@ class Migrator {
         bool known = false;
         for (const char* f : kSoap0GroupFields) known |= name == f;
         for (const char* f : kSoap1ExtraGroupFields) known |= era1 && name == f;
+        for (const char* f : kSoap16ExtraGroupFields) known |= era1 && name == f;
         if (!known) {
           return UnsupportedError("param_groups have '" + name + "': a SOAP variant (PaLM, precondition schedule "
                                   "or a later HeavyBall's SOAP) that migrate does not convert; only ForeachSOAP is "
                                   "converted so far; nothing was written");
         }
+      }
+      if (era1 && DictLookup(in(), group, "storage_dtype") != kNoNode) {
+        OPTSTATE_RETURN_IF_ERROR(Soap16Schedule(group, frequency));
+        continue;
       }
       std::optional<double> f = NumberValue(cp_, ByteSpan(), DictLookup(in(), group, "precondition_frequency"));
       if (!f || *f < 1) return InvalidArgumentError("param_groups: precondition_frequency is missing or below 1");
@@ -282,6 +292,32 @@ class Migrator {
     return Status();
   }
 
+  // 1.6's groups keep no precondition_frequency: HeavyBall popped it into the
+  // optimizer (1/f per step, a sum whose integer part growing recomputes Q:
+  // 3.x's own schedule). Without --precondition-frequency the constructor's
+  // default 2 is taken, and said. A schedule function (use_precond_schedule)
+  // or a random one (stochastic_schedule) has no position to carry.
+  Status Soap16Schedule(NodeId group, std::optional<double>& frequency) {
+    auto flag = [&](const char* name) {
+      NodeId v = DictLookup(in(), group, name);
+      return v != kNoNode && in().at(v).kind == NodeKind::kBool && in().at(v).bool_value;
+    };
+    if (flag("use_precond_schedule")) {
+      schedule_unknown_ = "1.6 ran a precondition schedule function (use_precond_schedule=True), which it never "
+                          "saved: 3.x keeps its constructor's schedule";
+    } else if (flag("stochastic_schedule")) {
+      schedule_unknown_ = "1.6 drew its precondition steps at random (stochastic_schedule=True) from a generator it "
+                          "never saved: 3.x keeps its constructor's schedule";
+    }
+    const double f = o_.precondition_frequency ? static_cast<double>(*o_.precondition_frequency) : 2.0;
+    if (!o_.precondition_frequency && schedule_unknown_.empty() && frequency_note_.empty()) {
+      frequency_note_ = "HeavyBall 1.6 does not save precondition_frequency: its default 2 was taken (give "
+                        "--precondition-frequency N if the run set another; only when Q is recomputed depends on it)";
+    }
+    frequency = f;
+    return Status();
+  }
+
   // SOAP's precondition schedule for 3.x. 0.x recomputed Q when its
   // per-parameter step (one behind the optimizer's) was a multiple of f; 3.x
   // does when floor(cumulative_prob) grows, adding 1/f per step, so starting
@@ -289,6 +325,10 @@ class Migrator {
   // schedule: its pickled number and accumulator carry over.
   PreconditionSchedule Schedule() const {
     PreconditionSchedule s;
+    if (!schedule_unknown_.empty()) {
+      s.note = schedule_unknown_;
+      return s;
+    }
     if (family_ == LegacyFamily::kSoap0 || family_ == LegacyFamily::kSoap1) {
       // 1.x recomputed Q when the optimizer's own step was a multiple of f:
       // 3.x's phase, a sum of steps / f.
@@ -516,6 +556,8 @@ class Migrator {
   std::span<const FieldName> fields_;
   std::span<const int64_t> initialized_;
   double precondition_frequency_ = 0;
+  std::string schedule_unknown_;  // why a 1.6 file's schedule cannot be carried over
+  std::string frequency_note_;    // a 1.6 frequency taken by default
 };
 
 }  // namespace

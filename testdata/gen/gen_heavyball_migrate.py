@@ -10,7 +10,7 @@ Usage (inside the torch 2.6 chroot):
 VERSION 0.21.8, 0.24.4, 1.4.0, 1.6.3 or 2.3.1 writes OUTDIR/adamw_foreach/ and OUTDIR/adamw_perparam/ (ForeachAdamW
 with foreach=True / False; 1.4.0 keys state by (Parameter, view), so optim.pt holds a copy of
 each parameter, and there is no model in it; 2.3.1 keys by index, nested per view); 0.24.4 and
-2.3.1 also OUTDIR/soap/ (ForeachSOAP; 0.24.4's with
+2.3.1 (and 1.6.3, with merge_dims=False) also OUTDIR/soap/ (ForeachSOAP; 0.24.4's with
 foreach=False: with foreach=True 0.24.4's SOAP step reads the last parameter's state for every
 parameter and fails on the first two shapes that differ); VERSION 3.2.0 writes OUTDIR/adamw/
 (heavyball.AdamW) and OUTDIR/soap/ (heavyball.SOAP). soap_conv is SOAP on ConvNet (both
@@ -82,6 +82,8 @@ def make(version, case):
         # state of its own (emb [96, 64] -> 6 views, the [64] biases -> 2).
         if version.startswith("3."):
             return lambda params: heavyball.SOAP(params, lr=LR, **extra)
+        if version.startswith("1.6."):  # its default merge_dims=True fails in state_dict() (see main)
+            extra["merge_dims"] = False
         return lambda params: heavyball.ForeachSOAP(params, lr=LR, foreach=not version.startswith("0."), **extra)
     if not version.startswith("3."):
         return lambda params: heavyball.ForeachAdamW(params, lr=LR, foreach=case == "adamw_foreach")
@@ -129,8 +131,9 @@ def main():
              "0.24.4": ("adamw_foreach", "adamw_perparam", "soap", "soap_conv", "soap_split", "psgd_kron"),
              "2.3.1": ("adamw_foreach", "adamw_perparam", "soap", "soap_split"),
              "1.4.0": ("adamw_foreach", "adamw_perparam", "soap"),
-             # 1.6.3's SOAP cannot save a state_dict (its keys are view tensors torch cannot map).
-             "1.6.3": ("adamw_foreach", "adamw_perparam"),
+             # 1.6.3's SOAP with its default merge_dims=True cannot save a state_dict (its keys are
+             # view tensors torch cannot map: KeyError); with merge_dims=False it saves index keys.
+             "1.6.3": ("adamw_foreach", "adamw_perparam", "soap"),
              "0.12.1": ("adamw", "soap", "soap_split"),
              "0.21.8": ("adamw_foreach", "adamw_perparam", "soap")}.get(
         version, ("adamw_foreach", "adamw_perparam"))

@@ -18,7 +18,7 @@
 #     gen_heavyball_freeze.py -> testdata/heavyball/freeze_1.4.0/
 #   0.12.1 = commit 75390f1 (no tag; state keyed by bare data_ptr)
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/0.12.1/ (AdamW and SOAP)
-#   1.6.3 = tag v1.6.3 (index keys, 1.x names; AdamW only: its SOAP cannot save a state_dict)
+#   1.6.3 = tag v1.6.3 (index keys, 1.x names; SOAP with merge_dims=False: its default cannot save)
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/1.6.3/
 #   0.21.8 = commit 8d8b5a6 (no tag; (data_ptr, shape) keys; torch.compile used directly, stubbed)
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/0.21.8/

@@ -29,7 +29,7 @@ for case in adamw_foreach adamw_perparam soap; do
   d=$fixtures/1.4.0/$case
   "$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$out/1.4.0/$case.pt" > /dev/null
 done
-for case in adamw_foreach adamw_perparam; do  # index keys, 1.x names
+for case in adamw_foreach adamw_perparam soap; do  # index keys, 1.x names (SOAP: merge_dims=False)
   d=$fixtures/1.6.3/$case
   "$bin" migrate "$d/optim.pt" --model "$d/model.pt" -o "$out/1.6.3/$case.pt" > /dev/null
 done

@@ -81,15 +81,14 @@ def legacy_moments(fixtures, version, case, legacy, manifest, i):
     if version.startswith("0."):
         e = legacy_entry_0x(legacy, manifest, i)
         return e["exp_avg"], e["exp_avg_sq"]
-    if version.startswith("1.6"):  # index keys, flat entries
-        e = legacy["state"][i]
-    else:
-        e = legacy_entry_1x(fixtures, version, case, legacy, manifest, i)
+    e = legacy_entry_1x(fixtures, version, case, legacy, manifest, i)
     return e["update_by_adam_exp_avg"], e["update_by_adam_exp_avg_sq"]
 
 
 def legacy_entry_1x(fixtures, version, case, legacy, manifest, i):
-    """1.x: the entry whose (Parameter copy, 0) key has the saved model's bytes."""
+    """1.x: the entry whose (Parameter copy, 0) key has the saved model's bytes; 1.6 keys by index."""
+    if version.startswith("1.6"):  # index keys, flat entries
+        return legacy["state"][i]
     model = torch.load(os.path.join(fixtures, version, case, "model.pt"), weights_only=True)
     for (param, view), e in legacy["state"].items():
         if view == 0 and torch.equal(param.detach(), model[manifest[i]["name"]]):
@@ -142,7 +141,7 @@ def main():
     cases = [(v, c) for v in ("0.21.8", "0.24.4", "1.4.0", "1.6.3") for c in ("adamw_foreach", "adamw_perparam")]
     cases += [("0.24.4", "soap"), ("0.24.4", "soap_conv"), ("0.12.1", "adamw"), ("0.12.1", "soap"), ("0.21.8", "soap")]
     cases += [("0.24.4", "soap_split"), ("0.12.1", "soap_split"), ("2.3.1", "soap_split")]
-    cases += [("2.3.1", c) for c in ("adamw_foreach", "adamw_perparam", "soap")] + [("1.4.0", "soap")]
+    cases += [("2.3.1", c) for c in ("adamw_foreach", "adamw_perparam", "soap")] + [("1.4.0", "soap"), ("1.6.3", "soap")]
     for version, case in cases:
         soap = case.startswith("soap")
         golden = torch.load(os.path.join(fixtures, "3.2.0", case if soap else "adamw", "optim.pt"), weights_only=True)
@@ -228,13 +227,13 @@ def main():
                 fail(f"{case}: 2.x's schedule not carried over: {out['heavyball']}")
         elif soap:
             # 0.x recomputed Q when its step was a multiple of the frequency, one behind 1.x's and 3.x's.
-            f = lg["precondition_frequency"]
+            f = lg.get("precondition_frequency", 2)  # 1.6 pops it out of the groups: its default 2 is taken
             if pickle.loads(out["heavyball"]["precond_schedule"]) != 1 / f or \
                     out["heavyball"]["inner_group"] != {"cumulative_prob_prob_step": 3,
                                                         "cumulative_prob": (3 - version.startswith("0.")) / f}:
                 fail(f"{case}: heavyball schedule {out['heavyball']['precond_schedule']!r} "
                      f"{out['heavyball']['inner_group']}")
-    print(f"ok: {checked} parameters' state (AdamW 0.12.1, 0.21.8, 0.24.4, 1.4.0, 1.6.3, 2.3.1; SOAP all but 1.6.3) migrated as HeavyBall 3.2.0 "
+    print(f"ok: {checked} parameters' state (AdamW 0.12.1, 0.21.8, 0.24.4, 1.4.0, 1.6.3, 2.3.1; SOAP of each) migrated as HeavyBall 3.2.0 "
           "lays it out, values the legacy ones (SOAP's exp_avg rotated), loadable with weights_only=True")
     resume_in_torch(fixtures, scratch)
     unchanged_3x(fixtures, scratch)

@@ -40,6 +40,9 @@ struct MigrateOptions {
   // Steps taken, for files whose group counter does not say (HeavyBall 0.x
   // with foreach=False saves k = 0: its per-parameter group copies held it).
   std::optional<int64_t> steps;
+  // SOAP's precondition_frequency, for files that do not keep it (HeavyBall
+  // 1.6 pops it out of its groups); HeavyBall's default 2 when absent.
+  std::optional<int64_t> precondition_frequency;
   // The bytes the checkpoint was read from, so that a step kept as a tensor
   // (HeavyBall 3.x's 0-d int64 counter) can be read; empty: Python numbers only.
   ByteSpan input_bytes;
