@@ -117,6 +117,7 @@ class Validator {
         }
       }
     }
+    CheckStateAliasing(cp_, s, s.path, sink_);
     // State and parameters against each other (canonical keys only: others are reported above).
     const OptimizerFamily family = RecogniseOptimizer(cp_, s);
     std::set<std::string> with_state;

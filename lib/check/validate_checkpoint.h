@@ -2,12 +2,14 @@
 #ifndef OPTSTATE_CHECK_VALIDATE_CHECKPOINT_H_
 #define OPTSTATE_CHECK_VALIDATE_CHECKPOINT_H_
 
+#include <string>
 #include <vector>
 
 #include "check/finding_sink.h"
 #include "check/value_scan.h"
 #include "optstate/checkpoint.h"
 #include "optstate/inspect_report.h"
+#include "optstate/optimizer_state.h"
 #include "optstate/zip_archive.h"
 
 namespace optstate {
@@ -24,6 +26,12 @@ void AddSecurityFindings(const std::vector<Finding>& findings, FindingSink& sink
 
 void CheckCheckpointRules(const Checkpoint& checkpoint, const TensorBytesReader& read, const CheckpointFile* file,
                           const std::vector<const ZipEntry*>& records, FindingSink& sink);
+
+// state-tensors-alias for state tensors of `state` that share bytes (each
+// reported with the one it overlaps), state-step-shared for one step tensor
+// serving several entries; `at` prefixes the paths. state_aliasing.cc.
+void CheckStateAliasing(const Checkpoint& checkpoint, const OptimizerState& state, const std::string& at,
+                        FindingSink& sink);
 
 // crc-mismatch for records whose CRC-32 differs from `scan`'s (what the value
 // sweep summed, in `records`' order); CRC 0, which torch writes where it

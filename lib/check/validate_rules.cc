@@ -34,7 +34,8 @@ std::vector<RuleInfo> WithOptimizerRulesMarked(std::vector<RuleInfo> rules) {
   for (RuleInfo& r : rules) {
     for (std::string_view id : {"state-keys-not-canonical", "param-group-duplicate", "state-without-param",
                                 "param-without-state", "steps-differ-in-group", "lr-zero-with-steps",
-                                "lr-zero-after-schedule", "untrained-init-state", "state-zero-after-steps", "non-finite", "negative-exp-avg-sq"}) {
+                                "lr-zero-after-schedule", "untrained-init-state", "state-zero-after-steps", "non-finite", "negative-exp-avg-sq",
+                                "state-tensors-alias", "state-step-shared"}) {
       r.needs_optimizer |= r.id == id;
     }
   }
@@ -64,6 +65,12 @@ const std::vector<RuleInfo>& ValidationRules() {
       {"state-zero-after-steps", S::kWarning,
        "a state entry at step 2 or more whose moments are all zero: reset or zeroed after training (loads, but cold)",
        true},
+      {"state-tensors-alias", S::kError,
+       "two optimizer state tensors saved as the same bytes (exp_avg is exp_avg_sq): torch.load keeps them one "
+       "tensor, and the file holds one set of values where there were two"},
+      {"state-step-shared", S::kInfo,
+       "one step tensor saved for several entries (FSDP.optim_state_dict of a flat parameter): torch.optim's "
+       "load_state_dict would count each step once per entry"},
       {"non-finite", S::kError, "NaN or infinity in optimizer state (and in a ZeRO directory's fp32 master weights)", true},
       {"negative-exp-avg-sq", S::kError, "negative values in exp_avg_sq (impossible for Adam)", true},
       {"dangerous-global", S::kError, "a pickle names a callable that runs code or reaches the system"},

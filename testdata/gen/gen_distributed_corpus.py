@@ -10,8 +10,11 @@ orig4: the last Linear's 3 rows leave rank 3 no block of its weight and bias). E
                              the rank's own pieces (1-D, of the flat parameter or of each parameter)
   <case>_sharded_rank<r>.pt  {"model", "optimizer"} under SHARDED_STATE_DICT (FSDP.optim_state_dict):
                              ShardedTensors keyed by FQN, FSDP1's sharded default in torch 2.6
-and under FULL_STATE_DICT (rank0_only) what rank 0 gathers, when this torch can on CPU (recorded
-under "skipped" with its error otherwise). zero_redundancy_rank0.pt: the same MLP under DDP with
+  <case>_full.pt             rank 0's {"model", "optimizer"} under FULL_STATE_DICT (rank0_only=False,
+                             no offload: what FSDP1 runs on CPU), keyed by FQN: a rank set of one file;
+                             where torch saved two state fields as one tensor (use_orig_params=True
+                             on CPU: exp_avg is exp_avg_sq) a fault case that validate must catch
+What torch refuses is recorded under "skipped" with its error. zero_redundancy_rank0.pt: the same MLP under DDP with
 torch.distributed.optim.ZeroRedundancyOptimizer(AdamW), consolidate_state_dict(to=0), saved by rank 0
 with the DDP model's state_dict (module. names). <file>.expected.json (describe.py, made inside the rank
 so ShardedTensors load) beside each; corpus.json as gen_enumerated_corpus.py writes it.
@@ -83,6 +86,23 @@ def params_of(model, opt):
             for gi, g in enumerate(opt.param_groups) for p in g["params"]]
 
 
+def aliased_fields(state):
+    """Entries whose tensor fields are views of the same bytes, as "key: a and b". torch 2.6 on CPU
+    gathers FSDP1's FULL_STATE_DICT of use_orig_params=True parameters that way (exp_avg is
+    exp_avg_sq): recorded from the saved object, so the corpus says what torch did."""
+    found = []
+    for key, entry in state.items():
+        seen = {}
+        for name, v in entry.items():
+            if not isinstance(v, torch.Tensor) or v.dim() == 0:
+                continue
+            where = (v.untyped_storage().data_ptr(), v.storage_offset())
+            if where in seen:
+                found.append(f"{key}: {seen[where]} and {name}")
+            seen.setdefault(where, name)
+    return found
+
+
 def run(rank, out, case, orig, mesh, world, port):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -121,8 +141,35 @@ def run(rank, out, case, orig, mesh, world, port):
         with FSDP.state_dict_type(model, StateDictType.SHARDED_STATE_DICT, ShardedStateDictConfig(),
                                   ShardedOptimStateDictConfig()):
             return {"model": model.state_dict(), "optimizer": FSDP.optim_state_dict(model, opt)}
+    def full():
+        # Every rank gathers (collectives); rank 0 keeps the file, as a training script does.
+        # rank0_only=False and no CPU offload: the combination FSDP1 runs on CPU (see main's skipped).
+        with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(rank0_only=False),
+                                  FullOptimStateDictConfig(rank0_only=False)):
+            return {"model": model.state_dict(), "optimizer": FSDP.optim_state_dict(model, opt)}
     attempt(f"{case}_plain", "LOCAL_STATE_DICT model, optim.state_dict()", local)
     attempt(f"{case}_sharded", "SHARDED_STATE_DICT, FSDP.optim_state_dict", sharded)
+    try:
+        state = full()
+        if rank == 0:
+            path = os.path.join(out, f"{case}_full.pt")
+            torch.save(state, path)
+            describe.write_expected(path, f"FSDP1 FULL_STATE_DICT, gathered by rank 0 of {world}")
+            c = {"case": f"{case}_full", "file": os.path.basename(path), "kind": "fsdp1",
+                 "class": "torch.optim.AdamW", "variant": "default", "kwargs": {"lr": 1e-2},
+                 "param_groups": 1, "sparse_gradients": False, "params": params_of(model, opt),
+                 "fsdp1": {"use_orig_params": orig, "device_mesh": mesh,
+                           "layout": "FULL_STATE_DICT, FSDP.optim_state_dict", "rank": 0, "world": world}}
+            aliased = aliased_fields(state["optimizer"]["state"])
+            if aliased:  # what torch itself saved is broken: judged as a fault, not as a set against the truth
+                c.update(healthy=False, expect_rule="state-tensors-alias",
+                         torch_fault=f"torch saved {aliased[0]} as one tensor ({len(aliased)} entries)")
+            else:
+                c.update(rank_set=f"{case}_full", truth="fsdp1_truth.pt", healthy=True)
+            cases.append(c)
+    except Exception as e:  # noqa: BLE001 - torch's refusal is recorded, never hidden
+        text = f"{type(e).__name__}: {e}".strip().splitlines()
+        skipped.append({"case": f"{case}_full", "tries": [{"error": (text[0] if text else "")[:300]}]})
     dist.barrier()
     with open(os.path.join(out, f".{case}.rank{rank}.json"), "w") as f:
         json.dump({"cases": cases, "skipped": skipped}, f)
@@ -255,11 +302,14 @@ def main():
     with open(part) as f:
         all_cases += json.load(f)["cases"]
     os.remove(part)
-    # FULL_STATE_DICT gathers through collectives FSDP1 runs on CUDA; tried in its own processes,
-    # since on CPU it may take the process down.
-    skipped.append({"case": "full_state_dict", "tries": [{"error": "not attempted: get_state_dict(full_state_dict="
-                                                          "True) segfaults under FSDP1 on CPU in torch 2.6 "
-                                                          "(shared/tools/torch26 trap 6)"}]})
+    # FULL_STATE_DICT with rank0_only=True and offload_to_cpu=True (the configuration FSDP's docs show)
+    # takes a CPU process down: not attempted here, where it would end the whole run. Tried in a
+    # separate probe on this torch: use_orig_params=True segfaults; False raises "setStorage: ...
+    # out of bounds for storage of size 0" on rank 0 and KeyError 'state' on rank 1.
+    skipped.append({"case": "full_rank0_only_offload", "tries": [{"error": "not attempted: FULL_STATE_DICT with "
+                    "rank0_only=True, offload_to_cpu=True segfaults (use_orig_params=True) or raises (False) "
+                    "under FSDP1 on CPU in torch 2.6; get_state_dict(full_state_dict=True) segfaults too "
+                    "(shared/tools/torch26 trap 6)"}]})
     all_cases.sort(key=lambda c: c["case"])
     with open(os.path.join(out, "corpus.json"), "w") as f:
         json.dump({"torch": torch.__version__.split("+")[0], "generator": "testdata/gen/gen_distributed_corpus.py",

@@ -14,8 +14,9 @@ Every case is put to each oracle; none of them is optstate's opinion of itself:
   algorithm   verify names the torch.optim class that saved the state, or says it cannot
   outputs     (with --outputs) what repack and remap write of a healthy file loads in torch 2.6 with
               weights_only=True and resumes bit for bit (resume_oracle.py, in each torch)
-  rank_sets   every rank's file of one distributed save (cases sharing a "rank_set") verifies, validates
-              and matches as one set with no finding; a sharded set that names its "truth" (the run in
+  rank_sets   every rank's file of one distributed save (cases sharing a "rank_set"; a FULL_STATE_DICT
+              file is a set of one) verifies, validates
+              and matches as one set with no finding; a sharded or full set that names its "truth" (the run in
               one process) unshards to exactly that run's state, which resumes bit for bit after
               remap --to index (compare_truth.py); with --outputs, what repack writes of every rank
               loads in torch 2.6 in a process group of the saving world, equal to the original
@@ -235,15 +236,20 @@ def judge_rank_set(d, name, cases, args):
                 with open(result) as fh:
                     problems += [f"repack of {os.path.basename(k)}: {v}" for k, v in json.load(fh).items() if v]
     truth = cases[0].get("truth")
-    if truth and "SHARDED_STATE_DICT" in cases[0].get("fsdp1", {}).get("layout", ""):
-        unsharded = os.path.join(args.tmp, name + ".unsharded.pt")
+    layout = cases[0].get("fsdp1", {}).get("layout", "")
+    if truth and ("SHARDED_STATE_DICT" in layout or "FULL_STATE_DICT" in layout):
+        # A FULL_STATE_DICT file is whole already: it is compared as it is, and remapped.
+        full = "FULL_STATE_DICT" in layout
+        unsharded = files[0] if full else os.path.join(args.tmp, name + ".unsharded.pt")
         remapped = os.path.join(args.tmp, name + ".remapped.pt")
-        for cmd in (["unshard"] + files + ["-o", unsharded], ["remap", "--to", "index", unsharded, "-o", remapped]):
+        steps = [] if full else [["unshard"] + files + ["-o", unsharded]]
+        for cmd in steps + [["remap", "--to", "index", unsharded, "-o", remapped]]:
             p = subprocess.run([args.optstate] + cmd + ["--no-sync"], capture_output=True, text=True)
             if p.returncode != 0:
                 return "; ".join(problems + [f"{cmd[0]} exit {p.returncode}: {p.stderr.strip()[:200]}"])
         p = subprocess.run([sys.executable, "-W", "ignore", os.path.join(REPO, "tests/oracle/compare_truth.py"),
-                            os.path.join(d, truth), unsharded, remapped], capture_output=True, text=True)
+                            os.path.join(d, truth), unsharded, remapped] + (["--whole"] if full else []),
+                           capture_output=True, text=True)
         said = p.stdout.strip()
         if said != "agrees":
             problems.append(f"against the run's truth: {said or p.stderr.strip()[-300:]}")

@@ -1,6 +1,6 @@
 """The rank-set oracle's torch side: what optstate made whole of a sharded save equals the run's truth.
 
-Usage (any torch): compare_truth.py TRUTH UNSHARDED REMAPPED
+Usage (any torch): compare_truth.py TRUTH UNSHARDED REMAPPED [--whole]
   TRUTH      what the generator recorded of the run: the one-process run keyed by FQN as
              FULL_STATE_DICT keys it (FSDP1), or each DTensor's full_tensor() (FSDP2)
   UNSHARDED  `optstate unshard` of every rank's file
@@ -11,6 +11,8 @@ Usage (any torch): compare_truth.py TRUTH UNSHARDED REMAPPED
    batch, gives the same parameters and moments, bit for bit, as TRUTH's optimizer resumed so; and
    so does UNSHARDED itself, its names mapped to the parameters as DSD maps them (tensors as loaded:
    a step tensor shared between entries would count one step per parameter).
+--whole: UNSHARDED is the saved file itself (FULL_STATE_DICT), not optstate's output, so check 2's
+last part, which judges what optstate wrote, is not asked of it.
 Prints "agrees" or the first difference; exits 0 either way (the driver counts), 2 on unreadable input.
 """
 import os
@@ -78,7 +80,8 @@ def main():
         want = by_key(resumed(truth["model"], indexed(truth["optimizer"])))
         d = same(want, by_key(resumed(remapped["model"], remapped["optimizer"])))
         d = d and "resumed after remap: " + d
-    if not d:  # as DSD's set_optimizer_state_dict would: names mapped to the parameters, tensors as loaded
+    if not d and "--whole" not in sys.argv[4:]:
+        # as DSD's set_optimizer_state_dict would: names mapped to the parameters, tensors as loaded
         d = same(want, by_key(resumed(unsharded["model"], indexed(unsharded["optimizer"]))))
         d = d and "resumed from the unsharded file: " + d
     print(d or "agrees")
