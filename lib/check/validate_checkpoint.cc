@@ -99,11 +99,18 @@ class Validator {
       if (k.kind != KeyKind::kIndex && k.kind != KeyKind::kFqn) ++odd[k.kind];
     }
     for (auto [kind, n] : odd) {
+      const bool passed_through = (kind == KeyKind::kPtrShape || kind == KeyKind::kBarePtr) && GroupsNameParams(s);
       Add("state-keys-not-canonical", At(s, "state"),
           std::to_string(n) + " of " + std::to_string(s.keys.size()) + " state keys are " +
               std::string(KeyKindName(kind)) + " (" + std::string(KeyKindOrigin(kind)) +
-              "): torch.optim files that state under no parameter, so training restarts without it. "
-              "Run `optstate collisions` then `optstate remap`.");
+              "): torch.optim files that state under no parameter, so training restarts without it. " +
+              (passed_through
+                   ? "param_groups name the parameters by FQN: FSDP.optim_state_dict (or DSD) converted them and "
+                     "passed HeavyBall's own keys through unconverted. Under FSDP1 those entries are the saving "
+                     "rank's pieces of flattened parameters (under FULL_STATE_DICT, rank 0's alone: the full state "
+                     "was never gathered), which no remap of this one file can make whole: save every rank's "
+                     "opt.state_dict() as it is and run `optstate collisions` on the rank set."
+                   : "Run `optstate collisions` then `optstate remap`."));
     }
     // param_groups: duplicates, and which group each parameter is in.
     std::map<std::string, size_t> group_of;
@@ -232,6 +239,17 @@ class Validator {
       }
     }
     return std::nullopt;
+  }
+
+  // param_groups listing names, which torch.optim never saves: what
+  // FSDP.optim_state_dict and DSD's get_optimizer_state_dict write.
+  bool GroupsNameParams(const OptimizerState& s) const {
+    for (const std::vector<NodeId>& group : s.group_params) {
+      for (NodeId p : group) {
+        if (g_.at(p).kind == NodeKind::kStr) return true;
+      }
+    }
+    return false;
   }
 
   NodeId GroupNode(const OptimizerState& s, size_t gi) const {

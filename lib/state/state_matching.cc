@@ -314,7 +314,16 @@ class Matcher {
         const bool fsdp1_piece = shape.size() == 1 && std::any_of(params_.begin(), params_.end(), [](const ParamInfo& p) {
           return p.explicit_block();
         });
-        if (from.empty() && fsdp1_piece) {
+        if (from.empty() && shape.size() == 1 && !fsdp1_piece && GroupsNameParams()) {
+          // Whole parameters and names in param_groups: FULL_STATE_DICT's
+          // FSDP.optim_state_dict, which gathered none of these pieces.
+          for (size_t k : ks) {
+            Orphan(k, "a 1-D piece of " + std::to_string(shape[0]) + " elements in a state whose param_groups name "
+                      "the parameters (FSDP.optim_state_dict): under FSDP1 the saving rank's piece of a flattened "
+                      "parameter, passed through unconverted and never gathered (under FULL_STATE_DICT, rank 0's "
+                      "alone); the other ranks' pieces are in no file of this save");
+          }
+        } else if (from.empty() && fsdp1_piece) {
           // FSDP1 steps each rank's own 1-D pieces of its flat parameters, and
           // FSDP.optim_state_dict converts only state keyed by parameters: what
           // else it finds (HeavyBall's pointer keys) it passes through as it is.
@@ -406,6 +415,15 @@ class Matcher {
     // Report collisions in the order their keys appear in the state dict.
     std::sort(r_.collisions.begin(), r_.collisions.end(),
               [](const CollisionGroup& a, const CollisionGroup& b) { return a.keys.front() < b.keys.front(); });
+  }
+
+  bool GroupsNameParams() const {
+    for (const std::vector<NodeId>& group : st_.group_params) {
+      for (NodeId p : group) {
+        if (cp_.graph.at(p).kind == NodeKind::kStr) return true;
+      }
+    }
+    return false;
   }
 
   struct PairHash {

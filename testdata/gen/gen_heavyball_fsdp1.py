@@ -13,7 +13,8 @@ rank shares, for CASE in
   flat   use_orig_params=False: the optimizer holds each unit's flat parameter piece
 Writes per rank OUTDIR/CASE/rank<r>.pt = {"model": LOCAL_STATE_DICT, "optimizer":
 opt.state_dict()}, rank<r>.sharded.pt = {"model", "optimizer"} under SHARDED_STATE_DICT with
-FSDP.optim_state_dict (FSDP1's recommended save, given HeavyBall's keys), and truth.rank<r>.json: every parameter's name, local shape and key as the live
+FSDP.optim_state_dict (FSDP1's recommended save, given HeavyBall's keys), rank0.full.pt = the same under
+FULL_STATE_DICT (rank0_only=False, what FSDP1 runs on CPU; rank 0 keeps it), and truth.rank<r>.json: every parameter's name, local shape and key as the live
 optimizer computed it, which parameters shared each key, and whether the parameter moved.
 """
 import hashlib
@@ -44,7 +45,8 @@ def worker(rank, port, out):
     import heavyball.utils
     import torch.distributed as dist
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-    from torch.distributed.fsdp import ShardedOptimStateDictConfig, ShardedStateDictConfig, StateDictType
+    from torch.distributed.fsdp import (FullOptimStateDictConfig, FullStateDictConfig, ShardedOptimStateDictConfig,
+                                        ShardedStateDictConfig, StateDictType)
 
     heavyball.utils.compile_mode = None
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
@@ -92,9 +94,19 @@ def worker(rank, port, out):
             sharded = "returned: saved as rank<r>.sharded.pt"
         except Exception as e:  # noqa: BLE001 - what FSDP does with HeavyBall's keys is the record
             sharded = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
+        try:  # every rank gathers; rank 0 keeps the file (rank0_only=False: what FSDP1 runs on CPU)
+            with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(rank0_only=False),
+                                      FullOptimStateDictConfig(rank0_only=False)):
+                full_state = {"model": model.state_dict(), "optimizer": FSDP.optim_state_dict(model, opt)}
+            if rank == 0:
+                torch.save(full_state, os.path.join(d, "rank0.full.pt"))
+            full = "returned: rank 0 saved it as rank0.full.pt"
+        except Exception as e:  # noqa: BLE001
+            full = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
         truth = {"heavyball": "0.24.4 (HomebrewML/HeavyBall 0ad271b)", "torch": torch.__version__.split("+")[0],
                  "case": case, "use_orig_params": orig, "rank": rank, "world": WORLD, "steps": STEPS,
-                 "params": params, "state": state, "fsdp_optim_state_dict_sharded": sharded}
+                 "params": params, "state": state, "fsdp_optim_state_dict_sharded": sharded,
+                 "fsdp_optim_state_dict_full": full}
         with open(os.path.join(d, f"truth.rank{rank}.json"), "w") as f:
             json.dump(truth, f, indent=1, sort_keys=True)
         dist.barrier()

@@ -12,6 +12,8 @@ and flat (False):
    beside ShardedTensor parameters) places a piece only in the parameter the run keyed it from (a
    piece that is its parameter's whole); every other is an orphan that says FSDP.optim_state_dict
    passed it through, or held back; exit 1.
+3. the same of rank0.full.pt (FULL_STATE_DICT, kept by rank 0): its pieces were never gathered, and
+   every orphan says so.
 Ends with 'N passed, N failed'.
 """
 import json
@@ -73,10 +75,11 @@ def check_local(optstate, case):
     return problems
 
 
-def check_sharded(optstate, case):
+def check_sharded(optstate, case, files=("rank0.sharded.pt", "rank1.sharded.pt"),
+                  said="FSDP.optim_state_dict passed through"):
     problems = []
-    for r in (0, 1):
-        code, doc, err = run(optstate, f"{SRC}/{case}/rank{r}.sharded.pt")
+    for r, name in enumerate(files):
+        code, doc, err = run(optstate, f"{SRC}/{case}/{name}")
         if doc is None or "keys" not in doc:
             problems.append(f"{case} sharded rank {r}: no report (exit {code}): {(err.strip() or json.dumps(doc))[:300]}")
             continue
@@ -87,18 +90,25 @@ def check_sharded(optstate, case):
                 if k["params"] != owner.get(k["key"]):
                     problems.append(f"{case} sharded rank {r}: {k['key']} placed in {k['params']}, "
                                     f"the run keyed {owner.get(k['key'])}")
-            elif k["fate"] == "orphan" and "FSDP.optim_state_dict passed through" not in k.get("reason", ""):
+            elif k["fate"] == "orphan" and said not in k.get("reason", ""):
                 problems.append(f"{case} sharded rank {r}: {k['key']} an orphan for another reason: {k.get('reason')}")
         if code != 1:
             problems.append(f"{case} sharded rank {r}: exit {code}")
     return problems
 
 
+def check_full(optstate, case):
+    """rank0.full.pt: under FULL_STATE_DICT FSDP.optim_state_dict gathers nothing of HeavyBall's pointer
+    keys: rank 0's own pieces beside whole parameters, each an orphan that says it was never gathered."""
+    return check_sharded(optstate, case, files=("rank0.full.pt",), said="never gathered")
+
+
 def main():
     optstate = sys.argv[1]
     passed = failed = 0
     for case in ("orig", "flat"):
-        for name, check in (("local rank set", check_local), ("FSDP.optim_state_dict", check_sharded)):
+        for name, check in (("local rank set", check_local), ("FSDP.optim_state_dict", check_sharded),
+                            ("FULL_STATE_DICT", check_full)):
             problems = check(optstate, case)
             if problems:
                 failed += 1
