@@ -27,6 +27,7 @@ nlohmann::ordered_json ReportJson(const ValidationReport& r) {
   for (const ValidationFinding& f : r.findings) {
     doc["findings"].push_back({{"rule", f.rule}, {"severity", RuleSeverityName(f.severity)}, {"path", f.path},
                                {"message", f.message}});
+    if (!f.global.empty()) doc["findings"].back()["global"] = f.global;
   }
   doc["rules"] = J::array();
   for (const std::string& id : r.checked) doc["rules"].push_back({{"id", id}, {"status", "checked"}});

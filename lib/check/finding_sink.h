@@ -17,7 +17,7 @@ class FindingSink {
 
   RuleSeverity Severity(std::string_view rule) const;
   // Dropped when the rules file turns the rule off.
-  void Add(std::string_view rule, std::string path, std::string message);
+  void Add(std::string_view rule, std::string path, std::string message, std::string global = "");
 
   const ValidateOptions& options() const { return o_; }
   ValidationReport& report() { return r_; }

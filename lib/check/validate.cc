@@ -48,7 +48,7 @@ StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const Va
     Status s = CheckDcpChunkLayout(e);
     if (!s.ok()) {
       layout_ok = false;
-      layout.push_back({"dcp-chunk-layout", RuleSeverity::kError, ".metadata: " + e.fqn, std::string(s.message())});
+      layout.push_back({"dcp-chunk-layout", RuleSeverity::kError, ".metadata: " + e.fqn, std::string(s.message()), ""});
     }
   }
   OPTSTATE_ASSIGN_OR_RETURN(DcpGraph graph, BuildDcpGraph(*dcp, ConsolidateKeys::kFqn, o.read));

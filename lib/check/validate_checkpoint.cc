@@ -38,7 +38,7 @@ void AddSecurityFindings(const std::vector<Finding>& findings, FindingSink& sink
                            ? f.code
                        : f.code == "nested-global" || f.code == "nested-pickle-unreadable" ? "nested-pickle"
                                                                                             : "";
-    if (!rule.empty()) sink.Add(rule, f.where, f.message);
+    if (!rule.empty()) sink.Add(rule, f.where, f.message, f.global);
   }
   for (const auto& [name, n] : allowlisted) {
     sink.report().allowlisted.push_back(name + " (" + std::to_string(n) + (n == 1 ? " reference)" : " references)"));

@@ -64,7 +64,7 @@ StatusOr<ValidationReport> ValidateRankSet(const std::vector<std::string>& given
   }
   for (auto& [key, severity] : order) {
     const auto& [rule, path, message] = key;
-    merged.findings.push_back({rule, severity, RanksText(ranks_of[key], files.size()) + ": " + path, message});
+    merged.findings.push_back({rule, severity, RanksText(ranks_of[key], files.size()) + ": " + path, message, ""});
   }
   // A rule is checked for the set when it ran on every rank.
   for (const std::string& id : reports[0].checked) {

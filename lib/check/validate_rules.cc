@@ -195,10 +195,10 @@ RuleSeverity FindingSink::Severity(std::string_view rule) const {
   return RuleSeverity::kError;
 }
 
-void FindingSink::Add(std::string_view rule, std::string path, std::string message) {
+void FindingSink::Add(std::string_view rule, std::string path, std::string message, std::string global) {
   RuleSeverity s = Severity(rule);
   if (s == RuleSeverity::kOff) return;
-  r_.findings.push_back({std::string(rule), s, std::move(path), std::move(message)});
+  r_.findings.push_back({std::string(rule), s, std::move(path), std::move(message), std::move(global)});
 }
 
 }  // namespace optstate

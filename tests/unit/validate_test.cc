@@ -225,8 +225,8 @@ TEST(ValidateTest, RulesFilesAllowlistGlobalsByName) {
 TEST(ValidateTest, JUnitHasOneCasePerRuleAndFailsOnErrors) {
   ValidationReport r;
   r.input = "ckpt <1>.pt";
-  r.findings.push_back({"non-finite", RuleSeverity::kError, "state[0].exp_avg", "2 values are NaN & <bad>"});
-  r.findings.push_back({"steps-differ-in-group", RuleSeverity::kWarning, "param_groups[0]", "steps 1 to 3"});
+  r.findings.push_back({"non-finite", RuleSeverity::kError, "state[0].exp_avg", "2 values are NaN & <bad>", ""});
+  r.findings.push_back({"steps-differ-in-group", RuleSeverity::kWarning, "param_groups[0]", "steps 1 to 3", ""});
   r.skipped.emplace_back("crc-mismatch", "--no-values");
   std::string xml = tools::ValidationJUnit(r);
   size_t cases = 0;

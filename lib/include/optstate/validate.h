@@ -43,6 +43,7 @@ struct ValidationFinding {
   RuleSeverity severity = RuleSeverity::kError;
   std::string path;     // inside the checkpoint: "optimizer.state[3].exp_avg", "data.pkl offset 120"
   std::string message;  // what it means and what to do
+  std::string global;   // "module.name" when the finding is about one global a pickle names, else ""
 };
 
 struct ValidationReport {
