@@ -80,7 +80,8 @@ StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const Va
 // The rules that judge what a pickle names and calls: the only ones that can
 // look at a file that cannot be read as a checkpoint.
 bool JudgesGlobals(std::string_view rule) {
-  return rule == "dangerous-global" || rule == "unknown-global-called" || rule == "global-not-allowlisted";
+  return rule == "dangerous-global" || rule == "unknown-global-called" || rule == "global-not-allowlisted" ||
+         rule == "import-runs-code" || rule == "allocation-claim";
 }
 
 // A file optstate cannot read may still be one torch.load starts running: a
@@ -133,11 +134,12 @@ ValidationReport::TorchLoadPrediction PredictTorchLoad(const Checkpoint& cp) {
     }
     std::set<std::string> named;
     for (const Finding& f : cp.findings) {
+      if (f.code == "torchscript-archive") p.reasons.push_back("a TorchScript archive (constants.pkl)");
       if (f.global.empty() || !named.insert(f.global).second) continue;
       if (f.code == "global-needs-import") {
         p.reasons.push_back("global " + f.global + " is allowed only once torch.distributed.tensor is imported");
       } else if (f.code == "dangerous-global" || f.code == "unknown-global-called" ||
-                 f.code == "global-not-allowlisted") {
+                 f.code == "global-not-allowlisted" || f.code == "import-runs-code") {
         p.reasons.push_back("global " + f.global + " is not on its allowlist");
       }
     }

@@ -32,6 +32,8 @@ void AddSecurityFindings(const std::vector<Finding>& findings, FindingSink& sink
     // pickle inside a bytes value (it, what it imports, that it could not be
     // read) all fall under nested-pickle, as inspect reports them.
     std::string rule = f.code == "dangerous-global" || f.code == "global-not-allowlisted" ||
+                               f.code == "import-runs-code" || f.code == "allocation-claim" ||
+                               f.code == "torchscript-archive" ||
                                f.code == "unknown-global-called" ||
                                f.code == "zip-name-escapes" || f.code == "zip-duplicate-record" ||
                                f.code == "nested-pickle"

@@ -74,6 +74,15 @@ const std::vector<RuleInfo>& ValidationRules() {
       {"non-finite", S::kError, "NaN or infinity in optimizer state (and in a ZeRO directory's fp32 master weights)", true},
       {"negative-exp-avg-sq", S::kError, "negative values in exp_avg_sq (impossible for Adam)", true},
       {"dangerous-global", S::kError, "a pickle names a callable that runs code or reaches the system"},
+      {"torchscript-archive", S::kError,
+       "a zip holding constants.pkl: torch.load hands it to torch.jit.load, which runs TorchScript code optstate "
+       "does not read"},
+      {"allocation-claim", S::kError,
+       "a pickle call that allocates what a number names, far beyond the file (builtins.bytearray(n), which even "
+       "weights_only=True runs)"},
+      {"import-runs-code", S::kError,
+       "a pickle names a global of a module whose import alone runs code (a package's __main__, this, antigravity): "
+       "resolving it does, called or not"},
       {"unknown-global-called", S::kError,
        "a pickle calls a global that is neither on torch 2.6's weights_only allowlist nor a known data class "
        "(default-deny)"},

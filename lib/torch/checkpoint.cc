@@ -68,17 +68,43 @@ Status ParseZipCheckpoint(const ByteCursor& whole, const ReadOptions& options, C
 // named data.pkl is scanned, whichever one a torch version unpickles.
 void ScanRecordsBesideTheMainPickle(const ByteCursor& whole, const PickleLimits& limits, Checkpoint& out) {
   const ZipArchive& zip = out.container.zip;
-  std::unordered_map<std::string_view, size_t> seen;
+  // torch's zip reader matches names ignoring ASCII case: names that differ
+  // only so are one record to it, and which it takes is the reader's choice.
+  std::unordered_map<std::string, std::string_view> seen;
   for (const ZipEntry& e : zip.entries) {
-    if (++seen[e.name] == 2) {
+    std::string folded(e.name);
+    for (char& c : folded) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+    auto [it, fresh] = seen.emplace(std::move(folded), std::string_view(e.name));
+    if (fresh) continue;
+    if (it->second == std::string_view(e.name)) {
       out.findings.push_back({Severity::kError, "zip-duplicate-record", e.name,
                               "two zip records named '" + e.name + "': torch 2.6 reads the first, torch 1.13 the "
                               "last, so each loads a different checkpoint (optstate reads the first)", ""});
+    } else {
+      out.findings.push_back({Severity::kError, "zip-duplicate-record", e.name,
+                              "zip records '" + std::string(it->second) + "' and '" + e.name + "' differ only in "
+                              "case: torch's zip reader ignores case, so they are one name to it and which one it "
+                              "reads is its own choice (optstate scans both)", ""});
+    }
+  }
+  // torch.load takes a zip holding constants.pkl (its exact name) for a
+  // TorchScript archive and, unless weights_only, hands it to torch.jit.load.
+  if (const ZipEntry* ts = zip.FindExactlyNamed("constants.pkl")) {
+    out.findings.push_back({Severity::kError, "torchscript-archive", ts->name,
+                            "the zip holds constants.pkl, so torch.load(weights_only=False) hands it to "
+                            "torch.jit.load instead of unpickling data.pkl: that runs the TorchScript code in its "
+                            "code/ records (a scripted class's __setstate__) and TorchScript's own unpickler, none of "
+                            "which optstate reads; torch.load(weights_only=True) refuses it", ""});
+    StatusOr<ByteSpan> data = ZipEntryData(whole, *ts);
+    StatusOr<uint64_t> at = ZipEntryDataOffset(whole, *ts);
+    if (ts->method == 0 && data.ok() && at.ok()) {
+      ByteCursor c(*data, whole.base_offset() + *at);
+      (void)ScanPickleGlobals(c, ts->name, limits, out.findings);
     }
   }
   const ZipEntry* main = zip.Find("data.pkl");
   for (const ZipEntry& e : zip.entries) {
-    if (&e == main || !(e.name == "data.pkl" || e.name.ends_with("/data.pkl"))) continue;
+    if (&e == main || !NameIsRecord(e.name, "data.pkl")) continue;
     if (e.method == 8) {  // torch's reader inflates a deflated record
       StatusOr<std::vector<std::byte>> inflated = InflateZipEntry(whole, e, 256u << 20);
       if (inflated.ok()) {
@@ -170,6 +196,16 @@ StatusOr<std::vector<std::byte>> DecompressZstd(ByteSpan in, uint64_t cap) {
       rc = ZSTD_decompressStream(stream, &dst, &src);
       out.resize(old + dst.pos);
       if (ZSTD_isError(rc)) break;
+      // Checkpoints (float bytes) compress a few-fold; a thousandfold
+      // expansion past 16 MiB is a decompression bomb, refused before it
+      // takes the memory it asks for (zstd writes such content from a few KB).
+      if (out.size() > (16u << 20) && out.size() / 1024 > src.pos) {
+        ZSTD_freeDStream(stream);
+        return LimitExceededError("zstd content expands more than 1024-fold (" + std::to_string(out.size()) +
+                                  " bytes from the first " + std::to_string(src.pos) +
+                                  " compressed bytes): a decompression bomb, or content of almost nothing but "
+                                  "zeros; decompress it yourself (zstd -d) to read such a file");
+      }
       if (rc == 0 && src.pos == src.size) break;          // frame(s) complete
       if (src.pos == src.size && dst.pos < room) break;  // input ran out mid-frame
     }
@@ -221,6 +257,7 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
   const std::set<uint64_t> called = CalledGlobalOffsets(out.graph);
   const std::set<uint64_t> lookups = BoundMethodLookups(out.graph);
   ScanGlobals(out.globals, where, /*nested=*/false, out.findings, &called, &lookups);
+  ScanAllocationClaims(out.graph, where, cursor.size(), out.findings);
   ScanNestedPickles(out.graph, options.pickle, options.max_nested_pickle_depth, out.findings);
   for (const ZipEntry& e : out.container.zip.entries) ScanZipName(e.name, out.findings);
   if (out.container.format == ContainerFormat::kZip) ScanRecordsBesideTheMainPickle(cursor, options.pickle, out);

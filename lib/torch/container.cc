@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include "torch/safetensors_format.h"
+#include "torch/tar_format.h"
 
 #include <array>
 #include <string>
@@ -142,6 +143,13 @@ StatusOr<ContainerInfo> InspectContainer(const ByteCursor& cursor, const Contain
   ContainerInfo info;
   info.file_size = cursor.size();
   std::optional<ContainerFormat> format = SniffContainerFormat(cursor.data());
+  if (format != ContainerFormat::kZip && IsTarHeader(cursor.data())) {
+    // torch.load tries tarfile before the legacy stream: whatever else the
+    // bytes are, torch reads them as its pre-0.4 tar format.
+    return UnsupportedError("a tar checkpoint (torch before 0.4): its first 512 bytes are a tar header, which "
+                            "torch.load takes before any other reading; optstate reads only what torch.load would "
+                            "run of it");
+  }
   if (!format) {
     return UnsupportedError("not a PyTorch checkpoint (zip, legacy, zstd) or safetensors file: " +
                             DescribeStart(cursor.data()));

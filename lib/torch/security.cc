@@ -29,14 +29,16 @@ struct Candidate {
 
 std::vector<Candidate> PickleCandidates(const std::string& b) {
   std::vector<Candidate> out;
-  if (b.size() < 2 || b.back() != '.') return out;
+  if (b.size() < 2) return out;
+  // pickle.loads ignores whatever follows STOP: a framed pickle counts with
+  // bytes after it; an unframed one only when the value ends with STOP.
   for (size_t at = 0; at < b.size() && at < kPaddingLooked; ++at) {
     if (IsProto(b, at)) {
       out.push_back({at, true});
       break;  // the first PROTO: a later one would sit inside this pickle
     }
   }
-  if (out.empty() || out.front().at != 0) out.insert(out.begin(), Candidate{0, false});
+  if (b.back() == '.' && (out.empty() || out.front().at != 0)) out.insert(out.begin(), Candidate{0, false});
   return out;
 }
 
@@ -119,6 +121,26 @@ std::string_view SeverityName(Severity s) {
     case Severity::kError: return "error";
   }
   return "error";
+}
+
+void ScanAllocationClaims(const ObjectGraph& graph, const std::string& where, uint64_t source_bytes,
+                          std::vector<Finding>& findings) {
+  constexpr int64_t kQuietBelow = 16 << 20;
+  for (const Node& n : graph.nodes) {
+    if (n.kind != NodeKind::kObject || n.callable() == kNoNode || n.args() == kNoNode) continue;
+    const Node& f = graph.at(n.callable());
+    if (f.kind != NodeKind::kGlobal || NormalizeModule(f.module()) != "builtins" || f.name() != "bytearray") continue;
+    const Node& args = graph.at(n.args());
+    if (args.kind != NodeKind::kTuple || args.items.empty() || graph.at(args.items[0]).kind != NodeKind::kInt) continue;
+    const int64_t size = graph.at(args.items[0]).int_value;
+    if (size <= kQuietBelow || static_cast<uint64_t>(size) <= source_bytes) continue;
+    findings.push_back({Severity::kError, "allocation-claim", where + " offset " + std::to_string(f.offset),
+                        "builtins.bytearray(" + std::to_string(size) + ") allocates " + std::to_string(size) +
+                            " bytes from a file of " + std::to_string(source_bytes) +
+                            ": bytearray is on torch 2.6's weights_only allowlist, so even torch.load(weights_only="
+                            "True) makes the process allocate it (a file of a few hundred bytes can take all memory)",
+                        "builtins.bytearray"});
+  }
 }
 
 std::set<uint64_t> CalledGlobalOffsets(const ObjectGraph& graph) {
@@ -227,6 +249,11 @@ void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where
                                  "torch 1.13's OneCycleLR keeps a bound method in its state dict): nothing is "
                                  "called, but it is not on torch 2.6's weights_only allowlist, so torch.load with "
                                  "the default weights_only=True refuses this file", name});
+    } else if (ImportRunsCode(g.module)) {
+      findings.push_back({Severity::kError, "import-runs-code", loc,
+                          name + ": resolving it imports " + g.module + ", whose import alone runs code (a "
+                                 "package's __main__ runs its program, `this` prints, `antigravity` opens a "
+                                 "browser); " + caller + " does that even if the pickle never calls it", name});
     } else if (IsDangerousGlobal(g.module, g.name)) {
       findings.push_back({Severity::kError, "dangerous-global", loc,
                           name + " can run code or reach the system; " + caller +
@@ -270,6 +297,7 @@ Status ScanPickleGlobals(ByteCursor& cursor, const std::string& where, const Pic
   const std::set<uint64_t> called = CalledGlobalOffsets(result.graph);
   const std::set<uint64_t> lookups = BoundMethodLookups(result.graph);
   ScanGlobals(result.globals, where, /*nested=*/false, findings, &called, &lookups);
+  ScanAllocationClaims(result.graph, where, cursor.size(), findings);
   if (got != nullptr) *got = std::move(result);
   return r.status();
 }

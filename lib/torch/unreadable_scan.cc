@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "torch/tar_format.h"
+
 #include "optstate/dtype.h"
 #include "optstate/file_io.h"
 #include "optstate/pickle_graph.h"
@@ -42,7 +44,7 @@ UnreadableScan ScanZip(const ByteCursor& file, const PickleLimits& limits) {
   }
   size_t pickles = 0;
   for (const ZipEntry& e : zip->entries) {
-    if (!(e.name == "data.pkl" || e.name.ends_with("/data.pkl"))) continue;
+    if (!NameIsRecord(e.name, "data.pkl")) continue;  // torch's reader ignores case
     if (e.method == 8) {  // torch's reader inflates it; so do we (inflate.h)
       StatusOr<std::vector<std::byte>> inflated = InflateZipEntry(file, e, kMaxInflatedPickle);
       if (!inflated.ok()) {
@@ -190,28 +192,31 @@ void ApplyPax(std::string_view records, std::string& path, uint64_t& size, bool&
 
 std::vector<TarMember> ReadTarMembers(ByteSpan b) {
   std::vector<TarMember> out;
-  std::string pax_path;
+  std::string pax_path, long_name;
   uint64_t pax_size = 0;  // a plain pair: GCC 12 misjudges an optional here as maybe-uninitialized
   bool has_pax_size = false;
   for (uint64_t at = 0; at + 512 <= b.size();) {
     ByteSpan h = b.subspan(at, 512);
-    bool zero = true;
-    for (std::byte x : h) zero &= x == std::byte{0};
-    if (zero) break;
+    if (!IsTarHeader(h)) break;  // zeros end the archive; a bad checksum ends tarfile's walk too
     std::optional<uint64_t> size = TarNumber(h.subspan(124, 12));
     if (!size || *size > b.size() - at - 512) break;  // torch's tarfile would fail here too
     const char type = static_cast<char>(h[156]);
     const uint64_t data = at + 512;
     if (type == 'x' || type == 'g') {
       ApplyPax(AsChars(b.subspan(data, *size)), pax_path, pax_size, has_pax_size);
+    } else if (type == 'L') {  // GNU: the next member's name, in this one's data
+      long_name = TarText(b.subspan(data, *size));
+    } else if (type == 'K') {  // GNU: the next member's link target
     } else {
       uint64_t real = has_pax_size ? pax_size : *size;
       if (real > b.size() - data) break;
-      if (type == '0' || type == '\0') {
-        out.push_back({pax_path.empty() ? TarText(h.subspan(0, 100)) : pax_path, data, real});
+      if (type == '0' || type == '\0' || type == '7') {
+        std::string name = !pax_path.empty() ? pax_path : !long_name.empty() ? long_name : TarText(h.subspan(0, 100));
+        out.push_back({std::move(name), data, real});
       }
       size = real;
       pax_path.clear();
+      long_name.clear();
       has_pax_size = false;
     }
     at = data + (*size + 511) / 512 * 512;
@@ -219,9 +224,26 @@ std::vector<TarMember> ReadTarMembers(ByteSpan b) {
   return out;
 }
 
-bool LooksLikeTar(ByteSpan b) {
-  return b.size() >= 512 && AsChars(b.subspan(257, 5)) == "ustar";
+}  // namespace
+
+bool IsTarHeader(ByteSpan h) {
+  if (h.size() < 512) return false;
+  h = h.first(512);
+  bool zero = true;
+  for (std::byte x : h) zero &= x == std::byte{0};
+  if (zero) return false;
+  std::optional<uint64_t> field = TarNumber(h.subspan(148, 8));
+  if (!field) return false;
+  int64_t unsigned_sum = 8 * ' ', signed_sum = 8 * ' ';
+  for (size_t i = 0; i < 512; ++i) {
+    if (i >= 148 && i < 156) continue;
+    unsigned_sum += static_cast<uint8_t>(h[i]);
+    signed_sum += static_cast<int8_t>(h[i]);
+  }
+  return static_cast<int64_t>(*field) == unsigned_sum || static_cast<int64_t>(*field) == signed_sum;
 }
+
+namespace {
 
 // One member of the tar format as torch.load walks it: a count pickle, then
 // per item an args pickle followed by raw bytes, then (for 'storages') the
@@ -290,8 +312,9 @@ UnreadableScan ScanTar(const ByteCursor& file, const PickleLimits& limits) {
   std::vector<TarMember> members = ReadTarMembers(file.data());
   size_t pickles = 0;
   for (const char* name : {"storages", "tensors", "pickle"}) {
-    auto m = std::find_if(members.begin(), members.end(), [&](const TarMember& t) { return t.name == name; });
-    if (m == members.end()) {
+    // tarfile's getmember takes the last member of a name.
+    auto m = std::find_if(members.rbegin(), members.rend(), [&](const TarMember& t) { return t.name == name; });
+    if (m == members.rend()) {
       out.stopped_at = std::string("at the tar member '") + name + "', which is missing: torch.load raises there";
       break;
     }
@@ -307,7 +330,7 @@ UnreadableScan ScanTar(const ByteCursor& file, const PickleLimits& limits) {
 UnreadableScan ScanWhatTorchLoadWouldRun(const ByteCursor& file, const PickleLimits& limits) {
   ByteSpan b = file.data();
   if (b.size() >= 4 && b[0] == std::byte{'P'} && b[1] == std::byte{'K'}) return ScanZip(file, limits);
-  if (LooksLikeTar(b)) return ScanTar(file, limits);  // torch tries tar before the pickle stream
+  if (IsTarHeader(b)) return ScanTar(file, limits);  // torch tries tar before the pickle stream
   // Anything else goes to torch's legacy path, which unpickles first and checks
   // after (protocols 0 and 1 have no PROTO opcode, so no start can be ruled out).
   return ScanPickleStream(file, limits);

@@ -157,6 +157,15 @@ bool IsAllowedOnceDistributedTensorImported(std::string_view module, std::string
           (name == "Shard" || name == "Replicate" || name == "Partial"));
 }
 
+bool ImportRunsCode(std::string_view module_in) {
+  const std::string_view module = NormalizeModule(module_in);
+  if (module == "__main__" || module.ends_with(".__main__")) return true;
+  for (std::string_view m : {"this", "antigravity", "idlelib.idle", "idlelib.__main__", "turtledemo.__main__"}) {
+    if (module == m) return true;
+  }
+  return false;
+}
+
 bool IsDangerousGlobal(std::string_view module_in, std::string_view name) {
   const std::string_view module = NormalizeModule(module_in);
   std::string full(module);

@@ -191,7 +191,37 @@ Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
   return Status();
 }
 
+bool SameRecordName(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+bool NameIsRecord(std::string_view name, std::string_view record) {
+  if (name.size() < record.size()) return false;
+  if (!SameRecordName(name.substr(name.size() - record.size()), record)) return false;
+  return name.size() == record.size() || name[name.size() - record.size() - 1] == '/';
+}
+
 const ZipEntry* ZipArchive::Find(std::string_view record) const {
+  const ZipEntry* exact = FindExactly(record);
+  if (exact != nullptr) return exact;
+  for (const ZipEntry& e : entries) {
+    std::string_view name(e.name);
+    if (name.size() == prefix.size() + 1 + record.size() && SameRecordName(name.substr(0, prefix.size()), prefix) &&
+        name[prefix.size()] == '/' && SameRecordName(name.substr(prefix.size() + 1), record)) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+const ZipEntry* ZipArchive::FindExactly(std::string_view record) const {
   auto named = [&](const ZipEntry& e) {
     return e.name.size() == prefix.size() + 1 + record.size() && e.name.starts_with(prefix) &&
            e.name[prefix.size()] == '/' && e.name.ends_with(record);

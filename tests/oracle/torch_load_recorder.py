@@ -1,7 +1,10 @@
 """What torch.load would resolve and which way it reads a file, observed without running anything.
 
 Usage (torch 2.6 or 1.13): torch_load_recorder.py OUT_JSON FILE...
-For each FILE, torch.load(FILE, weights_only=False, pickle_module=<recorder>): every
+For each FILE, torch.load(FILE, weights_only=False, pickle_module=<recorder>) (and the pickle
+module's own Unpickler and load replaced by the recorder's, since torch 1.13 ignores
+pickle_module when weights_only=False; a canary proves the recorder is in the path before any
+file is touched): every
 Unpickler.find_class torch makes goes through the recorder, which records (module, name) and
 returns the real object only for what torch's own weights_only allowlist holds (torch's
 rebuild functions and storage types, so the load goes on past the first tensor); anything
@@ -11,8 +14,10 @@ replaced by a recorder that raises -, "tar", "legacy"), for a zip the record who
 unpickled (matched by content), and the error that ended the load, if any (a stub's result
 where torch wants a real object ends most hostile loads: by then every global before it has
 been resolved, which is what is compared).
-Writes {"torch": version, "files": {FILE: {"container", "records", "globals", "error"}}}.
+Writes {"torch": version, "allowlist": [its weights_only allowlist], "files": {FILE: {"container",
+"records", "globals", "error"}}}.
 """
+import _compat_pickle
 import hashlib
 import io
 import json
@@ -26,9 +31,19 @@ import torch.serialization
 
 try:
     from torch._weights_only_unpickler import _get_allowed_globals
-    ALLOWED = _get_allowed_globals()
+    ALLOWED = dict(_get_allowed_globals())
 except ImportError:  # pragma: no cover - every torch since 1.13 has it
     ALLOWED = {}
+try:  # torch 2.6 registers DTensor and its placements as safe when torch.distributed.tensor loads
+    import torch.distributed.tensor  # noqa: F401
+    for g in torch.serialization.get_safe_globals():
+        ALLOWED[f"{g.__module__}.{g.__qualname__}"] = g
+except (ImportError, AttributeError):
+    pass
+
+
+# Allowed by weights_only, but they allocate what the pickle names: stubbed all the same.
+ALLOCATES = {"builtins.bytearray"}
 
 
 class Stub:
@@ -74,9 +89,14 @@ class Session:
         self.container = None
 
     def find_class(self, module, name):
+        # Python 2 names, mapped as the unpickler itself maps them (fix_imports) before importing.
+        if (module, name) in _compat_pickle.NAME_MAPPING:
+            module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+        elif module in _compat_pickle.IMPORT_MAPPING:
+            module = _compat_pickle.IMPORT_MAPPING[module]
         self.globals.append(f"{module}.{name}")
         key = f"{module}.{name}"
-        if key in ALLOWED:
+        if key in ALLOWED and key not in ALLOCATES:
             return ALLOWED[key]
         return type(name, (Stub,), {})
 
@@ -138,18 +158,50 @@ def observe(path):
         error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:300]
     container = SESSION.container
     if container is None:
-        with open(path, "rb") as f:
-            container = "zip" if torch.serialization._is_zipfile(f) else "legacy"
-    names = records_by_hash(path) if container == "zip" else {}
+        if isinstance(path, io.BytesIO):
+            path.seek(0)
+            container = "zip" if torch.serialization._is_zipfile(path) else "legacy"
+        else:
+            with open(path, "rb") as f:
+                container = "zip" if torch.serialization._is_zipfile(f) else "legacy"
+    names = records_by_hash(path) if container == "zip" and not isinstance(path, io.BytesIO) else {}
     return {"container": container, "records": [names.get(h, "?") for h in SESSION.pickles] if names else [],
             "globals": SESSION.globals, "error": error}
+
+
+class Canary:
+    """Pickles as a call of a function that would say it ran: the recorder must stub it."""
+
+    def __reduce__(self):
+        return canary_ran, ()
+
+
+def canary_ran():
+    raise SystemExit("torch_load_recorder: a global was really resolved and called; stopping before any "
+                     "file is loaded (this torch does not take the recorder's pickle_module)")
+
+
+def prove_recorder_in_path():
+    """torch 1.13's torch.load replaces any pickle_module by `pickle` when weights_only=False: the
+    recorder then also stands in for the pickle module's own Unpickler and load, and a canary
+    saved here must come back as a stub, or nothing is loaded."""
+    import pickle
+    pickle.Unpickler = RecordingUnpickler
+    pickle.load = recorder.load
+    buf = io.BytesIO()
+    torch.save({"canary": Canary()}, buf)
+    buf.seek(0)
+    seen = observe(buf)
+    if "__main__.canary_ran" not in seen["globals"] or (seen["error"] or "").startswith("SystemExit"):
+        raise SystemExit("torch_load_recorder: the canary was not stubbed; refusing to load anything")
 
 
 def main():
     out, files = sys.argv[1], sys.argv[2:]
     torch.jit.load = jit_load
     tarfile.open = tar_open
-    result = {"torch": torch.__version__.split("+")[0], "files": {}}
+    prove_recorder_in_path()
+    result = {"torch": torch.__version__.split("+")[0], "allowlist": sorted(ALLOWED), "files": {}}
     for f in files:
         result["files"][f] = observe(f)
     with open(out, "w") as fh:

@@ -92,13 +92,21 @@ TEST(ReaderCorruptionTest, ZstdTruncatedAndOverCap) {
   EXPECT_EQ(f.status().ToString(), "limit exceeded: " + path +
                                        ": zstd frames declare 9736 bytes of content, more than 1000 (limit "
                                        "max_decompressed_bytes; inspect --max-decompressed-bytes)");
-  // A stream that declares nothing (1 GiB of zeros piped through zstd) stops at the cap.
+  // A stream that declares nothing (1 GiB of zeros piped through zstd) stops at the cap...
   path = testing::RepoPath("testdata/hostile/zstd_stream_bomb.pt.zst");
+  small.max_decompressed_bytes = 8u << 20;
+  f = OpenCheckpoint(path, small);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().ToString(),
+            "limit exceeded: " + path + ": zstd content exceeds 8388608 bytes (limit max_decompressed_bytes)");
+  // ... or, under a larger cap, once it has grown a thousandfold past 16 MiB.
   small.max_decompressed_bytes = 64u << 20;
   f = OpenCheckpoint(path, small);
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().ToString(),
-            "limit exceeded: " + path + ": zstd content exceeds 67108864 bytes (limit max_decompressed_bytes)");
+            "limit exceeded: " + path + ": zstd content expands more than 1024-fold (17825792 bytes from the first "
+            "619 compressed bytes): a decompression bomb, or content of almost nothing but zeros; decompress it "
+            "yourself (zstd -d) to read such a file");
 }
 
 // A frame that does not declare its size needs the window it names before it

@@ -161,6 +161,12 @@ uint64_t ShapeNumel(const std::vector<int64_t>& sizes);
 // names are mapped, and matched along dotted names (pathlib.os.system).
 bool IsDangerousGlobal(std::string_view module, std::string_view name);
 
+// Modules whose import alone runs code beyond defining names: a package's
+// __main__ (and the running script's own __main__, whose globals are user
+// code), `this` (prints), `antigravity` (opens a browser), idlelib.idle
+// (starts IDLE). Resolving any global of theirs, even one only named, does it.
+bool ImportRunsCode(std::string_view module);
+
 // Classes healthy checkpoints call when loaded with weights_only=False that
 // build data and nothing else (numpy reconstruction, containers, dates, paths,
 // BytesIO, DeepSpeed's and FSDP2 + TP's saved objects): warnings, not errors.

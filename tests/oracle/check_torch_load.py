@@ -1,0 +1,150 @@
+"""The security gate against torch.load itself: what torch resolves, optstate reports.
+
+Usage: check_torch_load.py --optstate BIN --torch26 WRAPPER [--torch113 PYTHON] [--known FILE]
+                           [--skip-unreadable-by-torch] PATH...
+PATH: files, or directories searched for *.pt, *.pth, *.bin, *.pkl, *.ckpt files (recursively).
+torch_load_recorder.py runs in each torch (2.6 through WRAPPER, e.g. testdata/gen/torch26-python.sh;
+1.13 on the host) over every file: the globals torch's find_class resolves (nothing imported or
+run), the container it took, the zip record it unpickled. Then `optstate validate FILE --json`,
+and per file and torch:
+  globals    every global torch resolved that torch 2.6's weights_only allowlist does not hold is
+             named by a finding of optstate's report ("global"), at warning or error;
+  container  a file torch hands to torch.jit.load (TorchScript) is reported as such
+             (torchscript-archive), since optstate does not read TorchScript code.
+A disagreement fails unless FILE (JSON {"<torch> <path>": reason}) lists it. Prints
+"torch.load oracle (<torch>): N/M files agree". Exit 1 on a disagreement, 2 on a broken run.
+"""
+import _compat_pickle
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".ckpt", ".pickle", ".data")
+
+
+def files_of(paths):
+    out = []
+    for p in paths:
+        if os.path.isdir(p):
+            for root, _, names in os.walk(p):
+                out += [os.path.join(root, n) for n in sorted(names) if n.endswith(SUFFIXES)]
+        else:
+            out.append(p)
+    return sorted(set(out))
+
+
+def record(python, files, tmp):
+    """Runs the recorder in chunks (a hostile file may take its process down)."""
+    result = {"files": {}}
+    for i in range(0, len(files), 200):
+        chunk = files[i:i + 200]
+        out = os.path.join(tmp, f"rec{i}.json")
+        rel = os.path.relpath(out, REPO)
+        p = subprocess.run(python + ["-W", "ignore", "tests/oracle/torch_load_recorder.py", rel] + chunk,
+                           capture_output=True, text=True, cwd=REPO, timeout=1800)
+        if p.returncode == 77:  # with_torch26.sh: no torch 2.6 here (it said so)
+            sys.stderr.write(p.stderr)
+            sys.exit(77)
+        if p.returncode != 0 or not os.path.exists(out):
+            sys.exit(f"check_torch_load: the recorder failed: {p.stderr.strip()[-600:]}")
+        with open(out) as f:
+            doc = json.load(f)
+        result["torch"] = doc["torch"]
+        result["allowlist"] = doc["allowlist"]
+        result["files"].update(doc["files"])
+    return result
+
+
+def validate(optstate, path):
+    p = subprocess.run([optstate, "validate", path, "--json"], capture_output=True, text=True, timeout=120)
+    try:
+        doc = json.loads(p.stdout) if p.stdout.strip() else None
+    except json.JSONDecodeError:
+        doc = None
+    return p.returncode, doc, p.stderr
+
+
+def py3_name(g):
+    """optstate names a global as the pickle spells it (__builtin__.object); torch's unpickler maps
+    Python 2 names before resolving them, and the recorder records the mapped name."""
+    for split in range(len(g.split(".")) - 1, 0, -1):  # the module part may itself hold dots
+        parts = g.split(".")
+        m, n = ".".join(parts[:split]), ".".join(parts[split:])
+        if (m, n) in _compat_pickle.NAME_MAPPING:
+            m, n = _compat_pickle.NAME_MAPPING[(m, n)]
+            return f"{m}.{n}"
+        if m in _compat_pickle.IMPORT_MAPPING:
+            return f"{_compat_pickle.IMPORT_MAPPING[m]}.{n}"
+    return g
+
+
+def judge(seen, allowlist, code, doc, err):
+    if doc is None:
+        resolved = [g for g in seen["globals"] if g not in allowlist]
+        return f"no report (exit {code}): {err.strip()[:200]}" if resolved else ""
+    reports = doc if isinstance(doc, list) else [doc]
+    findings = [f for r in reports for f in r.get("findings", [])]
+    named = {py3_name(f.get("global")) for f in findings if f["severity"] in ("warning", "error") and f.get("global")}
+    missed = sorted({g for g in seen["globals"] if g not in allowlist and g not in named})
+    problems = []
+    if missed:
+        problems.append("torch resolves " + ", ".join(missed[:5]) + (" ..." if len(missed) > 5 else "") +
+                        "; optstate names none of them")
+    if seen["container"] == "torchscript" and not any(f["rule"] == "torchscript-archive" for f in findings):
+        problems.append("torch hands it to torch.jit.load; optstate does not say so")
+    return "; ".join(problems)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--optstate", required=True)
+    ap.add_argument("--torch26", required=True, help="a command that runs python with torch 2.6")
+    ap.add_argument("--torch113", help="python with torch 1.13")
+    ap.add_argument("--known")
+    ap.add_argument("paths", nargs="+")
+    args = ap.parse_args()
+    files = [os.path.relpath(os.path.abspath(f), REPO) for f in files_of(args.paths)]
+    if any(f.startswith("..") for f in files):
+        sys.exit("check_torch_load: files must be inside the repository (the torch 2.6 chroot sees only it)")
+    known = {}
+    if args.known:
+        with open(args.known) as f:
+            known = json.load(f)
+    os.makedirs(os.path.join(REPO, "testdata/.torch-load-oracle"), exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=os.path.join(REPO, "testdata/.torch-load-oracle"))
+    runs = [("torch26", ["bash", args.torch26])]
+    if args.torch113:
+        runs.append(("torch113", [args.torch113]))
+    reports = {f: validate(args.optstate, os.path.join(REPO, f)) for f in files}
+    failed = 0
+    allowlist26 = None
+    for tag, python in runs:
+        seen = record(python, files, tmp)
+        if allowlist26 is None:
+            allowlist26 = set(seen["allowlist"])
+        agree = 0
+        for f in files:
+            d = judge(seen["files"][f], allowlist26, *reports[f])
+            key = f"{tag} {f}"
+            if not d:
+                agree += 1
+                if key in known:
+                    print(f"NOW AGREES (remove from known): {key}")
+                    failed += 1
+            elif key in known:
+                agree += 1
+                print(f"known: {key}: {d} ({known[key]})")
+            else:
+                failed += 1
+                print(f"DISAGREES {key}: {d}")
+        print(f"torch.load oracle ({tag} {seen['torch']}): {agree}/{len(files)} files agree")
+    subprocess.run(["rm", "-rf", tmp])
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
