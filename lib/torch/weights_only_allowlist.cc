@@ -85,7 +85,11 @@ constexpr std::string_view kKnownDataClasses[] = {
     "numpy.random.mtrand.RandomState", "collections.defaultdict", "collections.deque", "argparse.Namespace",
     "decimal.Decimal", "fractions.Fraction", "datetime.datetime", "datetime.date", "datetime.time",
     "datetime.timedelta", "datetime.timezone", "builtins.slice", "builtins.range", "builtins.frozenset",
-    "builtins.object", "copyreg._reconstructor", "_io.BytesIO", "io.BytesIO", "pathlib.PosixPath",
+    "builtins.object", "copyreg._reconstructor",
+    // Builtins that only build a value from their arguments (what a pickle of
+    // plain data reaches for outside torch's allowlist).
+    "builtins.dict", "builtins.list", "builtins.tuple", "builtins.set", "builtins.int", "builtins.float",
+    "builtins.complex", "builtins.str", "builtins.bytes", "builtins.bool", "builtins.len", "_io.BytesIO", "io.BytesIO", "pathlib.PosixPath",
     "pathlib.PurePosixPath", "pathlib.WindowsPath", "pathlib.PureWindowsPath", "uuid.UUID",
     "torch.distributed.tensor.placement_types._StridedShard", "deepspeed.runtime.fp16.loss_scaler.LossScaler",
     "deepspeed.runtime.zero.config.ZeroStageEnum", "deepspeed.utils.tensor_fragment.fragment_address",

@@ -204,6 +204,10 @@ def cases():
         nested_trailing_byte("nested_trailing_byte"))
     add("bytearray_2gib", "builtins.bytearray(2**31 - 1) in a 1 KiB file, allowed by weights_only",
         "allocation-claim", "alloc", bytearray_alloc(2**31 - 1))
+    # Benign: harmless builtins called are a warning (weights_only refuses them), never an error.
+    add("benign_builtins_calls", "builtins.dict() and builtins.len([]) called", None, "none",
+        splice(pickle.MARK + op_global("builtins", "dict") + pickle.EMPTY_TUPLE + pickle.REDUCE +
+               op_global("builtins", "len") + pickle.EMPTY_LIST + pickle.TUPLE1 + pickle.REDUCE + pickle.LIST))
     add("torchscript_archive", "constants.pkl and code/ beside data.pkl", "torchscript-archive", "jit",
         torchscript_archive())
     return c
