@@ -35,13 +35,17 @@ def main():
              ("fsdp2_tp_*/truth.rank*.json", "heavyball-tp-run-truth.schema.json"),
              ("migrate/*/*/truth.json", "heavyball-migrate-truth.schema.json"),
              ("migrate/*/*/manifest.json", "param-manifest.schema.json"),
-             ("migrate/resume.json", "heavyball-resume.schema.json")]
+             ("migrate/resume.json", "heavyball-resume.schema.json"),
+             ("torchload/cases.json", "hostile-torchload-cases.schema.json"),
+             ("torchload/markers.*.json", "hostile-torchload-markers.schema.json")]
     seen = set()
     for pattern, schema_name in rules:
         paths = glob.glob(os.path.join(REPO, "testdata", "good", "*", pattern))
         paths += glob.glob(os.path.join(REPO, "testdata", "validate", pattern))
         paths += glob.glob(os.path.join(REPO, "tests", "cli", "inputs", pattern))
-        if "/" in pattern:
+        if pattern.startswith("torchload/"):
+            paths += glob.glob(os.path.join(REPO, "testdata", "hostile", pattern))
+        elif "/" in pattern:
             paths += glob.glob(os.path.join(REPO, "testdata", "heavyball", pattern))
         else:
             paths += glob.glob(os.path.join(REPO, "testdata", "heavyball", "*", "*", pattern))
