@@ -33,6 +33,8 @@ void NoteRules(const ValidateOptions& o, const Checkpoint& cp, ValidationReport&
   }
 }
 
+StatusOr<ValidationReport> ValidateUnreadable(const std::string& path, const ValidateOptions& o, Status error);
+
 StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const ValidateOptions& o) {
   ValidationReport r;
   r.input = dir;
@@ -40,7 +42,11 @@ StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const Va
   DcpMetadataLimits limits;
   limits.pickle = o.read.pickle;
   limits.check_layout = false;  // reported as findings below, not refused
-  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<DcpCheckpoint> dcp, OpenDcpCheckpoint(dir, limits));
+  StatusOr<std::unique_ptr<DcpCheckpoint>> opened = OpenDcpCheckpoint(dir, limits);
+  // dcp.load unpickles .metadata first: a global it would run is the finding
+  // it is, beside the read error, not only an unreadable directory.
+  if (!opened.ok()) return ValidateUnreadable(dir, o, std::move(opened).status());
+  std::unique_ptr<DcpCheckpoint> dcp = std::move(*opened);
   std::vector<ValidationFinding> layout;
   bool layout_ok = true;
   for (const DcpEntry& e : dcp->metadata().entries) {

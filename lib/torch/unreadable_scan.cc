@@ -6,6 +6,7 @@
 // Each pickle torch would unpickle is read the same way, up to where torch
 // would stop, and its globals are judged as ScanGlobals judges any pickle's.
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -341,6 +342,19 @@ std::optional<UnreadableScan> ScanWhatTorchLoadWouldRunOf(const std::string& pat
   if (read_error.code() == StatusCode::kIoError || read_error.code() == StatusCode::kNotFound ||
       read_error.code() == StatusCode::kInvalidArgument) {
     return std::nullopt;
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    // A DCP directory: dcp.load unpickles its .metadata before anything else.
+    StatusOr<MappedFile> metadata = MappedFile::Open(path + "/.metadata");
+    if (!metadata.ok()) return std::nullopt;
+    UnreadableScan out;
+    ByteCursor c(metadata->bytes());
+    PickleResult got;
+    std::string error;
+    if (!ScanOne(c, ".metadata", limits, out.findings, got, error)) out.stopped_at = "in .metadata: " + error;
+    out.scanned = "the .metadata pickle of a DCP directory";
+    return out;
   }
   StatusOr<MappedFile> mapped = MappedFile::Open(path);
   if (!mapped.ok()) return std::nullopt;

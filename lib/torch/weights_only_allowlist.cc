@@ -89,7 +89,14 @@ constexpr std::string_view kKnownDataClasses[] = {
     // Builtins that only build a value from their arguments (what a pickle of
     // plain data reaches for outside torch's allowlist).
     "builtins.dict", "builtins.list", "builtins.tuple", "builtins.set", "builtins.int", "builtins.float",
-    "builtins.complex", "builtins.str", "builtins.bytes", "builtins.bool", "builtins.len", "_io.BytesIO", "io.BytesIO", "pathlib.PosixPath",
+    "builtins.complex", "builtins.str", "builtins.bytes", "builtins.bool", "builtins.len",
+    // What a DCP .metadata pickles (torch 2.6), and Python 3.13's home of PosixPath.
+    "torch.distributed.checkpoint.metadata.Metadata", "torch.distributed.checkpoint.metadata.TensorStorageMetadata",
+    "torch.distributed.checkpoint.metadata.ChunkStorageMetadata",
+    "torch.distributed.checkpoint.metadata.BytesStorageMetadata", "torch.distributed.checkpoint.metadata.MetadataIndex",
+    "torch.distributed.checkpoint.metadata.StorageMeta", "torch.distributed.checkpoint.metadata.TensorProperties",
+    "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING", "torch.distributed.checkpoint.filesystem._StorageInfo",
+    "pathlib._local.PosixPath", "_io.BytesIO", "io.BytesIO", "pathlib.PosixPath",
     "pathlib.PurePosixPath", "pathlib.WindowsPath", "pathlib.PureWindowsPath", "uuid.UUID",
     "torch.distributed.tensor.placement_types._StridedShard", "deepspeed.runtime.fp16.loss_scaler.LossScaler",
     "deepspeed.runtime.zero.config.ZeroStageEnum", "deepspeed.utils.tensor_fragment.fragment_address",
