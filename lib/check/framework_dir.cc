@@ -122,6 +122,23 @@ StatusOr<FrameworkDir> FindFrameworkFiles(const std::string& dir) {
       out.files.push_back({"other", base + n, false});
     }
   }
+  // What the framework loads from directories inside (DeepSpeed's global_stepN/
+  // under HF Trainer, accelerate's pytorch_model/): every file that could be
+  // unpickled is checked, as one of no known role. Symlinks are not followed.
+  std::vector<std::string> inside;
+  auto it = std::filesystem::recursive_directory_iterator(dir, std::filesystem::directory_options::none, ec);
+  for (; !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it.depth() > 4) it.disable_recursion_pending();
+    if (it.depth() == 0 || !it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+    inside.push_back(it->path().string());
+  }
+  if (ec) return IoError(dir + ": " + ec.message());
+  std::sort(inside.begin(), inside.end());
+  for (const std::string& path : inside) {
+    const bool pickled = path.ends_with(".pt") || path.ends_with(".bin") || path.ends_with(".pth") ||
+                         path.ends_with(".pkl") || path.ends_with(".safetensors") || path.ends_with(".ckpt");
+    out.files.push_back({"other", path, pickled});
+  }
   const bool hf = out.layout == "hf-trainer";
   if (out.layout != "deepspeed") {
     if (!out.Find("model")) out.missing.push_back("model (model.safetensors or pytorch_model.bin)");

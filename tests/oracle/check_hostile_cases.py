@@ -12,6 +12,7 @@ Ends with 'N passed, N failed'.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -68,6 +69,19 @@ def main():
         else:
             failed += 1
             print(f"FAIL {case}: exit {code}, errors {sorted(rules)}, want {info['rule']}: {err.strip()[:200]}")
+    # A framework directory checks what the framework loads from directories inside it: HF Trainer's
+    # real checkpoint-6 with a DeepSpeed-named file under global_step6/ holding a payload.
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = os.path.join(tmp, "checkpoint-6")
+        shutil.copytree(os.path.join(REPO, "testdata/frameworks/dirs_torch26/hf_trainer/checkpoint-6"), run_dir)
+        os.makedirs(os.path.join(run_dir, "global_step6"))
+        shutil.copy(os.path.join(CASES, "rebuild_list_args.pt"),
+                    os.path.join(run_dir, "global_step6", "zero_pp_rank_0_mp_rank_00_optim_states.pt"))
+        code, out, err, _, _ = run(optstate, run_dir)
+        named = "global_step6/zero_pp_rank_0_mp_rank_00_optim_states.pt" in out and "dangerous-global" in out
+        passed, failed = passed + (code == 1 and named), failed + (not (code == 1 and named))
+        print(f"{'ok  ' if code == 1 and named else 'FAIL'} framework subdirectory: exit {code}, "
+              f"the nested file's payload {'found' if named else 'missed'}")
     hostile = os.path.join(REPO, "testdata/hostile")
     targets = []
     for root, dirs, files in os.walk(hostile):
