@@ -22,7 +22,8 @@ constexpr const char* kName = "validate";
 
 nlohmann::ordered_json ReportJson(const ValidationReport& r) {
   using J = nlohmann::ordered_json;
-  J doc = {{"input", r.input}, {"format", r.format}, {"passed", !r.failed()}, {"value_bytes", r.value_bytes}};
+  const bool passed = !r.failed() && r.format != "unreadable";
+  J doc = {{"input", r.input}, {"format", r.format}, {"passed", passed}, {"value_bytes", r.value_bytes}};
   doc["findings"] = J::array();
   for (const ValidationFinding& f : r.findings) {
     doc["findings"].push_back({{"rule", f.rule}, {"severity", RuleSeverityName(f.severity)}, {"path", f.path},
@@ -49,7 +50,7 @@ void ReportText(const ValidationReport& r, std::ostream& out) {
     errors += f.severity == RuleSeverity::kError;
     warnings += f.severity == RuleSeverity::kWarning;
   }
-  out << r.input << ": " << (r.failed() ? "FAILED" : "passed") << " (" << errors << " errors, " << warnings
+  out << r.input << ": " << (r.failed() ? "FAILED" : r.format == "unreadable" ? "NOT READ" : "passed") << " (" << errors << " errors, " << warnings
       << " warnings, " << r.findings.size() - errors - warnings << " notes; " << r.checked.size() << " rules checked)\n";
   if (r.read_error) {
     out << "  not readable as a checkpoint: " << r.read_error->message << "\n"
@@ -106,6 +107,7 @@ int RunFrameworkDir(const ValidateCommandOptions& o, const ValidateOptions& vo, 
                     CommandOutput& output) {
   using J = nlohmann::ordered_json;
   std::vector<std::pair<std::string, ValidationReport>> reports;
+  std::vector<std::pair<std::string, std::string>> unread;  // (path, why)
   J files = J::array();
   bool failed = false;
   // DeepSpeed: the rank files checked as one save first (layout, every rank
@@ -131,6 +133,15 @@ int RunFrameworkDir(const ValidateCommandOptions& o, const ValidateOptions& vo, 
     }
     if (f.role != "optimizer") each.params.reset();
     auto r = Validate(f.path, each);
+    // A file of no known role in a directory inside (found by walking it)
+    // that is no checkpoint at all is listed, not a reason to stop: what
+    // torch.load would run of it came back above as findings if it mattered.
+    if (!r.ok() && f.role == "other" && f.path.find('/', o.path.size() + 1) != std::string::npos) {
+      entry["report"] = nullptr;
+      files.push_back(std::move(entry));
+      unread.emplace_back(f.path, r.status().ToString());
+      continue;
+    }
     if (!r.ok()) return ReportError(output, kName, r.status(), o.json);
     failed |= r->failed();
     entry["report"] = ReportJson(*r);
@@ -158,6 +169,7 @@ int RunFrameworkDir(const ValidateCommandOptions& o, const ValidateOptions& vo, 
   for (const FrameworkFile& f : fd.files) {
     if (!f.checkpoint) output.out << "  " << f.path << ": not a checkpoint (listed, not checked)\n";
   }
+  for (const auto& [path, why] : unread) output.out << "  " << path << ": not read as a checkpoint (" << why << ")\n";
   for (const auto& [file, r] : reports) {
     output.out << "\n";
     ReportText(r, output.out);
@@ -211,7 +223,8 @@ int RunValidate(const ValidateCommandOptions& o, CommandOutput& output) {
   } else {
     ReportText(*report, output.out);
   }
-  return report->failed() ? kExitFindings : kExitOk;
+  // Unreadable with only warnings (what torch.load would resolve before failing): still exit 2.
+  return report->failed() ? kExitFindings : report->format == "unreadable" ? kExitError : kExitOk;
 }
 
 CommandRunner AddValidateCommand(CLI::App& parent) {

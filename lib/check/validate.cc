@@ -92,16 +92,18 @@ bool JudgesGlobals(std::string_view rule) {
 
 // A file optstate cannot read may still be one torch.load starts running: a
 // raw pickle, a legacy stream without the magic number, a pickle that breaks
-// after its payload. When what torch.load would run names a global that is an
-// error to call, the report gives those findings beside the read error (exit
-// 1); otherwise the read error stands alone (exit 2).
+// after its payload. When what torch.load would run names globals, the report
+// gives those findings beside the read error (format "unreadable"; exit 1 when
+// one is an error to call, else still 2); with none the error stands alone.
 StatusOr<ValidationReport> ValidateUnreadable(const std::string& path, const ValidateOptions& o, Status error) {
   std::optional<UnreadableScan> judged = ScanWhatTorchLoadWouldRunOf(path, error, o.read.pickle);
   if (!judged) return error;
   const UnreadableScan& scan = *judged;
-  bool refused = false;
-  for (const Finding& f : scan.findings) refused |= f.severity == Severity::kError;
-  if (!refused) return error;
+  // Named even when nothing is an error to call (numpy reconstruction in a raw
+  // pickle): torch.load resolves them before it fails. The exit stays 2 then.
+  bool named = false;
+  for (const Finding& f : scan.findings) named |= f.severity != Severity::kInfo;
+  if (!named) return error;
   ValidationReport r;
   r.input = path;
   r.format = "unreadable";

@@ -249,15 +249,15 @@ void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where
                                  "torch 1.13's OneCycleLR keeps a bound method in its state dict): nothing is "
                                  "called, but it is not on torch 2.6's weights_only allowlist, so torch.load with "
                                  "the default weights_only=True refuses this file", name});
+    } else if (IsDangerousGlobal(g.module, g.name)) {
+      findings.push_back({Severity::kError, "dangerous-global", loc,
+                          name + " can run code or reach the system; " + caller +
+                              " would call it. Do not load this with pickle.", name});
     } else if (ImportRunsCode(g.module)) {
       findings.push_back({Severity::kError, "import-runs-code", loc,
                           name + ": resolving it imports " + g.module + ", whose import alone runs code (a "
                                  "package's __main__ runs its program, `this` prints, `antigravity` opens a "
                                  "browser); " + caller + " does that even if the pickle never calls it", name});
-    } else if (IsDangerousGlobal(g.module, g.name)) {
-      findings.push_back({Severity::kError, "dangerous-global", loc,
-                          name + " can run code or reach the system; " + caller +
-                              " would call it. Do not load this with pickle.", name});
     } else if (nested) {
       findings.push_back({Severity::kWarning, "nested-global", loc,
                           name + " is imported by " + caller, name});

@@ -353,6 +353,9 @@ std::optional<UnreadableScan> ScanWhatTorchLoadWouldRunOf(const std::string& pat
     PickleResult got;
     std::string error;
     if (!ScanOne(c, ".metadata", limits, out.findings, got, error)) out.stopped_at = "in .metadata: " + error;
+    // DCP's own metadata classes are no news in its .metadata: only what is
+    // an error to call is worth saying beside the read error.
+    std::erase_if(out.findings, [](const Finding& f) { return f.severity != Severity::kError; });
     out.scanned = "the .metadata pickle of a DCP directory";
     return out;
   }

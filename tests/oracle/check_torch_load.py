@@ -37,15 +37,18 @@ def files_of(paths):
     return sorted(set(out))
 
 
-def record(python, files, tmp):
-    """Runs the recorder in chunks (a hostile file may take its process down)."""
+def record(python, chroot, root, files, tmp):
+    """Runs the recorder in chunks (a hostile file may take its process down). Paths are given
+    relative to `root`, the directory the chroot mounts (-C) and the host runs in: the repository,
+    or its parent when files lie beside it (../shared/peer-corpus)."""
     result = {"files": {}}
+    script = os.path.relpath(os.path.join(REPO, "tests/oracle/torch_load_recorder.py"), root)
     for i in range(0, len(files), 200):
-        chunk = files[i:i + 200]
+        chunk = [os.path.relpath(f, root) for f in files[i:i + 200]]
         out = os.path.join(tmp, f"rec{i}.json")
-        rel = os.path.relpath(out, REPO)
-        p = subprocess.run(python + ["-W", "ignore", "tests/oracle/torch_load_recorder.py", rel] + chunk,
-                           capture_output=True, text=True, cwd=REPO, timeout=1800)
+        rel = os.path.relpath(out, root)
+        p = subprocess.run(python + (["-C", root] if chroot else []) + ["-W", "ignore", script, rel] + chunk,
+                           capture_output=True, text=True, cwd=root, timeout=1800)
         if p.returncode == 77:  # with_torch26.sh: no torch 2.6 here (it said so)
             sys.stderr.write(p.stderr)
             sys.exit(77)
@@ -55,7 +58,7 @@ def record(python, files, tmp):
             doc = json.load(f)
         result["torch"] = doc["torch"]
         result["allowlist"] = doc["allowlist"]
-        result["files"].update(doc["files"])
+        result["files"].update({os.path.join(root, k): v for k, v in doc["files"].items()})
     return result
 
 
@@ -105,31 +108,37 @@ def main():
     ap.add_argument("--torch26", required=True, help="a command that runs python with torch 2.6")
     ap.add_argument("--torch113", help="python with torch 1.13")
     ap.add_argument("--known")
+    ap.add_argument("--if-present", action="append", default=[],
+                    help="a directory checked only when it exists (../shared/peer-corpus: other projects' data, "
+                         "read in place, absent from a user's clone)")
     ap.add_argument("paths", nargs="+")
     args = ap.parse_args()
-    files = [os.path.relpath(os.path.abspath(f), REPO) for f in files_of(args.paths)]
-    if any(f.startswith("..") for f in files):
-        sys.exit("check_torch_load: files must be inside the repository (the torch 2.6 chroot sees only it)")
+    present = [d for d in args.if_present if os.path.isdir(d)]
+    for d in args.if_present:
+        if d not in present:
+            print(f"skipped: {d} is absent")
+    files = [os.path.abspath(f) for f in files_of(args.paths + present)]
+    root = os.path.commonpath([REPO] + files)
     known = {}
     if args.known:
         with open(args.known) as f:
             known = json.load(f)
     os.makedirs(os.path.join(REPO, "testdata/.torch-load-oracle"), exist_ok=True)
     tmp = tempfile.mkdtemp(dir=os.path.join(REPO, "testdata/.torch-load-oracle"))
-    runs = [("torch26", ["bash", args.torch26])]
+    runs = [("torch26", ["bash", os.path.abspath(args.torch26)], True)]
     if args.torch113:
-        runs.append(("torch113", [args.torch113]))
-    reports = {f: validate(args.optstate, os.path.join(REPO, f)) for f in files}
+        runs.append(("torch113", [args.torch113], False))
+    reports = {f: validate(args.optstate, f) for f in files}
     failed = 0
     allowlist26 = None
-    for tag, python in runs:
-        seen = record(python, files, tmp)
+    for tag, python, chroot in runs:
+        seen = record(python, chroot, root, files, tmp)
         if allowlist26 is None:
             allowlist26 = set(seen["allowlist"])
         agree = 0
         for f in files:
             d = judge(seen["files"][f], allowlist26, *reports[f])
-            key = f"{tag} {f}"
+            key = f"{tag} {os.path.relpath(f, REPO)}"
             if not d:
                 agree += 1
                 if key in known:

@@ -6,7 +6,8 @@ MANIFEST.json say what each file is). Exit 77 (ctest's skip) when it is absent.
 Each picklescan sample as committed (raw pickles, zips, legacy files: data/, data2/), and placed as
 data.pkl of a torch zip or as a legacy file's main pickle (wrapped-zip/, wrapped-legacy/):
   malicious -> validate exits 1 naming a global at error level (dangerous-global or
-               unknown-global-called), and its findings name every global the peer expects
+               unknown-global-called, or import-runs-code for a module whose import runs code), and
+               its findings name every global the peer expects
                (see unnamed_globals), except the files in KNOWN_GAPS, which must still
                fail as recorded there (so that closing a gap updates this list);
                and those in UNREACHABLE (torch.load cannot unpickle them), which exit 2;
@@ -112,7 +113,7 @@ def main():
                 failed.append(f"{f['file']}: now caught; remove it from KNOWN_GAPS")
                 good = True
         else:
-            good = code == 1 and any(e["rule"] in ("dangerous-global", "unknown-global-called") for e in errors)
+            good = code == 1 and any(e["rule"] in ("dangerous-global", "unknown-global-called", "import-runs-code") for e in errors)
             expected = [g for g in f.get("expected_globals", []) if g not in NOT_REACHED.get(f["file"], set())]
             lacking = unnamed_globals(expected, findings) if good else []
             if lacking:
@@ -123,7 +124,7 @@ def main():
             failed.append(f"{f['file']} ({f['peer_expected']}): exit {code}, errors {[e['rule'] for e in errors]}")
     # modelscan's unsafe sample leaves extra objects on the stack at STOP, which CPython accepts.
     code, errors, _ = run(binary, os.path.join(CORPUS, "modelscan", "pytorch", "unsafe_zip_pytorch.pt"))
-    caught = code == 1 and any(e["rule"] in ("dangerous-global", "unknown-global-called") for e in errors)
+    caught = code == 1 and any(e["rule"] in ("dangerous-global", "unknown-global-called", "import-runs-code") for e in errors)
     print(f"modelscan/pytorch/unsafe_zip_pytorch.pt: exit {code}, {'caught' if caught else 'NOT caught'}")
     if not caught:
         failed.append(f"modelscan/pytorch/unsafe_zip_pytorch.pt: exit {code}, errors {[e['rule'] for e in errors]}")
