@@ -11,6 +11,9 @@ and per file and torch:
              named by a finding of optstate's report ("global"), at warning or error;
   container  a file torch hands to torch.jit.load (TorchScript) is reported as such
              (torchscript-archive), since optstate does not read TorchScript code.
+With --mutations N, also N seeded structured mutations of the real torch.save zips under
+testdata/good (payload records, case variants, duplicates, deflate, reordering, junk around the
+archive; mutate_for_torch_load.py), each disagreement printed with its steps and seed.
 A disagreement fails unless FILE (JSON {"<torch> <path>": reason}) lists it. Prints
 "torch.load oracle (<torch>): N/M files agree". Exit 1 on a disagreement, 2 on a broken run.
 """
@@ -21,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import zipfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".ckpt", ".pickle", ".data")
@@ -111,6 +115,10 @@ def main():
     ap.add_argument("--if-present", action="append", default=[],
                     help="a directory checked only when it exists (../shared/peer-corpus: other projects' data, "
                          "read in place, absent from a user's clone)")
+    ap.add_argument("--mutations", type=int, default=0,
+                    help="also this many seeded structured mutations (mutate_for_torch_load.py) of the real "
+                         "torch.save zips under testdata/good")
+    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("paths", nargs="+")
     args = ap.parse_args()
     present = [d for d in args.if_present if os.path.isdir(d)]
@@ -125,6 +133,16 @@ def main():
             known = json.load(f)
     os.makedirs(os.path.join(REPO, "testdata/.torch-load-oracle"), exist_ok=True)
     tmp = tempfile.mkdtemp(dir=os.path.join(REPO, "testdata/.torch-load-oracle"))
+    mutations = {}
+    if args.mutations:
+        bases = sorted(f for f in files_of([os.path.join(REPO, "testdata/good")]) if zipfile.is_zipfile(f))
+        out = os.path.join(tmp, "mutations")
+        subprocess.run([sys.executable, "-W", "ignore", os.path.join(REPO, "tests/oracle/mutate_for_torch_load.py"),
+                        out, str(args.mutations), str(args.seed)] + bases, check=True, capture_output=True)
+        with open(os.path.join(out, "mutations.json")) as f:
+            mutations = {os.path.join(out, k): v for k, v in json.load(f).items()}
+        files = sorted(files + list(mutations))
+        root = os.path.commonpath([REPO] + files)
     runs = [("torch26", ["bash", os.path.abspath(args.torch26)], True)]
     if args.torch113:
         runs.append(("torch113", [args.torch113], False))
@@ -149,7 +167,9 @@ def main():
                 print(f"known: {key}: {d} ({known[key]})")
             else:
                 failed += 1
-                print(f"DISAGREES {key}: {d}")
+                how = f" (mutation of {mutations[f]['base']}: {', '.join(mutations[f]['steps'])}; --seed " \
+                      f"{args.seed})" if f in mutations else ""
+                print(f"DISAGREES {key}: {d}{how}")
         print(f"torch.load oracle ({tag} {seen['torch']}): {agree}/{len(files)} files agree")
     subprocess.run(["rm", "-rf", tmp])
     return 1 if failed else 0

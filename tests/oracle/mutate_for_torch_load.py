@@ -1,0 +1,118 @@
+"""Seeded structured mutations of real torch.save zips, for the torch.load oracle.
+
+Usage: mutate_for_torch_load.py OUTDIR COUNT SEED BASE...
+Each mutation takes one BASE zip (a real torch.save file) and a payload pickle (a call or a
+named global from PAYLOADS, built as opcodes: nothing is pickled from a live object, nothing
+is run), then applies one to three steps drawn from STEPS: the payload as data.pkl, as a
+case variant of data.pkl's name beside it (before or after), as an exact duplicate record,
+deflated; the records reordered; junk before or after the archive. Writes OUTDIR/m<i>.pt and
+OUTDIR/mutations.json ({file: [steps]}). check_torch_load.py then holds optstate's findings to
+what torch resolves of each, in torch 2.6 and 1.13.
+"""
+import io
+import json
+import os
+import random
+import struct
+import sys
+import zipfile
+
+
+def op_global(module, name):
+    return b"c" + f"{module}\n{name}\n".encode()
+
+
+def op_str(text):
+    b = text.encode()
+    return b"X" + struct.pack("<I", len(b)) + b
+
+
+PAYLOADS = [
+    ("posix", "system", "call"), ("builtins", "eval", "call"), ("subprocess", "Popen", "call"),
+    ("this", "s", "name"), ("builtins", "bytearray", "alloc"), ("runpy", "run_path", "call"),
+    ("mypackage.evil", "Thing", "call"), ("numpy", "ndarray", "name"), ("builtins", "dict", "call"),
+]
+
+
+def payload(rng):
+    module, name, how = rng.choice(PAYLOADS)
+    body = op_global(module, name)
+    if how == "call":
+        body += op_str("touch /tmp/optstate-never") + b"\x85R"  # TUPLE1 REDUCE
+    elif how == "alloc":
+        body += b"J" + struct.pack("<i", rng.choice([1 << 20, (1 << 31) - 1])) + b"\x85R"
+    return b"\x80\x02" + body + b".", f"{module}.{name} ({how})"
+
+
+def records(path):
+    with zipfile.ZipFile(path) as z:
+        return [(i.filename, z.read(i)) for i in z.infolist()]
+
+
+def write_zip(items, deflate=()):
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        for name, data in items:
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED if name in deflate else zipfile.ZIP_STORED
+            z.writestr(info, data)
+    return out.getvalue()
+
+
+def case_variant(name, rng):
+    head, _, last = name.rpartition("/")
+    variants = [last.upper(), last.capitalize(), "".join(c.upper() if rng.random() < 0.5 else c for c in last)]
+    v = rng.choice([x for x in variants if x != last] or [last.upper()])
+    return f"{head}/{v}" if head else v
+
+
+def mutate(base, rng):
+    items = records(base)
+    pkl = next(n for n, _ in items if n.endswith("/data.pkl"))
+    data, what = payload(rng)
+    steps = [f"payload {what}"]
+    deflate = set()
+    prefix, suffix = b"", b""
+    for step in rng.sample(["replace", "variant_before", "variant_after", "duplicate", "reorder", "deflate",
+                            "junk_before", "junk_after"], rng.randint(1, 3)):
+        if step == "replace":
+            items = [(n, data if n == pkl else d) for n, d in items]
+        elif step in ("variant_before", "variant_after"):
+            v = (case_variant(pkl, rng), data)
+            items = [v] + items if step == "variant_before" else items + [v]
+        elif step == "duplicate":
+            items = items + [(pkl, data)]
+        elif step == "reorder":
+            rng.shuffle(items)
+        elif step == "deflate":
+            deflate.add(pkl)
+        elif step == "junk_before":
+            prefix = bytes(rng.randrange(256) for _ in range(rng.choice([1, 7, 512])))
+        elif step == "junk_after":
+            suffix = bytes(rng.randrange(256) for _ in range(rng.choice([1, 100])))
+        steps.append(step)
+    if not any(s in ("replace", "variant_before", "variant_after", "duplicate") for s in steps):
+        items = [(n, data if n == pkl else d) for n, d in items]
+        steps.append("replace")
+    return prefix + write_zip(items, deflate) + suffix, steps
+
+
+def main():
+    out, count, seed, bases = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+    os.makedirs(out, exist_ok=True)
+    rng = random.Random(seed)
+    index = {}
+    for i in range(count):
+        base = rng.choice(bases)
+        data, steps = mutate(base, rng)
+        name = f"m{i:04d}.pt"
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+        index[name] = {"base": os.path.basename(base), "steps": steps}
+    with open(os.path.join(out, "mutations.json"), "w") as f:
+        json.dump(index, f, indent=1)
+    print(f"{count} mutations in {out} (seed {seed})")
+
+
+if __name__ == "__main__":
+    main()
