@@ -19,36 +19,6 @@ namespace {
 
 bool IsFloatType(DType d) { return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kBFloat16 || d == DType::kFloat16; }
 
-}  // namespace
-
-void AddSecurityFindings(const std::vector<Finding>& findings, FindingSink& sink) {
-  std::map<std::string, size_t> allowlisted;
-  for (const Finding& f : findings) {
-    if (!f.global.empty() && f.code != "dangerous-global" && sink.options().allowed_globals.count(f.global)) {
-      ++allowlisted[f.global];
-      continue;
-    }
-    // inspect's finding codes are validate's rule ids; the findings about a
-    // pickle inside a bytes value (it, what it imports, that it could not be
-    // read) all fall under nested-pickle, as inspect reports them.
-    std::string rule = f.code == "dangerous-global" || f.code == "global-not-allowlisted" ||
-                               f.code == "import-runs-code" || f.code == "allocation-claim" ||
-                               f.code == "torchscript-archive" ||
-                               f.code == "unknown-global-called" ||
-                               f.code == "zip-name-escapes" || f.code == "zip-duplicate-record" ||
-                               f.code == "nested-pickle"
-                           ? f.code
-                       : f.code == "nested-global" || f.code == "nested-pickle-unreadable" ? "nested-pickle"
-                                                                                            : "";
-    if (!rule.empty()) sink.Add(rule, f.where, f.message, f.global);
-  }
-  for (const auto& [name, n] : allowlisted) {
-    sink.report().allowlisted.push_back(name + " (" + std::to_string(n) + (n == 1 ? " reference)" : " references)"));
-  }
-}
-
-namespace {
-
 class Validator {
  public:
   Validator(const Checkpoint& cp, const TensorBytesReader& read, FindingSink& sink)

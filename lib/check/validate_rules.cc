@@ -2,7 +2,10 @@
 // the sink that records findings at the severity they give.
 #include <nlohmann/json.hpp>
 
+#include <map>
+
 #include "check/finding_sink.h"
+#include "check/validate_checkpoint.h"
 #include "optstate/validate.h"
 
 #include "optstate/security.h"
@@ -208,6 +211,33 @@ void FindingSink::Add(std::string_view rule, std::string path, std::string messa
   RuleSeverity s = Severity(rule);
   if (s == RuleSeverity::kOff) return;
   r_.findings.push_back({std::string(rule), s, std::move(path), std::move(message), std::move(global)});
+}
+
+// The security findings of the torch layer under validate's rule ids.
+void AddSecurityFindings(const std::vector<Finding>& findings, FindingSink& sink) {
+  std::map<std::string, size_t> allowlisted;
+  for (const Finding& f : findings) {
+    if (!f.global.empty() && f.code != "dangerous-global" && sink.options().allowed_globals.count(f.global)) {
+      ++allowlisted[f.global];
+      continue;
+    }
+    // inspect's finding codes are validate's rule ids; the findings about a
+    // pickle inside a bytes value (it, what it imports, that it could not be
+    // read) all fall under nested-pickle, as inspect reports them.
+    std::string rule = f.code == "dangerous-global" || f.code == "global-not-allowlisted" ||
+                               f.code == "import-runs-code" || f.code == "allocation-claim" ||
+                               f.code == "torchscript-archive" ||
+                               f.code == "unknown-global-called" ||
+                               f.code == "zip-name-escapes" || f.code == "zip-duplicate-record" ||
+                               f.code == "nested-pickle"
+                           ? f.code
+                       : f.code == "nested-global" || f.code == "nested-pickle-unreadable" ? "nested-pickle"
+                                                                                            : "";
+    if (!rule.empty()) sink.Add(rule, f.where, f.message, f.global);
+  }
+  for (const auto& [name, n] : allowlisted) {
+    sink.report().allowlisted.push_back(name + " (" + std::to_string(n) + (n == 1 ? " reference)" : " references)"));
+  }
 }
 
 }  // namespace optstate
