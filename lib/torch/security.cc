@@ -157,10 +157,18 @@ std::set<uint64_t> CalledGlobalOffsets(const ObjectGraph& graph) {
     if (n.kind != NodeKind::kObject && n.kind != NodeKind::kTensor) continue;
     if (n.callable() != kNoNode && graph.at(n.callable()).kind == NodeKind::kGlobal) out.insert(graph.at(n.callable()).offset);
     // A callee may call what it is given (_rebuild_from_type_v2 calls its first
-    // argument, copyreg._reconstructor its class's __new__): arguments count too.
+    // argument, copyreg._reconstructor its class's __new__): arguments count too,
+    // and so do the items of a list or tuple argument, which a callee may spread
+    // into a call of its own (_rebuild_from_type_v2 calls func(*args) on any
+    // iterable).
     if (n.args() != kNoNode && graph.at(n.args()).kind == NodeKind::kTuple) {
       for (NodeId a : graph.at(n.args()).items) {
-        if (graph.at(a).kind == NodeKind::kGlobal) out.insert(graph.at(a).offset);
+        const Node& arg = graph.at(a);
+        if (arg.kind == NodeKind::kGlobal) out.insert(arg.offset);
+        if (arg.kind != NodeKind::kList && arg.kind != NodeKind::kTuple) continue;
+        for (NodeId inner : arg.items) {
+          if (graph.at(inner).kind == NodeKind::kGlobal) out.insert(graph.at(inner).offset);
+        }
       }
     }
   }

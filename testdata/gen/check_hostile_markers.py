@@ -1,7 +1,9 @@
 """Proof that real torch runs each payload of gen_hostile_torchload.py (session only: it runs them).
 
 Usage (inside the torch 2.6 chroot, or /usr/bin/python3 for torch 1.13 -- only in a throwaway
-root, never on a machine you care about): check_hostile_markers.py DIR OUT_JSON
+root, never on a machine you care about): check_hostile_markers.py DIR OUT_JSON [--expect RECORDED]
+(--expect: exit 1 unless every case ran or did not as RECORDED says; ctest hostile_markers_torch26
+runs it in the chroot, where the payloads touch only the chroot's /tmp.)
 Each DIR/<case>.pt is loaded in a fresh subprocess with a 60 s limit, as its cases.json "marker"
 says: "file" torch.load(weights_only=False), then /tmp/optstate-marker-<case> must exist;
 "stdout" the same, and the import's output must appear; "nested" the same, then
@@ -39,6 +41,7 @@ EXPECT = {"stdout": {"import_this": "The Zen of Python"}}
 
 def main():
     d, out = sys.argv[1], sys.argv[2]
+    expect = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--expect" else None
     with open(os.path.join(d, "cases.json")) as f:
         cases = json.load(f)
     import torch
@@ -73,6 +76,13 @@ def main():
     with open(out, "w") as f:
         json.dump(result, f, indent=1, sort_keys=True)
         f.write("\n")
+    if expect:  # CI: this torch still does with each file what the committed record says
+        with open(expect) as f:
+            want = json.load(f)["cases"]
+        differ = [c for c in result["cases"] if c in want and want[c]["ran"] != result["cases"][c]["ran"]]
+        differ += [c for c in result["cases"] if c not in want]
+        print(f"{len(result['cases']) - len(differ)}/{len(result['cases'])} cases as recorded in {expect}")
+        sys.exit(1 if differ else 0)
 
 
 if __name__ == "__main__":

@@ -145,6 +145,17 @@ def rebuild_list_args(case):
                   pickle.TUPLE + pickle.REDUCE)
 
 
+def list_args_reconstructor(case):
+    """_rebuild_from_type_v2(copyreg._reconstructor, Tensor, [cls, base, state], {}): the list's items
+    are _reconstructor's arguments, and it runs base.__init__(obj, state) - logging.FileHandler's
+    opens (creates) the file named by state. No name here is on any dangerous list."""
+    return splice(op_global("torch._tensor", "_rebuild_from_type_v2") + pickle.MARK +
+                  op_global("copyreg", "_reconstructor") + op_global("torch", "Tensor") + pickle.MARK +
+                  op_global("logging", "FileHandler") + op_global("logging", "FileHandler") +
+                  op_str(f"/tmp/optstate-marker-{case}") + pickle.LIST + pickle.EMPTY_DICT + pickle.TUPLE +
+                  pickle.REDUCE)
+
+
 def import_only(module, name):
     """A global only named (never called): resolving it imports the module."""
     return splice(op_global(module, name))
@@ -198,6 +209,9 @@ def cases():
         "dangerous-global", "file", legacy_tar_polyglot("legacy_tar_polyglot"))
     add("rebuild_list_args", "_rebuild_from_type_v2 with its arguments in a list", "dangerous-global", "file",
         rebuild_list_args("rebuild_list_args"))
+    add("list_args_reconstructor", "a class whose __init__ acts, passed in _rebuild_from_type_v2's argument "
+        "list to copyreg._reconstructor", "unknown-global-called", "file",
+        list_args_reconstructor("list_args_reconstructor"))
     add("import_this", "a global of `this`, named only: importing it prints", "import-runs-code", "stdout",
         import_only("this", "s"))
     add("nested_trailing_byte", "a nested pickle with one byte after its STOP", "dangerous-global", "nested",
