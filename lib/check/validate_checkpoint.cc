@@ -71,7 +71,7 @@ class Validator {
       if (k.kind != KeyKind::kIndex && k.kind != KeyKind::kFqn) ++odd[k.kind];
     }
     for (auto [kind, n] : odd) {
-      const bool passed_through = (kind == KeyKind::kPtrShape || kind == KeyKind::kBarePtr) && GroupsNameParams(s);
+      const bool passed_through = (kind == KeyKind::kPtrShape || kind == KeyKind::kBarePtr) && s.groups_name_params;
       Add("state-keys-not-canonical", At(s, "state"),
           std::to_string(n) + " of " + std::to_string(s.keys.size()) + " state keys are " +
               std::string(KeyKindName(kind)) + " (" + std::string(KeyKindOrigin(kind)) +
@@ -211,17 +211,6 @@ class Validator {
       }
     }
     return std::nullopt;
-  }
-
-  // param_groups listing names, which torch.optim never saves: what
-  // FSDP.optim_state_dict and DSD's get_optimizer_state_dict write.
-  bool GroupsNameParams(const OptimizerState& s) const {
-    for (const std::vector<NodeId>& group : s.group_params) {
-      for (NodeId p : group) {
-        if (g_.at(p).kind == NodeKind::kStr) return true;
-      }
-    }
-    return false;
   }
 
   NodeId GroupNode(const OptimizerState& s, size_t gi) const {

@@ -183,6 +183,7 @@ StatusOr<OptimizerState> ReadOptimizerState(const Checkpoint& cp, const std::str
     std::vector<NodeId> ids;
     if (params != kNoNode) ids = g.at(params).items;
     o.param_count += ids.size();
+    for (NodeId id : ids) o.groups_name_params |= g.at(id).kind == NodeKind::kStr;
     o.group_params.push_back(std::move(ids));
   }
   std::map<KeyKind, size_t> kinds;

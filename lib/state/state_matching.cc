@@ -314,7 +314,7 @@ class Matcher {
         const bool fsdp1_piece = shape.size() == 1 && std::any_of(params_.begin(), params_.end(), [](const ParamInfo& p) {
           return p.explicit_block();
         });
-        if (from.empty() && shape.size() == 1 && !fsdp1_piece && GroupsNameParams()) {
+        if (from.empty() && shape.size() == 1 && !fsdp1_piece && st_.groups_name_params) {
           // Whole parameters and names in param_groups: FULL_STATE_DICT's
           // FSDP.optim_state_dict, which gathered none of these pieces.
           for (size_t k : ks) {
@@ -415,15 +415,6 @@ class Matcher {
     // Report collisions in the order their keys appear in the state dict.
     std::sort(r_.collisions.begin(), r_.collisions.end(),
               [](const CollisionGroup& a, const CollisionGroup& b) { return a.keys.front() < b.keys.front(); });
-  }
-
-  bool GroupsNameParams() const {
-    for (const std::vector<NodeId>& group : st_.group_params) {
-      for (NodeId p : group) {
-        if (cp_.graph.at(p).kind == NodeKind::kStr) return true;
-      }
-    }
-    return false;
   }
 
   struct PairHash {

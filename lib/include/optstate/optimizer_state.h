@@ -53,6 +53,9 @@ struct OptimizerState {
   size_t param_count = 0;        // params across groups
   KeyKind scheme = KeyKind::kOther;  // the kind of most keys; without any, of param_groups' ids
   bool mixed = false;            // more than one kind present
+  // param_groups list names (FQNs), which torch.optim never saves: what
+  // FSDP.optim_state_dict and DSD's get_optimizer_state_dict write.
+  bool groups_name_params = false;
 };
 
 // {"state": dict, "param_groups": [dict...]}: what Optimizer.state_dict() returns.
