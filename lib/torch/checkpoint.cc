@@ -193,7 +193,7 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
   const std::set<uint64_t> called = CalledGlobalOffsets(out.graph);
   const std::set<uint64_t> lookups = BoundMethodLookups(out.graph);
   ScanGlobals(out.globals, where, /*nested=*/false, out.findings, &called, &lookups);
-  ScanAllocationClaims(out.graph, where, cursor.size(), out.findings);
+  ScanAllocationClaims(out.graph, out.globals, where, cursor.size(), out.findings);
   ScanNestedPickles(out.graph, options.pickle, options.max_nested_pickle_depth, out.findings);
   for (const ZipEntry& e : out.container.zip.entries) ScanZipName(e.name, out.findings);
   if (out.container.format == ContainerFormat::kZip) ScanRecordsBesideTheMainPickle(cursor, options.pickle, out);

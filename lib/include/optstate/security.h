@@ -53,9 +53,10 @@ std::set<uint64_t> BoundMethodLookups(const ObjectGraph& graph);
 // Calls that allocate what a number in the pickle names, not what the file
 // holds: builtins.bytearray(n), on torch 2.6's weights_only allowlist, so even
 // torch.load(weights_only=True) allocates n bytes. n above 16 MiB and above
-// `source_bytes` (the file's size) is an error (allocation-claim).
-void ScanAllocationClaims(const ObjectGraph& graph, const std::string& where, uint64_t source_bytes,
-                          std::vector<Finding>& findings);
+// `source_bytes` (the file's size) is an error (allocation-claim). `globals`
+// (the pickle's) decide whether the graph need be walked at all.
+void ScanAllocationClaims(const ObjectGraph& graph, const std::vector<GlobalRef>& globals, const std::string& where,
+                          uint64_t source_bytes, std::vector<Finding>& findings);
 
 // Offsets of the GLOBAL opcodes whose globals the graph calls (REDUCE, NEWOBJ,
 // INST, OBJ, ...), passes as a direct argument to a call, or changes in place
