@@ -19,9 +19,7 @@ void ScanRecordsBesideTheMainPickle(const ByteCursor& whole, const PickleLimits&
   // only so are one record to it, and which it takes is the reader's choice.
   std::unordered_map<std::string, std::string_view> seen;
   for (const ZipEntry& e : zip.entries) {
-    std::string folded(e.name);
-    for (char& c : folded) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-    auto [it, fresh] = seen.emplace(std::move(folded), std::string_view(e.name));
+    auto [it, fresh] = seen.emplace(FoldedRecordName(e.name), std::string_view(e.name));
     if (fresh) continue;
     if (it->second == std::string_view(e.name)) {
       out.findings.push_back({Severity::kError, "zip-duplicate-record", e.name,

@@ -191,15 +191,24 @@ Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
   return Status();
 }
 
+namespace {
+
+char FoldAsciiCase(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+}  // namespace
+
 bool SameRecordName(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
+    if (FoldAsciiCase(a[i]) != FoldAsciiCase(b[i])) return false;
   }
   return true;
+}
+
+std::string FoldedRecordName(std::string_view name) {
+  std::string out(name);
+  for (char& c : out) c = FoldAsciiCase(c);
+  return out;
 }
 
 bool NameIsRecord(std::string_view name, std::string_view record) {

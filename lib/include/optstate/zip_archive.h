@@ -69,6 +69,9 @@ bool NameIsRecord(std::string_view name, std::string_view record);
 
 // Whether two record names are the same to torch's reader (ASCII case ignored).
 bool SameRecordName(std::string_view a, std::string_view b);
+// `name` as torch's reader compares it (ASCII letters lower-cased): equal for
+// exactly the names SameRecordName calls the same.
+std::string FoldedRecordName(std::string_view name);
 
 struct ZipLimits {
   // A torch.save of 10^6 parameters with Adam state holds 4 * 10^6 records; each
