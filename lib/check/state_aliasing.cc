@@ -27,7 +27,7 @@ struct Extent {
   uint32_t key;    // index in OptimizerState::keys
   NodeId field;    // the field's name node
   bool step;
-  const std::string* prefix;  // "" or "<view>." for per-view nested entries
+  NodeId view;     // the view's key in a per-view nested entry, or kNoNode
 };
 
 // Bytes a strided view reaches: [offset, offset + (1 + sum (size-1)*stride)) elements.
@@ -48,8 +48,6 @@ bool ByteRange(const TensorRef& t, uint64_t& begin, uint64_t& end) {
 
 void CheckStateAliasing(const Checkpoint& cp, const OptimizerState& s, const std::string& at, FindingSink& sink) {
   const ObjectGraph& g = cp.graph;
-  static const std::string kNoPrefix;
-  std::map<std::string, std::string> prefixes;  // "<view>." of per-view nested entries, kept for the extents
   // Entries no param group lists are never used (state-without-param says
   // so): sharing bytes with one of them harms nothing.
   std::set<int64_t> listed_index;
@@ -68,11 +66,10 @@ void CheckStateAliasing(const Checkpoint& cp, const OptimizerState& s, const std
       if (any_listed && !(k.kind == KeyKind::kIndex ? listed_index.count(k.index) : listed_fqn.count(k.fqn))) continue;
       if (g.at(k.value).kind != NodeKind::kDict) continue;
       for (auto [name, v] : g.at(k.value).entries) {
-        if (g.at(v).kind == NodeKind::kTensor) fn(ki, name, v, kNoPrefix);
+        if (g.at(v).kind == NodeKind::kTensor) fn(ki, name, v, kNoNode);
         if (g.at(v).kind != NodeKind::kDict) continue;  // per-view nesting (HeavyBall 2.x/3.x)
-        const std::string prefix = KeyText(g, name) + ".";
         for (auto [inner, iv] : g.at(v).entries) {
-          if (g.at(iv).kind == NodeKind::kTensor) fn(ki, inner, iv, prefix);
+          if (g.at(iv).kind == NodeKind::kTensor) fn(ki, inner, iv, name);
         }
       }
     }
@@ -84,22 +81,24 @@ void CheckStateAliasing(const Checkpoint& cp, const OptimizerState& s, const std
     const TensorRef& t = cp.tensors[g.at(v).tensor];
     return t.storage >= 0 && static_cast<size_t>(t.storage) < uses.size() ? &t : nullptr;
   };
-  for_each_tensor([&](uint32_t, NodeId, NodeId v, const std::string&) {
+  for_each_tensor([&](uint32_t, NodeId, NodeId v, NodeId) {
     if (const TensorRef* t = storage_of(v)) ++uses[t->storage];
   });
   std::vector<Extent> shared;
-  for_each_tensor([&](uint32_t ki, NodeId name, NodeId v, const std::string& prefix) {
+  for_each_tensor([&](uint32_t ki, NodeId name, NodeId v, NodeId view) {
     const TensorRef* t = storage_of(v);
     uint64_t begin = 0, end = 0;
     if (!t || uses[t->storage] < 2 || !ByteRange(*t, begin, end)) return;
-    const std::string* kept = prefix.empty() ? &kNoPrefix : &prefixes.try_emplace(prefix, prefix).first->second;
-    shared.push_back({t->storage, begin, end, ki, name, KeyText(g, name) == "step", kept});
+    shared.push_back({t->storage, begin, end, ki, name, KeyText(g, name) == "step", view});
   });
   if (shared.empty()) return;
   std::sort(shared.begin(), shared.end(), [](const Extent& a, const Extent& b) {
     return a.storage != b.storage ? a.storage < b.storage : a.begin < b.begin;
   });
-  auto where = [&](const Extent& e) { return "state[" + s.keys[e.key].text + "]." + *e.prefix + KeyText(g, e.field); };
+  auto where = [&](const Extent& e) {
+    return "state[" + s.keys[e.key].text + "]." + (e.view == kNoNode ? "" : KeyText(g, e.view) + ".") +
+           KeyText(g, e.field);
+  };
   auto located = [&](const Extent& e) { return (at.empty() ? "" : at + ".") + where(e); };
   // One sweep per storage: each extent that starts before the furthest end so
   // far overlaps the extent that reached it (linear, however many overlap).
