@@ -83,11 +83,12 @@ StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const Va
   return r;
 }
 
-// The rules that judge what a pickle names and calls: the only ones that can
-// look at a file that cannot be read as a checkpoint.
-bool JudgesGlobals(std::string_view rule) {
+// The rules that judge what a pickle names, calls and how it is built: the
+// only ones that can look at a file that cannot be read as a checkpoint.
+bool JudgesPickles(std::string_view rule) {
   return rule == "dangerous-global" || rule == "unknown-global-called" || rule == "global-not-allowlisted" ||
-         rule == "import-runs-code" || rule == "allocation-claim";
+         rule == "import-runs-code" || rule == "allocation-claim" || rule == "pickle-tampered" ||
+         rule == "pickle-expansion" || rule == "pickle-cycle" || rule == "resource-limit";
 }
 
 // A file optstate cannot read may still be one torch.load starts running: a
@@ -112,7 +113,7 @@ StatusOr<ValidationReport> ValidateUnreadable(const std::string& path, const Val
   AddSecurityFindings(scan.findings, sink);
   for (const RuleInfo& rule : ValidationRules()) {
     if (rule.needs_rank_set) continue;
-    if (JudgesGlobals(rule.id)) {
+    if (JudgesPickles(rule.id)) {
       r.checked.emplace_back(rule.id);
     } else {
       r.skipped.emplace_back(rule.id, "the file could not be read as a checkpoint");

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <set>
 
 #include "check/finding_sink.h"
 #include "check/validate_checkpoint.h"
@@ -83,6 +84,18 @@ const std::vector<RuleInfo>& ValidationRules() {
       {"allocation-claim", S::kError,
        "a pickle call that allocates what a number names, far beyond the file (builtins.bytearray(n), which even "
        "weights_only=True runs)"},
+      {"pickle-tampered", S::kError,
+       "pickle structure no pickler writes and readers disagree on: a PROTO that is not first or comes twice, a "
+       "FRAME that ends inside an opcode, objects left beneath the result at STOP"},
+      {"pickle-expansion", S::kError,
+       "shared objects that expand to more than 64 objects per byte of the file as a tree (memo or DUP expansion, "
+       "\"billion laughs\")"},
+      {"pickle-cycle", S::kInfo,
+       "an object that contains itself (torch 1.13's OneCycleLR state does): torch.load reads it, but code that "
+       "walks the result without a memo never ends"},
+      {"resource-limit", S::kError,
+       "a pickle past one of optstate's built-in limits (objects, depth, memo, one string's size): the file is not "
+       "read, and the claim is reported"},
       {"import-runs-code", S::kError,
        "a pickle names a global of a module whose import alone runs code (a package's __main__, this, antigravity): "
        "resolving it does, called or not"},
@@ -224,13 +237,11 @@ void AddSecurityFindings(const std::vector<Finding>& findings, FindingSink& sink
     // inspect's finding codes are validate's rule ids; the findings about a
     // pickle inside a bytes value (it, what it imports, that it could not be
     // read) all fall under nested-pickle, as inspect reports them.
-    std::string rule = f.code == "dangerous-global" || f.code == "global-not-allowlisted" ||
-                               f.code == "import-runs-code" || f.code == "allocation-claim" ||
-                               f.code == "torchscript-archive" ||
-                               f.code == "unknown-global-called" ||
-                               f.code == "zip-name-escapes" || f.code == "zip-duplicate-record" ||
-                               f.code == "nested-pickle"
-                           ? f.code
+    static const std::set<std::string, std::less<>> kSameId = {
+        "dangerous-global", "global-not-allowlisted", "import-runs-code", "allocation-claim",
+        "torchscript-archive", "unknown-global-called", "zip-name-escapes", "zip-duplicate-record",
+        "nested-pickle", "pickle-tampered", "pickle-expansion", "pickle-cycle", "resource-limit"};
+    std::string rule = kSameId.count(f.code) ? f.code
                        : f.code == "nested-global" || f.code == "nested-pickle-unreadable" ? "nested-pickle"
                                                                                             : "";
     if (!rule.empty()) sink.Add(rule, f.where, f.message, f.global);

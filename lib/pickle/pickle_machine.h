@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "optstate/pickle_vm.h"
+#include "pickle/pickle_input.h"
 #include "pickle/pickle_text.h"
 #include "pickle/recent_values.h"
 
@@ -65,15 +66,18 @@ class Memo {
 
 class Machine {
  public:
-  Machine(ByteCursor& cursor, const PickleLimits& limits) : in_(cursor), limits_(limits) {}
+  Machine(ByteCursor& cursor, const PickleLimits& limits, PickleReadMode mode)
+      : limits_(limits), in_(cursor, mode, result_.anomalies) {}
 
   // After Run failed: the objects built and globals named before the error,
   // which CPython's unpickler would already have made (and called).
   PickleResult TakePartial() { return std::move(result_); }
 
   StatusOr<PickleResult> Run() {
+    start_ = in_.offset();
     while (true) {
       at_ = in_.offset();
+      in_.StartOpcode(at_);
       if (in_.at_end()) {
         return TruncatedError("offset " + std::to_string(at_) + ": pickle ends without STOP");
       }
@@ -82,11 +86,15 @@ class Machine {
       result_.opcodes.set(op);
       if (op == '.') break;
       OPTSTATE_RETURN_IF_ERROR(Step(op));
-      OPTSTATE_RETURN_IF_ERROR(CheckFrameBoundary());
     }
     // STOP returns the top of the stack, as CPython's unpicklers do: objects and
     // marks left beneath it are dropped, not an error (torch.load accepts them).
     OPTSTATE_ASSIGN_OR_RETURN(NodeId root, Pop());
+    if (!stack_.empty() || !marks_.empty()) {
+      result_.anomalies.push_back(
+          {at_, "STOP leaves " + std::to_string(stack_.size()) + " object(s) and " + std::to_string(marks_.size()) +
+                    " mark(s) beneath the result, which the unpickler built (and called) all the same"});
+    }
     result_.leftover_objects = stack_.size();
     result_.leftover_marks = marks_.size();
     result_.graph.root = root;
@@ -296,12 +304,13 @@ class Machine {
     return PushText(NodeKind::kBigInt, LittleEndianToDecimal(bytes));
   }
 
-  StatusOr<std::string> ReadSized(uint64_t n, const char* what) {
+  // `in_order`: BINBYTES and BYTEARRAY8 data (see PickleInput::ReadBytes).
+  StatusOr<std::string> ReadSized(uint64_t n, const char* what, bool in_order = false) {
     if (n > limits_.max_string_bytes) {
       return LimitExceededError(Where() + what + " of " + std::to_string(n) + " bytes exceeds " +
                                 std::to_string(limits_.max_string_bytes) + " (limit max_string_bytes)");
     }
-    OPTSTATE_ASSIGN_OR_RETURN(ByteSpan b, in_.ReadBytes(n, what));
+    OPTSTATE_ASSIGN_OR_RETURN(ByteSpan b, in_.ReadBytes(n, what, in_order));
     return std::string(AsChars(b));
   }
 
@@ -335,8 +344,24 @@ class Machine {
     if (!it) {
       return Corrupt("memo index " + std::to_string(index) + " was never stored");
     }
+    CountRepeat(*it);
     return Push(*it);
   }
+
+  // See PickleResult::compound_repeats. Values and globals are leaves.
+  void CountRepeat(NodeId id) {
+    switch (graph().at(id).kind) {
+      case NodeKind::kTuple:
+      case NodeKind::kList:
+      case NodeKind::kDict:
+      case NodeKind::kSet:
+      case NodeKind::kFrozenSet:
+      case NodeKind::kObject: ++result_.compound_repeats; break;
+      default: break;
+    }
+  }
+
+  void Anomaly(std::string what) { result_.anomalies.push_back({at_, std::move(what)}); }
 
   Status PushGlobal(std::string module, std::string name) {
     result_.globals.push_back({module, name, at_, OpName(op_)});
@@ -382,27 +407,11 @@ class Machine {
 
   Status Step(uint8_t op);
 
-  // A FRAME's declared length must end where an opcode ends: CPython's Python
-  // unpickler refuses an opcode that crosses it, while its C unpickler reads on,
-  // so bytes inside an argument (a BINBYTES value) could run as opcodes in one
-  // and not the other. Neither reading is safe to assume; the file is refused.
-  Status CheckFrameBoundary() {
-    if (frame_end_ == 0) return Status();
-    if (in_.offset() == frame_end_) {
-      frame_end_ = 0;
-    } else if (in_.offset() > frame_end_) {
-      return CorruptError(Where() + "the FRAME at offset " + std::to_string(frame_at_) + " ends at offset " +
-                          std::to_string(frame_end_) + ", inside this opcode (which ends at " +
-                          std::to_string(in_.offset()) + "): Python's unpicklers disagree on what follows");
-    }
-    return Status();
-  }
-
-  ByteCursor& in_;
   const PickleLimits& limits_;
-  PickleResult result_;
-  uint64_t frame_at_ = 0;   // offset of the FRAME opcode whose frame is open
-  uint64_t frame_end_ = 0;  // where it ends; 0 when no frame is open
+  PickleResult result_;  // before in_, which records anomalies into it
+  PickleInput in_;
+  uint64_t start_ = 0;  // offset of the first opcode
+  bool seen_proto_ = false;
   std::vector<NodeId> stack_;
   std::vector<size_t> marks_;
   // Nesting depth below and including each node, by NodeId (at most

@@ -17,22 +17,20 @@ Status Machine::Step(uint8_t op) {
     case 0x80: {  // PROTO
       OPTSTATE_ASSIGN_OR_RETURN(uint8_t v, in_.ReadU8("PROTO version"));
       if (v > 5) return UnsupportedError(Where() + "pickle protocol " + std::to_string(v));
+      // Picklers write one PROTO, first (protocol 2 and later); both unpicklers
+      // take any number anywhere, and scanners that stop at a second one miss
+      // what follows.
+      if (at_ != start_) {
+        Anomaly(seen_proto_ ? "a second PROTO (protocol " + std::to_string(v) + ")"
+                                                          : "PROTO " + std::to_string(v) + " is not the first opcode");
+      }
+      seen_proto_ = true;
       result_.protocol = v;
       return Status();
     }
     case 0x95: {  // FRAME: a length hint; the frame's opcodes follow inline
-      if (frame_end_ != 0) {
-        return Corrupt("a new frame begins inside the frame of offset " + std::to_string(frame_at_) +
-                       ", which ends at offset " + std::to_string(frame_end_));
-      }
       OPTSTATE_ASSIGN_OR_RETURN(uint64_t n, in_.ReadU64LE("FRAME length"));
-      if (n > in_.remaining()) {
-        return TruncatedError(Where() + "frame of " + std::to_string(n) + " bytes, " +
-                              std::to_string(in_.remaining()) + " left");
-      }
-      frame_at_ = at_;
-      frame_end_ = n == 0 ? 0 : in_.offset() + n;
-      return Status();
+      return in_.Frame(n, at_);
     }
     // Stack manipulation.
     case '(':
@@ -51,6 +49,7 @@ Status Machine::Step(uint8_t op) {
     case '1': return PopMark().status();  // POP_MARK
     case '2': {                           // DUP
       OPTSTATE_ASSIGN_OR_RETURN(NodeId top, Top());
+      CountRepeat(top);
       return Push(top);
     }
     // Scalars.
@@ -154,18 +153,18 @@ Status Machine::Step(uint8_t op) {
     }
     case 'B': {
       OPTSTATE_ASSIGN_OR_RETURN(uint32_t n, in_.ReadU32LE("BINBYTES length"));
-      OPTSTATE_ASSIGN_OR_RETURN(std::string s, ReadSized(n, "BINBYTES"));
+      OPTSTATE_ASSIGN_OR_RETURN(std::string s, ReadSized(n, "BINBYTES", /*in_order=*/true));
       return PushText(NodeKind::kBytes, std::move(s));
     }
     case 'C': {
       OPTSTATE_ASSIGN_OR_RETURN(uint8_t n, in_.ReadU8("SHORT_BINBYTES length"));
-      OPTSTATE_ASSIGN_OR_RETURN(std::string s, ReadSized(n, "SHORT_BINBYTES"));
+      OPTSTATE_ASSIGN_OR_RETURN(std::string s, ReadSized(n, "SHORT_BINBYTES", /*in_order=*/true));
       return PushText(NodeKind::kBytes, std::move(s));
     }
     case 0x8e:
     case 0x96: {  // BINBYTES8, BYTEARRAY8
       OPTSTATE_ASSIGN_OR_RETURN(uint64_t n, in_.ReadU64LE("BINBYTES8 length"));
-      OPTSTATE_ASSIGN_OR_RETURN(std::string s, ReadSized(n, op == 0x8e ? "BINBYTES8" : "BYTEARRAY8"));
+      OPTSTATE_ASSIGN_OR_RETURN(std::string s, ReadSized(n, op == 0x8e ? "BINBYTES8" : "BYTEARRAY8", /*in_order=*/true));
       OPTSTATE_RETURN_IF_ERROR(PushText(NodeKind::kBytes, std::move(s)));
       if (op == 0x96) graph().at(stack_.back()).extra().class_name = CompactText::Common("builtins.bytearray");
       return Status();
@@ -353,8 +352,9 @@ Status Machine::Step(uint8_t op) {
 
 }  // namespace pickle_internal
 
-StatusOr<PickleResult> ReadPickle(ByteCursor& cursor, const PickleLimits& limits, PickleResult* partial) {
-  pickle_internal::Machine machine(cursor, limits);
+StatusOr<PickleResult> ReadPickle(ByteCursor& cursor, const PickleLimits& limits, PickleResult* partial,
+                                  PickleReadMode mode) {
+  pickle_internal::Machine machine(cursor, limits, mode);
   StatusOr<PickleResult> result = machine.Run();
   if (!result.ok() && partial != nullptr) *partial = machine.TakePartial();
   return result;

@@ -26,8 +26,12 @@ Status ParseZipCheckpoint(const ByteCursor& whole, const ReadOptions& options, C
   OPTSTATE_ASSIGN_OR_RETURN(ByteSpan pickle, ZipEntryData(whole, *pkl));
   OPTSTATE_ASSIGN_OR_RETURN(uint64_t pickle_offset, ZipEntryDataOffset(whole, *pkl));
   ByteCursor c(pickle, whole.base_offset() + pickle_offset);
-  StatusOr<PickleResult> parsed = ReadPickle(c, options.pickle);
+  // torch.load unpickles it from an io.BytesIO, which decides what a FRAME trick reads as.
+  StatusOr<PickleResult> parsed = ReadPickle(c, options.pickle, nullptr, PickleReadMode::kFileNoPeek);
   if (!parsed.ok()) return std::move(parsed).status().WithContext("record '" + pkl->name + "'");
+  ScanPickleStructure(*parsed, pkl->name, whole.size(), out.findings);
+  const uint64_t used = parsed->end_offset - c.base_offset();  // torch.load stops at STOP
+  ScanBytesAfterStop(pickle.subspan(used), parsed->end_offset, pkl->name, options.pickle, out.findings);
   // The graph holds what it needs of the pickle's bytes (32 MB at 10^5 parameters).
   if (options.done_with) options.done_with(pickle);
   out.pickle_protocol = parsed->protocol;

@@ -46,6 +46,7 @@ Status ParseLegacyCheckpoint(const ByteCursor& whole, const ReadOptions& options
 
   uint64_t main_at = c.offset();
   OPTSTATE_ASSIGN_OR_RETURN(PickleResult main, ReadPickle(c, options.pickle));
+  ScanPickleStructure(main, "main pickle", whole.size(), out.findings);
   out.pickle_record = "main pickle";
   out.pickle_protocol = main.protocol;
   out.pickle_bytes = main.end_offset - main_at;
@@ -61,6 +62,7 @@ Status ParseLegacyCheckpoint(const ByteCursor& whole, const ReadOptions& options
                             {&proto, "2 (the protocol version)"},
                             {&sys_info, "3 (sys_info)"},
                             {&keys, "5 (the storage keys)"}}) {
+    ScanPickleStructure(*side, std::string("legacy pickle ") + role, whole.size(), out.findings);
     if (side->globals.empty()) continue;
     const std::set<uint64_t> called = CalledGlobalOffsets(side->graph);
     const std::set<uint64_t> lookups = BoundMethodLookups(side->graph);

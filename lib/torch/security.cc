@@ -252,9 +252,11 @@ std::set<uint64_t> BoundMethodLookups(const ObjectGraph& graph) {
 
 void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where, bool nested,
                  std::vector<Finding>& findings, const std::set<uint64_t>* called,
-                 const std::set<uint64_t>* lookups) {
-  const std::string caller = nested ? "code that unpickles this value (HeavyBall does on load_state_dict)"
-                                    : "torch.load(weights_only=False)";
+                 const std::set<uint64_t>* lookups, std::string_view nested_reader) {
+  const std::string caller = !nested                 ? std::string("torch.load(weights_only=False)")
+                             : nested_reader.empty() ? std::string("code that unpickles this value (HeavyBall does on "
+                                                                   "load_state_dict)")
+                                                     : std::string(nested_reader);
   for (const GlobalRef& g : globals) {
     std::string loc = where + " offset " + std::to_string(g.offset);
     std::string name = g.module + "." + g.name;
@@ -306,16 +308,33 @@ void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where
 }
 
 Status ScanPickleGlobals(ByteCursor& cursor, const std::string& where, const PickleLimits& limits,
-                         std::vector<Finding>& findings, PickleResult* got) {
+                         std::vector<Finding>& findings, PickleResult* got, PickleReadMode mode) {
   PickleResult partial;
-  StatusOr<PickleResult> r = ReadPickle(cursor, limits, &partial);
+  StatusOr<PickleResult> r = ReadPickle(cursor, limits, &partial, mode);
   PickleResult& result = r.ok() ? *r : partial;
   const std::set<uint64_t> called = CalledGlobalOffsets(result.graph);
   const std::set<uint64_t> lookups = BoundMethodLookups(result.graph);
   ScanGlobals(result.globals, where, /*nested=*/false, findings, &called, &lookups);
   ScanAllocationClaims(result.graph, result.globals, where, cursor.size(), findings);
+  ScanPickleStructure(result, where, cursor.size(), findings);
+  ScanLimitStop(r.status(), limits, where, findings);
   if (got != nullptr) *got = std::move(result);
   return r.status();
+}
+
+void ScanBytesAfterStop(ByteSpan rest, uint64_t rest_offset, const std::string& where, const PickleLimits& limits,
+                        std::vector<Finding>& findings) {
+  if (rest.empty()) return;
+  findings.push_back({Severity::kError, "pickle-tampered", where + " offset " + std::to_string(rest_offset),
+                      std::to_string(rest.size()) + " byte(s) follow the pickle's STOP: torch.save writes none and "
+                          "torch.load never reads them, but a reader that reads the record on (pickle.load in a "
+                          "loop, another tool) unpickles them. Python's pickler never writes this",
+                      ""});
+  ByteCursor c(rest, rest_offset);
+  PickleResult partial;
+  StatusOr<PickleResult> r = ReadPickle(c, limits, &partial);
+  ScanGlobals((r.ok() ? *r : partial).globals, where + " (after STOP)", /*nested=*/true, findings, nullptr, nullptr,
+              "a reader that unpickles what follows the STOP");
 }
 
 void ScanZipName(std::string_view name, std::vector<Finding>& findings) {

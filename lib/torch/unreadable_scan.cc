@@ -29,8 +29,8 @@ constexpr uint64_t kMaxInflatedPickle = 256u << 20;           // a deflated data
 // Reads one pickle at `c` and adds the findings for what it named and called.
 // Returns false when it broke: torch.load stops there, so nothing after it runs.
 bool ScanOne(ByteCursor& c, const std::string& where, const PickleLimits& limits, std::vector<Finding>& findings,
-             PickleResult& got, std::string& error) {
-  Status s = ScanPickleGlobals(c, where, limits, findings, &got);
+             PickleResult& got, std::string& error, PickleReadMode mode = PickleReadMode::kStream) {
+  Status s = ScanPickleGlobals(c, where, limits, findings, &got, mode);
   if (!s.ok()) error = s.ToString();
   return s.ok();
 }
@@ -57,7 +57,9 @@ UnreadableScan ScanZip(const ByteCursor& file, const PickleLimits& limits) {
       std::string error;
       ++pickles;
       const std::string where = e.name + " (inflated)";
-      if (!ScanOne(c, where, limits, out.findings, got, error)) out.stopped_at = "in " + where + ": " + error;
+      if (!ScanOne(c, where, limits, out.findings, got, error, PickleReadMode::kFileNoPeek)) {
+        out.stopped_at = "in " + where + ": " + error;
+      }
       continue;
     }
     if (e.method != 0) {
@@ -74,7 +76,9 @@ UnreadableScan ScanZip(const ByteCursor& file, const PickleLimits& limits) {
     PickleResult got;
     std::string error;
     ++pickles;
-    if (!ScanOne(c, e.name, limits, out.findings, got, error)) out.stopped_at = "in " + e.name + ": " + error;
+    if (!ScanOne(c, e.name, limits, out.findings, got, error, PickleReadMode::kFileNoPeek)) {
+      out.stopped_at = "in " + e.name + ": " + error;  // torch.load reads a data.pkl as an io.BytesIO
+    }
   }
   out.scanned = std::to_string(pickles) + " data.pkl record" + (pickles == 1 ? "" : "s") + " of the zip";
   return out;
@@ -326,15 +330,32 @@ UnreadableScan ScanTar(const ByteCursor& file, const PickleLimits& limits) {
   return out;
 }
 
+// A pickle's shape misleads a reader only into loading it: where torch.load
+// raises before returning anything, a tampered or expanding structure misleads
+// no one (and bytes that are no pickle at all parse into such shapes by
+// chance), so only what ran before the raise is reported.
+void DropShapesOfALoadThatRaises(UnreadableScan& out) {
+  if (out.stopped_at.empty()) return;
+  std::erase_if(out.findings,
+                [](const Finding& f) { return f.code == "pickle-tampered" || f.code == "pickle-expansion"; });
+}
+
 }  // namespace
 
 UnreadableScan ScanWhatTorchLoadWouldRun(const ByteCursor& file, const PickleLimits& limits) {
   ByteSpan b = file.data();
-  if (b.size() >= 4 && b[0] == std::byte{'P'} && b[1] == std::byte{'K'}) return ScanZip(file, limits);
-  if (IsTarHeader(b)) return ScanTar(file, limits);  // torch tries tar before the pickle stream
-  // Anything else goes to torch's legacy path, which unpickles first and checks
-  // after (protocols 0 and 1 have no PROTO opcode, so no start can be ruled out).
-  return ScanPickleStream(file, limits);
+  UnreadableScan out;
+  if (b.size() >= 4 && b[0] == std::byte{'P'} && b[1] == std::byte{'K'}) {
+    out = ScanZip(file, limits);
+  } else if (IsTarHeader(b)) {
+    out = ScanTar(file, limits);  // torch tries tar before the pickle stream
+  } else {
+    // Anything else goes to torch's legacy path, which unpickles first and checks
+    // after (protocols 0 and 1 have no PROTO opcode, so no start can be ruled out).
+    out = ScanPickleStream(file, limits);
+  }
+  DropShapesOfALoadThatRaises(out);
+  return out;
 }
 
 std::optional<UnreadableScan> ScanWhatTorchLoadWouldRunOf(const std::string& path, const Status& read_error,
@@ -353,6 +374,7 @@ std::optional<UnreadableScan> ScanWhatTorchLoadWouldRunOf(const std::string& pat
     PickleResult got;
     std::string error;
     if (!ScanOne(c, ".metadata", limits, out.findings, got, error)) out.stopped_at = "in .metadata: " + error;
+    DropShapesOfALoadThatRaises(out);
     // DCP's own metadata classes are no news in its .metadata: only what is
     // an error to call is worth saying beside the read error.
     std::erase_if(out.findings, [](const Finding& f) { return f.severity != Severity::kError; });

@@ -54,7 +54,7 @@ void ScanRecordsBesideTheMainPickle(const ByteCursor& whole, const PickleLimits&
       StatusOr<std::vector<std::byte>> inflated = InflateZipEntry(whole, e, 256u << 20);
       if (inflated.ok()) {
         ByteCursor c(ByteSpan(inflated->data(), inflated->size()));
-        (void)ScanPickleGlobals(c, e.name + " (inflated)", limits, out.findings);
+        (void)ScanPickleGlobals(c, e.name + " (inflated)", limits, out.findings, nullptr, PickleReadMode::kFileNoPeek);
         continue;
       }
     }
@@ -69,7 +69,8 @@ void ScanRecordsBesideTheMainPickle(const ByteCursor& whole, const PickleLimits&
       continue;
     }
     ByteCursor c(*data, whole.base_offset() + *at);
-    (void)ScanPickleGlobals(c, e.name, limits, out.findings);  // a break is no reason to stop the scan
+    // A break is no reason to stop the scan. torch.load reads a data.pkl as an io.BytesIO.
+    (void)ScanPickleGlobals(c, e.name, limits, out.findings, nullptr, PickleReadMode::kFileNoPeek);
   }
 }
 

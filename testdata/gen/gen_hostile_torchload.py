@@ -1,9 +1,9 @@
 """Checkpoints made to exploit how torch.load reads a file where a scanner reads it otherwise.
 
 Usage: /usr/bin/python3 testdata/gen/gen_hostile_torchload.py OUTDIR   (torch 1.13 on the host)
-Writes OUTDIR/<case>.pt and OUTDIR/cases.json ({case: {"technique", "rule", "marker"}}): the rule
-optstate must report, and how the session check (check_hostile_markers.py, in the torch 2.6 chroot)
-sees the payload act under real torch: "file" (posix.system touches /tmp/optstate-marker-<case>),
+Writes OUTDIR/<case>.pt and OUTDIR/cases.json ({case: {"technique", "rule", "marker"[, "severity"]}}):
+the rule optstate must report (an error unless "severity" says "info"), and how the session
+check (check_hostile_markers.py, in the torch 2.6 chroot) sees the payload act under real torch: "file" (posix.system touches /tmp/optstate-marker-<case>),
 "stdout" (a module that prints when imported), "alloc" (weights_only=True allocates what the
 pickle names), "jit" (torch.load hands the file to torch.jit.load), "nested" (pickle.loads of the
 bytes value, as code that unpickles one does) or "none" (real torch does not run it: kept as an
@@ -186,11 +186,80 @@ def torchscript_archive():
     return out.getvalue()
 
 
+def data_pkl_of(pkl_for):
+    """A torch.save zip of state_with(0) whose data.pkl is pkl_for(original data.pkl)."""
+    src = zipfile.ZipFile(io.BytesIO(torch_save_bytes(state_with(0))))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            put(dst, info.filename, pkl_for(data) if info.filename.endswith("/data.pkl") else data)
+    return out.getvalue()
+
+
+def call_op(case):
+    """posix.system(run(case)) as opcodes that leave its result on the stack."""
+    return op_global("posix", "system") + op_str(run(case)) + pickle.TUPLE1 + pickle.REDUCE
+
+
+def frame_split(case):
+    """Protocol 4, a FRAME ending two bytes into a string. Read as one buffer (pickle.loads, a scanner)
+    the payload is the data of a bytes value that is pushed and popped. torch.load reads data.pkl from
+    an io.BytesIO, and CPython's C unpickler then drops what is left of the frame when a read crosses
+    its end and reads on after it: the string is taken from two bytes later, and the payload runs."""
+    def make(pkl):
+        assert pkl[:2] == pickle.PROTO + b"\x02"
+        payload = call_op(case)
+        assert len(payload) < 128  # so that its length byte is UTF-8 in torch's string
+        text = b"benign-text"
+        head = pickle.BINUNICODE + struct.pack("<I", len(text))
+        return (pickle.PROTO + b"\x04" + pickle.FRAME + struct.pack("<Q", len(head) + 2) + head + text +
+                pickle.SHORT_BINBYTES + bytes([len(payload)]) + payload + pickle.POP + pickle.POP + pkl[2:])
+    return data_pkl_of(make)
+
+
+def proto_twice(pkl):
+    """A second PROTO after the first: both unpicklers take it; a scanner that stops there reads nothing."""
+    return pkl[:2] + pkl[:2] + pkl[2:]
+
+
+def left_on_stack(case):
+    """The payload's result left beneath the real object at STOP (modelscan's unsafe zip does this):
+    CPython drops it silently, after calling it."""
+    return data_pkl_of(lambda pkl: pkl[:2] + call_op(case) + pkl[2:])
+
+
+MEMO_BASE = 1 << 20  # far above the memo indices torch.save's pickler uses in the file spliced into
+
+
+def memo_expansion(levels=30, fan=10):
+    """fan references to the list below, levels deep: fan**levels objects as a tree, in ~1 KiB."""
+    put_, get_ = (lambda i: pickle.LONG_BINPUT + struct.pack("<I", MEMO_BASE + i),
+                  lambda i: pickle.LONG_BINGET + struct.pack("<I", MEMO_BASE + i))
+    ops = pickle.EMPTY_LIST + put_(0) + pickle.POP
+    for k in range(1, levels + 1):
+        ops += pickle.MARK + get_(k - 1) * fan + pickle.LIST + put_(k) + pickle.POP
+    return splice(ops + get_(levels))
+
+
+def self_reference():
+    """A list that contains itself (Python's pickler writes this for l = []; l.append(l))."""
+    ref = struct.pack("<I", MEMO_BASE)
+    return splice(pickle.EMPTY_LIST + pickle.LONG_BINPUT + ref + pickle.LONG_BINGET + ref + pickle.APPEND)
+
+
+def deep_nesting(depth):
+    """Lists nested `depth` deep: torch's unpickler builds them without recursion."""
+    return splice(pickle.EMPTY_LIST * (depth + 1) + pickle.APPEND * depth)
+
+
 def cases():
     c = {}
 
-    def add(name, technique, rule, marker, data):
+    def add(name, technique, rule, marker, data, severity="error"):
         c[name] = {"technique": technique, "rule": rule, "marker": marker, "data": data}
+        if severity != "error":
+            c[name]["severity"] = severity
 
     add("zip_case_only_upper", "the payload as DATA.PKL and no data.pkl: torch's zip reader ignores case",
         "dangerous-global", "file", zip_renamed("zip_case_only_upper", "DATA.PKL"))
@@ -224,6 +293,20 @@ def cases():
                op_global("builtins", "len") + pickle.EMPTY_LIST + pickle.TUPLE1 + pickle.REDUCE + pickle.LIST))
     add("torchscript_archive", "constants.pkl and code/ beside data.pkl", "torchscript-archive", "jit",
         torchscript_archive())
+    # Pickles no pickler writes (fickling's structural vectors), each kept beside a real checkpoint.
+    add("frame_split_opcode", "a FRAME ending inside a string: torch.load runs what a whole-buffer reader sees as "
+        "bytes data", "dangerous-global",
+        "file", frame_split("frame_split_opcode"))
+    add("proto_twice", "a second PROTO opcode (nothing else wrong)", "pickle-tampered", "none",
+        data_pkl_of(proto_twice))
+    add("left_on_stack", "the payload's result left beneath the state dict at STOP", "pickle-tampered", "file",
+        left_on_stack("left_on_stack"))
+    add("memo_expansion", "30 levels of 10 memo references each: 10**30 objects as a tree", "pickle-expansion",
+        "none", memo_expansion())
+    add("self_reference", "a list that contains itself (a note: torch.load reads it, nothing runs)",
+        "pickle-cycle", "none", self_reference(), severity="info")
+    add("deep_nesting", "lists nested 5000 deep, past the built-in max_depth of 1000", "resource-limit", "none",
+        deep_nesting(5000))
     return c
 
 

@@ -3,8 +3,9 @@ resources optstate may spend on any hostile file.
 
 Usage: check_hostile_cases.py OPTSTATE [--no-resource-limits]
 testdata/hostile/torchload/cases.json (gen_hostile_torchload.py) names, per file, the rule that must
-fire; validate must exit 1 with it (every attack is a finding with a rule id, never only exit 2). A
-case without a rule is benign and must pass (exit 0, no error).
+fire; validate must exit 1 with it (every attack is a finding with a rule id, never only exit 2), or,
+for a case with a "severity" ("warning", "info"), exit 0 with it at that severity. A case without a rule is
+benign and must pass (exit 0, no error).
 Real torch running each payload is recorded beside it (markers.torch26.json, markers.torch113.json,
 check_hostile_markers.py, session only) and shown here. Every file under testdata/hostile (and
 each DCP directory there) is validated within 64 MiB of peak RSS and 1 s of CPU (not with
@@ -56,14 +57,21 @@ def main():
         try:
             doc = json.loads(out)
             rules = {x["rule"] for x in doc["findings"] if x["severity"] == "error"}
+            lesser = {(x["rule"], x["severity"]) for x in doc["findings"] if x["severity"] != "error"}
         except (json.JSONDecodeError, KeyError):
-            rules = set()
+            rules, lesser = set(), set()
         torch_says = "; ".join(f"{t}: {'runs' if r[case]['ran'] else 'does not run'}" for t, r in ran.items()
                                if case in r)
         if info["rule"] is None:  # benign: passes the default gate, with the warnings it earns
             ok = code == 0 and not rules
             passed, failed = passed + ok, failed + (not ok)
             print(f"{'ok  ' if ok else 'FAIL'} {case}: benign, exit {code}{', errors ' + str(sorted(rules)) if rules else ''}")
+            continue
+        if "severity" in info:  # a finding, not an attack: the file passes with it
+            ok = code == 0 and not rules and (info["rule"], info["severity"]) in lesser
+            passed, failed = passed + ok, failed + (not ok)
+            print(f"{'ok  ' if ok else 'FAIL'} {case}: {info['rule']} ({info['severity']}), exit {code}"
+                  f"{', errors ' + str(sorted(rules)) if rules else ''} ({torch_says})")
             continue
         if code == 1 and info["rule"] in rules:
             passed += 1

@@ -3,7 +3,9 @@
 Usage: mutate_for_torch_load.py OUTDIR COUNT SEED BASE...
 Each mutation takes one BASE zip (a real torch.save file) and a payload pickle (a call or a
 named global from PAYLOADS, built as opcodes: nothing is pickled from a live object, nothing
-is run), then applies one to three steps drawn from STEPS: the payload as data.pkl, as a
+is run; its global sometimes fetched back through the memo, the pickle sometimes in a shape no
+pickler writes: a FRAME ending inside a string, two PROTOs, the payload left beneath the result,
+or after the STOP), then applies one to three steps drawn from STEPS: the payload as data.pkl, as a
 case variant of data.pkl's name beside it (before or after), as an exact duplicate record,
 deflated; the records reordered; junk before or after the archive. Writes OUTDIR/m<i>.pt and
 OUTDIR/mutations.json ({file: [steps]}). check_torch_load.py then holds optstate's findings to
@@ -37,11 +39,35 @@ PAYLOADS = [
 def payload(rng):
     module, name, how = rng.choice(PAYLOADS)
     body = op_global(module, name)
+    if rng.random() < 0.3:  # the global fetched back through the memo
+        body += b"q\x00" + b"0" + b"h\x00"  # BINPUT 0, POP, BINGET 0
     if how == "call":
         body += op_str("touch /tmp/optstate-never") + b"\x85R"  # TUPLE1 REDUCE
     elif how == "alloc":
         body += b"J" + struct.pack("<i", rng.choice([1 << 20, (1 << 31) - 1])) + b"\x85R"
-    return b"\x80\x02" + body + b".", f"{module}.{name} ({how})"
+    shaped, shape = pickle_shape(body, rng)
+    return shaped, f"{module}.{name} ({how}){shape}"
+
+
+def pickle_shape(body, rng):
+    """The pickle around one object's opcodes, plain or in a shape no pickler writes."""
+    shape = rng.choice(["plain", "plain", "frame_split", "proto_twice", "left_on_stack", "after_stop"])
+    if shape == "frame_split":
+        # A FRAME ending k bytes into a string: CPython's C unpickler reading a file (torch.load's
+        # io.BytesIO of data.pkl) drops the rest of the frame and reads on after it; for k = 2 the
+        # body, a bytes value to a whole-buffer reader, runs.
+        text = b"benign-text"
+        k = rng.choice([1, 2, 2, 2, 3, len(text) - 1])
+        head = b"X" + struct.pack("<I", len(text))
+        return (b"\x80\x04\x95" + struct.pack("<Q", len(head) + k) + head + text + b"C" + bytes([len(body)]) + body +
+                b"00N."), " frame_split k=%d" % k
+    if shape == "proto_twice":
+        return b"\x80\x02\x80\x02" + body + b".", " proto_twice"
+    if shape == "left_on_stack":
+        return b"\x80\x02" + body + b"N.", " left_on_stack"
+    if shape == "after_stop":
+        return b"\x80\x02N." + b"\x80\x02" + body + b".", " after_stop"
+    return b"\x80\x02" + body + b".", ""
 
 
 def records(path):

@@ -94,10 +94,11 @@ TEST(SecurityTest, EveryHostileFileIsRefusedOrFlagged) {
       {"tar_legacy_os_system.pt", "refused: unsupported: a tar checkpoint (torch before 0.4)"},
       {"tar_storage_views_call.pt", "refused: unsupported: a tar checkpoint (torch before 0.4)"},
       {"call_then_broken_pickle.pt", "refused: corrupt data: memo index 424242 was never stored"},
-      {"frame_ends_mid_opcode.pt",
-       "refused: corrupt data: the FRAME at offset 48 ends at offset 63, inside this opcode (which ends at 67)"},
+      // Read as torch.load reads a zip's data.pkl, the frame's last byte is dropped and the pickle
+      // breaks later, as it does in torch (validate reports the crossing: pickle-tampered).
+      {"frame_ends_mid_opcode.pt", "refused: unsupported: persistent id of type tuple is not a torch storage reference"},
       // torch accepts objects left beneath the root at STOP; the call below it is found.
-      {"stop_leaves_call_below_root.pt", "flagged: error dangerous-global"},
+      {"stop_leaves_call_below_root.pt", "flagged: error pickle-tampered, error dangerous-global"},
       {"duplicate_data_pkl.pt", "flagged: error zip-duplicate-record, error dangerous-global"},
       {"zip_name_absolute.pt", "refused: corrupt data: record '/etc/cron.d/job' lies outside the archive directory"},
       {"zip_name_dotdot.pt", "flagged: error zip-name-escapes"},
@@ -143,6 +144,52 @@ TEST(SecurityTest, EveryHostileFileIsRefusedOrFlagged) {
 
 // torch 2.6 loaded every real fixture with weights_only=True (their
 // .expected.json records it); our scan must agree: no warnings or errors.
+std::string Codes(const std::vector<Finding>& findings) {
+  std::string out;
+  for (const Finding& f : findings) out += (out.empty() ? "" : ", ") + std::string(SeverityName(f.severity)) + " " + f.code;
+  return out;
+}
+
+// levels of `fan` references each to the list below: fan^levels objects as a tree.
+std::string Laughs(int levels, int fan) {
+  std::string p = "\x80\x02]q";
+  p += '\0';
+  for (int k = 1; k <= levels; ++k) {
+    p += "0(";
+    for (int i = 0; i < fan; ++i) p += std::string("h") + static_cast<char>(k - 1);
+    p += std::string("lq") + static_cast<char>(k);
+  }
+  return p + "0h" + static_cast<char>(levels) + ".";
+}
+
+std::vector<Finding> ScanBytes(const std::string& bytes, const PickleLimits& limits = {}) {
+  ByteCursor c(AsBytes(bytes));
+  std::vector<Finding> findings;
+  (void)ScanPickleGlobals(c, "data.pkl", limits, findings);
+  return findings;
+}
+
+// The tree is counted against the file: 2^24 objects and 64 per byte.
+TEST(SecurityTest, ExpansionIsMeasuredAgainstTheFile) {
+  EXPECT_EQ(Codes(ScanBytes(Laughs(7, 10))), "") << "10^7 objects: below 2^24";
+  const std::vector<Finding> big = ScanBytes(Laughs(8, 10));
+  EXPECT_EQ(Codes(big), "error pickle-expansion");
+  EXPECT_EQ(big[0].message.substr(0, 85),
+            "the objects this pickle shares expand to more than 16777216 as a tree, from a file of");
+  EXPECT_EQ(Codes(ScanBytes(std::string("\x80\x02]q\x00h\x00" "a.", 9))), "info pickle-cycle");
+}
+
+// Only the built-in limits make a stop a finding: a limit the user lowered is their choice.
+TEST(SecurityTest, BuiltInLimitsStopAsAFinding) {
+  const std::string deep = "\x80\x02" + std::string(1100, ']') + std::string(1099, 'a') + ".";
+  const std::vector<Finding> stopped = ScanBytes(deep);
+  EXPECT_EQ(Codes(stopped), "error resource-limit");
+  EXPECT_EQ(stopped[0].message.substr(0, 60), "offset 2101: 0x61 'a': objects nested deeper than 1000 level");
+  PickleLimits lowered;
+  lowered.max_nodes = 50;
+  EXPECT_EQ(Codes(ScanBytes(deep, lowered)), "");
+}
+
 TEST(SecurityTest, RealFixturesHaveNoWarningsAsTorch26Agrees) {
   for (const std::string& fixture : testing::AllFixtures()) {
     nlohmann::json want = testing::ExpectedJson(fixture);

@@ -45,6 +45,8 @@ struct PickleLimits {
   // it is capped far below strings: 1 KiB is 2466 digits; checkpoints hold
   // pointers of 8 bytes and less.
   uint64_t max_long_bytes = 1024;
+
+  friend bool operator==(const PickleLimits&, const PickleLimits&) = default;
 };
 
 struct GlobalRef {
@@ -52,6 +54,15 @@ struct GlobalRef {
   std::string name;
   uint64_t offset;  // of the GLOBAL / STACK_GLOBAL / INST opcode
   std::string opcode;
+};
+
+// Something in the pickle's structure that no pickler writes and that readers
+// disagree on or that only serves to mislead one: a FRAME whose end falls inside
+// an opcode, a PROTO that is not the first opcode. CPython's C unpickler, which
+// torch.load uses, reads on; so does ReadPickle, and it records where.
+struct PickleAnomaly {
+  uint64_t offset;   // of the opcode
+  std::string what;
 };
 
 struct PickleResult {
@@ -63,7 +74,18 @@ struct PickleResult {
   // Left beneath the root at STOP (CPython drops them; torch.save never leaves any).
   size_t leftover_objects = 0;
   size_t leftover_marks = 0;
+  std::vector<PickleAnomaly> anomalies;
+  // Memo gets and DUPs of a container or call result: each puts one object in
+  // a second place, so the object tree can grow far beyond the node count
+  // ("billion laughs"). 0 means the tree is the graph.
+  uint64_t compound_repeats = 0;
 };
+
+// How the bytes reach the unpickler (lib/pickle/pickle_input.h): in order
+// (pickle.loads, torch.load of a legacy file by path), or as CPython's C
+// unpickler reads a file without peek(), which is how torch.load reads a zip's
+// data.pkl. They differ only where a FRAME ends inside an opcode.
+enum class PickleReadMode { kStream, kFileNoPeek };
 
 // Reads one pickle starting at the cursor's position and leaves the cursor just
 // past its STOP opcode (the legacy format has several pickles back to back).
@@ -71,7 +93,7 @@ struct PickleResult {
 // error: the globals named and the calls made, which CPython's unpickler would
 // already have executed (security scans report them beside the error).
 StatusOr<PickleResult> ReadPickle(ByteCursor& cursor, const PickleLimits& limits = {},
-                                  PickleResult* partial = nullptr);
+                                  PickleResult* partial = nullptr, PickleReadMode mode = PickleReadMode::kStream);
 
 }  // namespace optstate
 

@@ -38,9 +38,17 @@ struct Finding {
 // `lookups` (BoundMethodLookups) are builtins.getattr globals used only to
 // look an attribute up on a known class or an object the pickle builds of one:
 // a warning, not dangerous.
+// `nested_reader`: who unpickles a nested pickle, for the messages (default: code
+// that unpickles a bytes value).
 void ScanGlobals(const std::vector<GlobalRef>& globals, const std::string& where, bool nested,
                  std::vector<Finding>& findings, const std::set<uint64_t>* called = nullptr,
-                 const std::set<uint64_t>* lookups = nullptr);
+                 const std::set<uint64_t>* lookups = nullptr, std::string_view nested_reader = {});
+
+// Bytes after the STOP of a zip's data.pkl: torch.save writes none and
+// torch.load never reads them, but a reader that reads the record on does
+// (pickle-tampered, and what a pickle there names, judged as nested).
+void ScanBytesAfterStop(ByteSpan rest, uint64_t rest_offset, const std::string& where, const PickleLimits& limits,
+                        std::vector<Finding>& findings);
 
 // Offsets of the builtins.getattr GLOBALs whose every call is getattr(obj,
 // "name") with obj a known data class, or an instance this pickle builds of
@@ -58,6 +66,18 @@ std::set<uint64_t> BoundMethodLookups(const ObjectGraph& graph);
 void ScanAllocationClaims(const ObjectGraph& graph, const std::vector<GlobalRef>& globals, const std::string& where,
                           uint64_t source_bytes, std::vector<Finding>& findings);
 
+// Findings about the pickle's shape (lib/torch/pickle_structure.cc): its
+// anomalies (pickle-tampered, error), an object tree more than 64 objects per
+// byte of `source_bytes` and 2^24 in all (pickle-expansion, error), an object
+// that contains itself (pickle-cycle, info: torch 1.13's OneCycleLR state does).
+void ScanPickleStructure(const PickleResult& parsed, const std::string& where, uint64_t source_bytes,
+                         std::vector<Finding>& findings);
+
+// A read that stopped at one of the built-in PickleLimits (resource-limit,
+// error); nothing when the limits were changed or the stop was another error.
+void ScanLimitStop(const Status& stop, const PickleLimits& limits, const std::string& where,
+                   std::vector<Finding>& findings);
+
 // Offsets of the GLOBAL opcodes whose globals the graph calls (REDUCE, NEWOBJ,
 // INST, OBJ, ...), passes as a direct argument to a call, or changes in place
 // (BUILD, SETITEM(S), APPEND(S) on the global itself).
@@ -66,8 +86,10 @@ std::set<uint64_t> CalledGlobalOffsets(const ObjectGraph& graph);
 // Reads the pickle at `cursor` and adds the findings for the globals it names
 // and calls, including those before a break (CPython has run them by then).
 // Returns the read's status; `got`, when given, receives what was built.
+// `mode`: how torch.load feeds it these bytes (kFileNoPeek for a zip's data.pkl).
 Status ScanPickleGlobals(ByteCursor& cursor, const std::string& where, const PickleLimits& limits,
-                         std::vector<Finding>& findings, PickleResult* got = nullptr);
+                         std::vector<Finding>& findings, PickleResult* got = nullptr,
+                         PickleReadMode mode = PickleReadMode::kStream);
 
 // A zip entry name that would leave the directory an extracting tool writes
 // into ("..", absolute paths, drive letters): optstate never extracts by name,
