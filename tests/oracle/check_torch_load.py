@@ -117,7 +117,7 @@ def main():
                          "read in place, absent from a user's clone)")
     ap.add_argument("--mutations", type=int, default=0,
                     help="also this many seeded structured mutations (mutate_for_torch_load.py) of the real "
-                         "torch.save zips under testdata/good")
+                         "torch.save zips and legacy files under testdata/good")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("paths", nargs="+")
     args = ap.parse_args()
@@ -135,7 +135,8 @@ def main():
     tmp = tempfile.mkdtemp(dir=os.path.join(REPO, "testdata/.torch-load-oracle"))
     mutations = {}
     if args.mutations:
-        bases = sorted(f for f in files_of([os.path.join(REPO, "testdata/good")]) if zipfile.is_zipfile(f))
+        bases = sorted(f for f in files_of([os.path.join(REPO, "testdata/good")])
+                       if zipfile.is_zipfile(f) or f.endswith("_legacy.pt"))
         out = os.path.join(tmp, "mutations")
         subprocess.run([sys.executable, "-W", "ignore", os.path.join(REPO, "tests/oracle/mutate_for_torch_load.py"),
                         out, str(args.mutations), str(args.seed)] + bases, check=True, capture_output=True)

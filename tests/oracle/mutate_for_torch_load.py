@@ -1,7 +1,7 @@
 """Seeded structured mutations of real torch.save zips, for the torch.load oracle.
 
 Usage: mutate_for_torch_load.py OUTDIR COUNT SEED BASE...
-Each mutation takes one BASE zip (a real torch.save file) and a payload pickle (a call or a
+Each mutation takes one BASE (a real torch.save zip, or a legacy-format file: see mutate_legacy) and a payload pickle (a call or a
 named global from PAYLOADS, built as opcodes: nothing is pickled from a live object, nothing
 is run; its global sometimes fetched back through the memo, the pickle sometimes in a shape no
 pickler writes: a FRAME ending inside a string, two PROTOs, the payload left beneath the result,
@@ -92,7 +92,52 @@ def case_variant(name, rng):
     return f"{head}/{v}" if head else v
 
 
+def legacy_pickles(data):
+    """The five pickles of a legacy-format file as (start, end) offsets (pickletools reads the
+    opcodes; nothing is unpickled), then the storage data."""
+    import pickletools
+    spans, at = [], 0
+    for _ in range(5):
+        stream = io.BytesIO(data[at:])
+        for op, _, pos in pickletools.genops(stream):
+            if op.name == "STOP":
+                spans.append((at, at + pos + 1))
+                at += pos + 1
+                break
+    return spans
+
+
+def mutate_legacy(base, rng):
+    """torch.load's legacy path unpickles each of five pickles before it checks it."""
+    with open(base, "rb") as f:
+        data = f.read()
+    spans = legacy_pickles(data)
+    pay, what = payload(rng)
+    step = rng.choice(["legacy_first", "legacy_in_magic", "legacy_main", "legacy_keys", "legacy_after"])
+    if step == "legacy_first":  # before the magic number: runs, then the magic check fails
+        out = pay + data
+    elif step == "legacy_in_magic":  # a call whose result is dropped, then the magic number
+        start, end = spans[0]
+        body = pay[2:-1] if pay.startswith(b"\x80\x02") and pay.endswith(b".") else b""
+        out = data[:start + 2] + body + b"0" + data[start + 2:]
+    elif step == "legacy_main":
+        start, end = spans[3]
+        out = data[:start] + pay + data[end:]
+    elif step == "legacy_keys":  # the storage key list replaced: runs, then the storages fail
+        start, end = spans[4]
+        out = data[:start] + pay + data[end:]
+    else:  # after the storages: torch.load never reads it
+        out = data + pay
+    steps = [f"payload {what}", step]
+    if rng.random() < 0.3:
+        out += bytes(rng.randrange(256) for _ in range(rng.choice([1, 100])))
+        steps.append("junk_after")
+    return out, steps
+
+
 def mutate(base, rng):
+    if not zipfile.is_zipfile(base):
+        return mutate_legacy(base, rng)
     items = records(base)
     pkl = next(n for n, _ in items if n.endswith("/data.pkl"))
     data, what = payload(rng)
