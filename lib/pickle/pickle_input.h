@@ -38,30 +38,13 @@ class PickleInput {
   // The opcode being read (for the anomalies' offsets).
   void StartOpcode(uint64_t at) { opcode_at_ = at; }
 
-  StatusOr<uint8_t> ReadU8(std::string_view what) {
-    OPTSTATE_RETURN_IF_ERROR(Fetch(1));
-    return Done(in_.ReadU8(what));
-  }
-  StatusOr<uint16_t> ReadU16LE(std::string_view what) {
-    OPTSTATE_RETURN_IF_ERROR(Fetch(2));
-    return Done(in_.ReadU16LE(what));
-  }
-  StatusOr<uint32_t> ReadU32LE(std::string_view what) {
-    OPTSTATE_RETURN_IF_ERROR(Fetch(4));
-    return Done(in_.ReadU32LE(what));
-  }
-  StatusOr<int32_t> ReadI32LE(std::string_view what) {
-    OPTSTATE_RETURN_IF_ERROR(Fetch(4));
-    return Done(in_.ReadI32LE(what));
-  }
-  StatusOr<uint64_t> ReadU64LE(std::string_view what) {
-    OPTSTATE_RETURN_IF_ERROR(Fetch(8));
-    return Done(in_.ReadU64LE(what));
-  }
-  StatusOr<double> ReadF64BE(std::string_view what) {
-    OPTSTATE_RETURN_IF_ERROR(Fetch(8));
-    return Done(in_.ReadF64BE(what));
-  }
+  // One fixed-size field: one read of the C unpickler's buffer.
+  StatusOr<uint8_t> ReadU8(std::string_view what) { return Fixed<uint8_t, &ByteCursor::ReadU8>(what); }
+  StatusOr<uint16_t> ReadU16LE(std::string_view what) { return Fixed<uint16_t, &ByteCursor::ReadU16LE>(what); }
+  StatusOr<uint32_t> ReadU32LE(std::string_view what) { return Fixed<uint32_t, &ByteCursor::ReadU32LE>(what); }
+  StatusOr<int32_t> ReadI32LE(std::string_view what) { return Fixed<int32_t, &ByteCursor::ReadI32LE>(what); }
+  StatusOr<uint64_t> ReadU64LE(std::string_view what) { return Fixed<uint64_t, &ByteCursor::ReadU64LE>(what); }
+  StatusOr<double> ReadF64BE(std::string_view what) { return Fixed<double, &ByteCursor::ReadF64BE>(what); }
   // `in_order`: the C unpickler's _Unpickler_ReadInto (BINBYTES, BYTEARRAY8).
   StatusOr<ByteSpan> ReadBytes(uint64_t n, std::string_view what, bool in_order = false) {
     if (in_order) {
@@ -99,6 +82,12 @@ class PickleInput {
   }
 
  private:
+  template <typename T, StatusOr<T> (ByteCursor::*Read)(std::string_view)>
+  StatusOr<T> Fixed(std::string_view what) {
+    OPTSTATE_RETURN_IF_ERROR(Fetch(sizeof(T)));
+    return Done((in_.*Read)(what));
+  }
+
   // Before a read of n bytes through the C unpickler's buffer.
   Status Fetch(uint64_t n) {
     if (!Crossing(n) || mode_ == PickleReadMode::kStream) return Status();

@@ -22,7 +22,8 @@ import zipfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_hostile import op_global, op_str, put, splice, state_with, torch_save_bytes  # noqa: E402
+from gen_hostile import (op_global, op_str, put, splice, state_with, torch_save_bytes,  # noqa: E402
+                         zip_with_data_pkl)
 
 
 def run(case):
@@ -186,17 +187,6 @@ def torchscript_archive():
     return out.getvalue()
 
 
-def data_pkl_of(pkl_for):
-    """A torch.save zip of state_with(0) whose data.pkl is pkl_for(original data.pkl)."""
-    src = zipfile.ZipFile(io.BytesIO(torch_save_bytes(state_with(0))))
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
-        for info in src.infolist():
-            data = src.read(info)
-            put(dst, info.filename, pkl_for(data) if info.filename.endswith("/data.pkl") else data)
-    return out.getvalue()
-
-
 def call_op(case):
     """posix.system(run(case)) as opcodes that leave its result on the stack."""
     return op_global("posix", "system") + op_str(run(case)) + pickle.TUPLE1 + pickle.REDUCE
@@ -215,7 +205,7 @@ def frame_split(case):
         head = pickle.BINUNICODE + struct.pack("<I", len(text))
         return (pickle.PROTO + b"\x04" + pickle.FRAME + struct.pack("<Q", len(head) + 2) + head + text +
                 pickle.SHORT_BINBYTES + bytes([len(payload)]) + payload + pickle.POP + pickle.POP + pkl[2:])
-    return data_pkl_of(make)
+    return zip_with_data_pkl(make)
 
 
 def proto_twice(pkl):
@@ -226,7 +216,7 @@ def proto_twice(pkl):
 def left_on_stack(case):
     """The payload's result left beneath the real object at STOP (modelscan's unsafe zip does this):
     CPython drops it silently, after calling it."""
-    return data_pkl_of(lambda pkl: pkl[:2] + call_op(case) + pkl[2:])
+    return zip_with_data_pkl(lambda pkl: pkl[:2] + call_op(case) + pkl[2:])
 
 
 MEMO_BASE = 1 << 20  # far above the memo indices torch.save's pickler uses in the file spliced into
@@ -298,7 +288,7 @@ def cases():
         "bytes data", "dangerous-global",
         "file", frame_split("frame_split_opcode"))
     add("proto_twice", "a second PROTO opcode (nothing else wrong)", "pickle-tampered", "none",
-        data_pkl_of(proto_twice))
+        zip_with_data_pkl(proto_twice))
     add("left_on_stack", "the payload's result left beneath the state dict at STOP", "pickle-tampered", "file",
         left_on_stack("left_on_stack"))
     add("memo_expansion", "30 levels of 10 memo references each: 10**30 objects as a tree", "pickle-expansion",
