@@ -90,10 +90,6 @@ constexpr LeftOut kSoapLeftOut[] = {
 // objects and the optimizer class itself (pickled: weights_only refuses them).
 constexpr const char* kPickledSentinels[] = {"gradient_clipping", "update_clipping", "palm", "__class__"};
 
-std::string Str(const ObjectGraph& g, NodeId id) {
-  return id != kNoNode && g.at(id).kind == NodeKind::kStr ? g.at(id).text.str() : std::string();
-}
-
 NodeId Default(const GroupField& f, GraphBuilder& b) {
   switch (f.type) {
     case 'b': return b.Bool(f.number != 0);
@@ -155,7 +151,7 @@ void RewriteGroupsAs3x(LegacyFamily family, const OptimizerState& st, const std:
     }
     std::vector<std::pair<NodeId, NodeId>> old_entries = g.at(old).entries;
     for (auto [k, v] : old_entries) {
-      std::string name = Str(g, k);
+      std::string name = StrValue(g, k);
       if (DictLookup(g, d, name) != kNoNode) continue;
       bool known = false;
       for (const LeftOut& l : left_out_known) known |= name == l.name;

@@ -85,6 +85,11 @@ void RewriteGroupsAs3x(LegacyFamily family, const OptimizerState& st, const std:
 void AddHeavyballEntry(LegacyFamily family, NodeId state_node, const PreconditionSchedule& schedule,
                        GraphBuilder& b, ObjectGraph& g, std::vector<std::string>& notes);
 
+// The text of a str node; "" for no node or another kind.
+inline std::string StrValue(const ObjectGraph& g, NodeId id) {
+  return id != kNoNode && g.at(id).kind == NodeKind::kStr ? g.at(id).text.str() : std::string();
+}
+
 // The float (or None) in a pickle of nothing else, as HeavyBall 2.x/3.x store
 // precond_schedule; nullopt for any other pickle, which is never carried over
 // (3.x unpickles it on load, so it would run whatever it references).
