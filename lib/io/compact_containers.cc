@@ -5,6 +5,7 @@
 // then costs one page fault instead of 512; where they are "never" the advice is
 // ignored and the chunk behaves as any anonymous mapping. Pages are still
 // touched only as slots are used.
+#include "optstate/chunked_arena.h"
 #include "optstate/compact_containers.h"
 
 #include <sys/mman.h>

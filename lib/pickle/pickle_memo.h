@@ -6,6 +6,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "optstate/chunked_arena.h"
 #include "optstate/compact_containers.h"
 #include "optstate/pickle_graph.h"
 

@@ -1,5 +1,6 @@
 // The graph's containers behave as the std types they replace: a pickle graph
 // of 10^7 nodes relies on them for every field it reads.
+#include "optstate/chunked_arena.h"
 #include "optstate/compact_containers.h"
 #include "optstate/pickle_graph.h"
 

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "optstate/chunked_arena.h"
 #include "optstate/compact_containers.h"
 #include "optstate/status.h"
 
