@@ -22,7 +22,7 @@ import zipfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_hostile import (op_global, op_str, put, splice, state_with, torch_save_bytes,  # noqa: E402
+from hostile_ops import (op_global, op_str, put, splice, state_with, torch_save_bytes,  # noqa: E402
                          zip_with_data_pkl)
 
 
