@@ -5,9 +5,11 @@ Each mutation takes one BASE (a real torch.save zip, or a legacy-format file: se
 named global from PAYLOADS, built as opcodes: nothing is pickled from a live object, nothing
 is run; its global sometimes fetched back through the memo, the pickle sometimes in a shape no
 pickler writes: a FRAME ending inside a string, two PROTOs, the payload left beneath the result,
-or after the STOP), then applies one to three steps drawn from STEPS: the payload as data.pkl, as a
-case variant of data.pkl's name beside it (before or after), as an exact duplicate record,
-deflated; the records reordered; junk before or after the archive. Writes OUTDIR/m<i>.pt and
+or after the STOP), then applies one to three steps: the payload as data.pkl, as a case variant of data.pkl's name
+beside it (before or after), as an exact duplicate record, deflated; the records reordered; junk
+before or after the archive; data.pkl's local header naming another case of it than the central
+directory does. A called payload sometimes passes its arguments in a list
+(_rebuild_from_type_v2 spreads any iterable). Writes OUTDIR/m<i>.pt and
 OUTDIR/mutations.json ({file: [steps]}). check_torch_load.py then holds optstate's findings to
 what torch resolves of each, in torch 2.6 and 1.13.
 """
@@ -41,7 +43,13 @@ def payload(rng):
     body = op_global(module, name)
     if rng.random() < 0.3:  # the global fetched back through the memo
         body += b"q\x00" + b"0" + b"h\x00"  # BINPUT 0, POP, BINGET 0
-    if how == "call":
+    if how == "call" and rng.random() < 0.25:
+        # torch._tensor._rebuild_from_type_v2(func, Tensor, args, state) calls func(*args) on any
+        # iterable: the call's arguments in a list
+        body = (op_global("torch._tensor", "_rebuild_from_type_v2") + b"(" + body + op_global("torch", "Tensor") +
+                b"]" + op_str("touch /tmp/optstate-never") + b"a}tR")
+        how = "call, list arguments"
+    elif how == "call":
         body += op_str("touch /tmp/optstate-never") + b"\x85R"  # TUPLE1 REDUCE
     elif how == "alloc":
         body += b"J" + struct.pack("<i", rng.choice([1 << 20, (1 << 31) - 1])) + b"\x85R"
@@ -144,8 +152,9 @@ def mutate(base, rng):
     steps = [f"payload {what}"]
     deflate = set()
     prefix, suffix = b"", b""
+    local_name = False
     for step in rng.sample(["replace", "variant_before", "variant_after", "duplicate", "reorder", "deflate",
-                            "junk_before", "junk_after"], rng.randint(1, 3)):
+                            "junk_before", "junk_after", "local_name"], rng.randint(1, 3)):
         if step == "replace":
             items = [(n, data if n == pkl else d) for n, d in items]
         elif step in ("variant_before", "variant_after"):
@@ -161,11 +170,30 @@ def mutate(base, rng):
             prefix = bytes(rng.randrange(256) for _ in range(rng.choice([1, 7, 512])))
         elif step == "junk_after":
             suffix = bytes(rng.randrange(256) for _ in range(rng.choice([1, 100])))
+        elif step == "local_name":
+            local_name = True
         steps.append(step)
     if not any(s in ("replace", "variant_before", "variant_after", "duplicate") for s in steps):
         items = [(n, data if n == pkl else d) for n, d in items]
         steps.append("replace")
-    return prefix + write_zip(items, deflate) + suffix, steps
+    archive = write_zip(items, deflate)
+    if local_name:
+        archive = rename_local_header(archive, pkl, case_variant(pkl, rng))
+    return prefix + archive + suffix, steps
+
+
+def rename_local_header(archive, name, other):
+    """The local file header of `name` says `other` (same length); the central directory keeps `name`.
+    Readers that walk local headers and readers that trust the central directory see different files."""
+    old, new = name.encode(), other.encode()
+    at = archive.find(b"PK\x03\x04")
+    while at != -1:
+        n, extra = struct.unpack_from("<HH", archive, at + 26)
+        if archive[at + 30:at + 30 + n] == old:
+            return archive[:at + 30] + new + archive[at + 30 + n:]
+        size = struct.unpack_from("<I", archive, at + 18)[0]
+        at = archive.find(b"PK\x03\x04", at + 30 + n + extra + size)
+    return archive
 
 
 def main():
