@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testdata", "gen"))
-import gen_enumerated_corpus as G  # noqa: E402
+import enumerate_training as G  # noqa: E402  (the corpus generator's model, build and step)
 from same_tree import bits, same  # noqa: E402
 
 WEIGHTS_ONLY = not torch.__version__.startswith("1.")  # 1.13's weights_only reader lacks BINFLOAT
