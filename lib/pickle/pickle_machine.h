@@ -54,9 +54,8 @@ class Machine {
     // marks left beneath it are dropped, not an error (torch.load accepts them).
     OPTSTATE_ASSIGN_OR_RETURN(NodeId root, Pop());
     if (!stack_.empty() || !marks_.empty()) {
-      result_.anomalies.push_back(
-          {at_, "STOP leaves " + std::to_string(stack_.size()) + " object(s) and " + std::to_string(marks_.size()) +
-                    " mark(s) beneath the result, which the unpickler built (and called) all the same"});
+      Anomaly("STOP leaves " + std::to_string(stack_.size()) + " object(s) and " + std::to_string(marks_.size()) +
+              " mark(s) beneath the result, which the unpickler built (and called) all the same");
     }
     result_.leftover_objects = stack_.size();
     result_.leftover_marks = marks_.size();

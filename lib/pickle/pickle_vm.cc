@@ -22,7 +22,7 @@ Status Machine::Step(uint8_t op) {
       // what follows.
       if (at_ != start_) {
         Anomaly(seen_proto_ ? "a second PROTO (protocol " + std::to_string(v) + ")"
-                                                          : "PROTO " + std::to_string(v) + " is not the first opcode");
+                            : "PROTO " + std::to_string(v) + " is not the first opcode");
       }
       seen_proto_ = true;
       result_.protocol = v;

@@ -134,10 +134,10 @@ void ScanLimitStop(const Status& stop, const PickleLimits& limits, const std::st
   // the built-in limits sit far above any checkpoint a framework writes.
   if (stop.code() != StatusCode::kLimitExceeded || !(limits == PickleLimits{})) return;
   findings.push_back({Severity::kError, "resource-limit", where,
-                      std::string(stop.message()) + ": beyond optstate's built-in limits, which hold checkpoints of 10^6 "
-                                       "parameters; a pickle past them makes any reader spend memory or time "
-                                       "it names. A genuine larger checkpoint: raise the limit (--max-nodes, "
-                                       "--max-depth, ...) and run again",
+                      std::string(stop.message()) +
+                          ": beyond optstate's built-in limits, which hold checkpoints of 10^6 parameters; a pickle "
+                          "past them makes any reader spend memory or time it names. A genuine larger checkpoint: "
+                          "raise the limit (--max-nodes, --max-depth, ...) and run again",
                       ""});
 }
 
