@@ -186,8 +186,7 @@ bool IsClean(const MatchReport& r) { return r.collisions.empty() && r.orphans.em
 // match agrees (OpenAndMatchRankSet checks), so rank 0's is the report --
 // unless the ranks hold different entries, when each rank's is reported.
 int RunRankSet(const CollisionsOptions& o, CommandOutput& output) {
-  RankSetSource source{o.paths, o.models, o.params.manifest, o.params.model_key};
-  auto set = OpenAndMatchRankSet(source, o.state_key, o.read, o.match);
+  auto set = OpenAndMatchRankSet(o);
   if (!set.ok()) return ReportError(output, kName, set.status(), o.json);
   const size_t reported = set->ranks_differ ? set->ranks.size() : 1;
   bool clean = true;
@@ -253,8 +252,8 @@ CommandRunner AddCollisionsCommand(CLI::App& parent) {
                   "one sharded save (in rank order, or named rank<N>)")
       ->required();
   AddParamSourceFlags(*cmd, o->params, o->models);
-  cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is, e.g. optimizer (default: find it)");
-  cmd->add_flag("--json", o->json, "Write JSON (schemas/collisions.schema.json)");
+  AddStateKeyFlag(*cmd, o->state_key, "Where the optimizer state dict is, e.g. optimizer (default: find it)");
+  AddJsonFlag(*cmd, o->json, "collisions", "Write JSON");
   AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
       "\nExit codes: 0 every state entry belongs to exactly one parameter; 1 collisions, orphans or\n"

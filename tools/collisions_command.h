@@ -7,20 +7,13 @@
 #include <vector>
 
 #include "command.h"
-#include "optstate/checkpoint.h"
-#include "optstate/state_matching.h"
+#include "shared_flags.h"
 
 namespace optstate::tools {
 
-struct CollisionsOptions {
+struct CollisionsOptions : StateInputs {
   std::string path;                  // the first of paths
-  std::vector<std::string> paths;    // several: the per-rank files of one sharded save
-  std::vector<std::string> models;   // --model, once per rank
-  ParamSource params;
-  std::string state_key;  // where the optimizer state dict is; "" = find it
   bool json = false;
-  MatchOptions match;
-  ReadOptions read;
 };
 
 // Exit 0 when every state entry belongs to exactly one parameter, 1 when there

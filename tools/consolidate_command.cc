@@ -136,15 +136,14 @@ CommandRunner AddConsolidateCommand(CLI::App& parent) {
                   "(global_stepN/, or the save_dir whose latest file names it): the fp32 master weights as\n"
                   "'model' (what zero_to_fp32 gives) and the optimizer state per parameter as 'optimizer'")
       ->required();
-  cmd->add_option("-o,--output", o->output, "Output file; written to a temporary file beside it, then renamed")
-      ->required();
+  AddOutputFileFlag(*cmd, o->output);
   cmd->add_option("--to", o->to,
                   "fqn: optimizer state keyed by parameter name, as dcp_to_torch_save (default);\n"
                   "index: keyed 0..N-1 in param_groups order, loadable by torch.optim directly")
       ->check(CLI::IsMember({"fqn", "index"}));
   AddWriteFlags(*cmd, o->no_sync, o->verify_crc);
-  cmd->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
-  cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/consolidate.schema.json)");
+  AddQuietFlag(*cmd, o->quiet);
+  AddJsonFlag(*cmd, o->json, "consolidate");
   cmd->footer(
       "\nExamples:\n"
       "  optstate consolidate checkpoints/step_1000 -o step_1000.pt\n"

@@ -69,12 +69,12 @@ void AddDcpOutputFlags(CLI::App& cmd, DcpOutputFlags& f, const std::string& inpu
       ->required()
       ->check(CLI::Range(1, 65536));
   AddWriteFlags(cmd, f.no_sync, f.verify_crc);
-  cmd.add_flag("-q,--quiet", f.quiet, "No progress on stderr");
+  AddQuietFlag(cmd, f.quiet);
   cmd.add_flag("--distributed", f.distributed,
                "Share the work with the other processes of a torchrun or srun job (RANK/WORLD_SIZE or\n"
                "SLURM_PROCID/SLURM_NTASKS, MASTER_ADDR/MASTER_PORT): each writes its ranks' files\n"
                "into an output directory they all see; rank 0 writes .metadata last");
-  cmd.add_flag("--json", f.json, "Write the report as JSON (schemas/dcp-write.schema.json)");
+  AddJsonFlag(cmd, f.json, "dcp-write");
 }
 
 int RunDcpOutput(const DcpOutputFlags& f, std::string_view command, CommandOutput& output,

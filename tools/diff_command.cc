@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "shared_flags.h"
+
 namespace optstate::tools {
 namespace {
 
@@ -136,8 +138,8 @@ CommandRunner AddDiffCommand(CLI::App& parent) {
   one_each(cmd->add_option("--model-a", o->a.models,
                            "A's model state_dict file, once per rank for a rank set (default: A's own 'model' entry)"));
   one_each(cmd->add_option("--model-b", o->b.models, "B's model state_dict file(s)"));
-  cmd->add_option("--state-key", o->diff.state_key, "Where the optimizer state dict is (default: find it)");
-  cmd->add_flag("--json", o->json, "Write JSON (schemas/diff.schema.json)");
+  AddStateKeyFlag(*cmd, o->diff.state_key);
+  AddJsonFlag(*cmd, o->json, "diff", "Write JSON");
   cmd->footer(
       "\nA parameter is FROZEN when its state entry's step advanced from A to B while its values are\n"
       "bit for bit the same: one checkpoint cannot show it (the saved lr looks right), two can.\n"

@@ -177,7 +177,7 @@ CommandRunner AddExportCommand(CLI::App& parent) {
                   "auto (default): fqn, refused when the names are not known. Other keys are kept")
       ->check(CLI::IsMember({"auto", "fqn", "index"}));
   AddParamSourceFlags(*cmd, o->params);
-  cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is (default: every one found)");
+  AddStateKeyFlag(*cmd, o->state_key, "Where the optimizer state dict is (default: every one found)");
   cmd->footer(
       "\nExamples:\n"
       "  optstate export consolidated.pt -o checkpoints/step_1000 --world-size 8\n"

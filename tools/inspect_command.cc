@@ -79,7 +79,7 @@ CommandRunner AddInspectCommand(CLI::App& parent) {
                   "or every rank's file of one FSDP2/TP save (in rank order or named rank<N>): the layout is\n"
                   "checked as unshard checks it, then each rank's file is shown")
       ->required();
-  cmd->add_flag("--json", o->json, "Write JSON (schemas/inspect.schema.json)");
+  AddJsonFlag(*cmd, o->json, "inspect", "Write JSON");
   cmd->add_option("--depth", o->report.depth, "Tree levels to show below the start")
       ->capture_default_str();
   cmd->add_option("--path", o->report.path,

@@ -26,7 +26,7 @@ nlohmann::ordered_json ReportJson(const MigrateCommandOptions& o, const MatchedS
                                   const WriteReport& w) {
   using J = nlohmann::ordered_json;
   const RemapResult& e = r.remap;
-  J doc = {{"inputs", o.inputs}, {"output", o.output}, {"to", o.to}, {"params_source", ParamSourceJson(m)},
+  J doc = {{"inputs", o.paths}, {"output", o.output}, {"to", o.to}, {"params_source", ParamSourceJson(m)},
            {"state_path", m.state.path}, {"input_scheme", KeyKindName(m.state.scheme)}, {"algorithm", r.algorithm},
            {"steps", r.steps}, {"steps_from", r.steps_from}, {"on_collision", o.on_collision},
            {"moved", e.moved}, {"shared", e.shared}, {"reset", e.reset}, {"dropped", e.dropped},
@@ -59,16 +59,16 @@ void WriteText(const MigrateCommandOptions& o, const MatchedState& m, const Migr
 }  // namespace
 
 int RunMigrate(const MigrateCommandOptions& o, CommandOutput& output) {
-  Status refused = RefuseInputAsOutput(o.inputs, o.output);
+  Status refused = RefuseInputAsOutput(o.paths, o.output);
   if (!refused.ok()) return ReportError(output, kName, refused, o.json);
   // A rank set (and its models) is unsharded first, beside the output: one file out.
   UnshardOptions uo;
   uo.read = o.read;
   std::unique_ptr<UnshardedRankSet> optim_set, model_set;
-  std::string input = o.inputs.at(0);
+  std::string input = o.paths.at(0);
   ParamSource params = o.params;
-  if (o.inputs.size() > 1) {
-    auto set = UnshardedRankSet::Create(o.inputs, o.output, uo);
+  if (o.paths.size() > 1) {
+    auto set = UnshardedRankSet::Create(o.paths, o.output, uo);
     if (!set.ok()) return ReportError(output, kName, set.status(), o.json);
     optim_set = std::move(*set);
     input = optim_set->file().path();
@@ -93,7 +93,7 @@ int RunMigrate(const MigrateCommandOptions& o, CommandOutput& output) {
       text.replace(at, from.size(), to);
     }
   };
-  if (optim_set) rename(m->params_from, optim_set->file().path(), label(o.inputs));
+  if (optim_set) rename(m->params_from, optim_set->file().path(), label(o.paths));
   if (model_set) rename(m->params_from, model_set->file().path(), label(o.models));
   MigrateOptions mo;
   mo.on_collision = Policy(o.on_collision);
@@ -102,14 +102,14 @@ int RunMigrate(const MigrateCommandOptions& o, CommandOutput& output) {
   mo.input_bytes = m->file->bytes();
   auto migrated = MigrateState(m->file->checkpoint(), m->state, m->params, m->match, mo);
   if (!migrated.ok()) {
-    Status s = std::move(migrated).status().WithContext(o.inputs.at(0));
+    Status s = std::move(migrated).status().WithContext(o.paths.at(0));
     ReportError(output, kName, s, o.json);
     return s.code() == StatusCode::kInvalidArgument ? kExitFindings : kExitError;
   }
   const RemapResult& e = migrated->remap;
   if (!m->state.keys.empty() && e.moved + e.shared + e.reset == 0) {
     ReportError(output, kName,
-                InvalidArgumentError(o.inputs.at(0) + ": none of its " + std::to_string(m->state.keys.size()) +
+                InvalidArgumentError(o.paths.at(0) + ": none of its " + std::to_string(m->state.keys.size()) +
                                      " state entries could be carried over (see `optstate collisions`); nothing "
                                      "was written"),
                 o.json);
@@ -124,7 +124,7 @@ int RunMigrate(const MigrateCommandOptions& o, CommandOutput& output) {
     TorchConversion conversion;
     written = WriteAsTorchAdamW(*m->file, m->state, *migrated, o.output, wo, &conversion);
     if (!written.ok()) {
-      Status s = std::move(written).status().WithContext(o.inputs.at(0));
+      Status s = std::move(written).status().WithContext(o.paths.at(0));
       ReportError(output, kName, s, o.json);
       return s.code() == StatusCode::kInvalidArgument ? kExitFindings : kExitError;
     }
@@ -154,12 +154,11 @@ CommandRunner AddMigrateCommand(CLI::App& parent) {
       kName, "Rewrite legacy HeavyBall optimizer state as HeavyBall 3.x (or torch.optim.AdamW) saves it,\n"
              "so that optimizer trains from it (remap fixes only the keys): the AdamW family of 0.x and\n"
              "1.x, and 0.x ForeachSOAP (its exp_avg rotated into the eigenbasis 3.x keeps it in)");
-  cmd->add_option("input", o->inputs,
+  cmd->add_option("input", o->paths,
                   "Optimizer checkpoint; several: the per-rank files of one sharded save (unsharded first,\n"
                   "into a scratch directory beside the output; one file comes out)")
       ->required();
-  cmd->add_option("-o,--output", o->output, "Output file; written to a temporary file beside it, then renamed")
-      ->required();
+  AddOutputFileFlag(*cmd, o->output);
   AddParamSourceFlags(*cmd, o->params, o->models);
   cmd->add_option("--to", o->to,
                   "heavyball3: HeavyBall 3.2's layout; torch: torch.optim.AdamW's (AdamW family only; moments\n"
@@ -179,10 +178,10 @@ CommandRunner AddMigrateCommand(CLI::App& parent) {
                   "SOAP's precondition_frequency, where the file does not say (HeavyBall 1.6 saves none;\n"
                   "default its constructor's 2)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is (default: find it)");
+  AddStateKeyFlag(*cmd, o->state_key);
   AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
   cmd->add_option("--report", o->report, "Write the report (every input entry's fate, renames, notes) as JSON");
-  cmd->add_flag("--json", o->json, "Write the report to stdout as JSON (schemas/migrate.schema.json)");
+  AddJsonFlag(*cmd, o->json, "migrate", "Write the report to stdout as JSON");
   AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
       "\nExit codes: 0 written; 1 refused because state cannot be attributed or nothing would carry\n"

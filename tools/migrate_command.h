@@ -8,17 +8,12 @@
 #include <vector>
 
 #include "command.h"
-#include "optstate/checkpoint.h"
-#include "optstate/state_matching.h"
+#include "shared_flags.h"
 
 namespace optstate::tools {
 
-struct MigrateCommandOptions {
-  std::vector<std::string> inputs;   // one file, or the per-rank files of one sharded save
+struct MigrateCommandOptions : StateInputs {
   std::string output;
-  std::vector<std::string> models;   // --model, once per rank
-  ParamSource params;
-  std::string state_key;
   std::string to = "heavyball3";
   std::string on_collision = "fail";
   std::optional<int64_t> steps;
@@ -27,8 +22,6 @@ struct MigrateCommandOptions {
   bool json = false;
   bool no_sync = false;
   bool quiet = false;
-  MatchOptions match;
-  ReadOptions read;
 };
 
 // Exit 0 written; 1 refused because state cannot be attributed, or nothing

@@ -150,8 +150,8 @@ CommandRunner AddRegenerateCommand(CLI::App& parent) {
       ->capture_default_str();
   cmd->add_flag("--zstd", o->zstd, "Compress the output with zstd");
   cmd->add_flag("--no-sync", o->no_sync, "Skip the fsyncs (scratch outputs)");
-  cmd->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
-  cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/regenerate.schema.json)");
+  AddQuietFlag(*cmd, o->quiet);
+  AddJsonFlag(*cmd, o->json, "regenerate");
   cmd->footer(
       "\nExit codes: 0 written; 2 could not do the job.\n"
       "\nExamples:\n"

@@ -89,8 +89,7 @@ WriteOptions ToWriteOptions(const RemapCommandOptions& o) {
 // anything is written, so a refusal leaves no output; each rank's file goes to
 // OUTPUT/<its input's name>, its DTensor shards kept as they were.
 int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
-  RankSetSource source{o.inputs, o.models, o.params.manifest, o.params.model_key};
-  auto set = OpenAndMatchRankSet(source, o.state_key, o.read, o.match);
+  auto set = OpenAndMatchRankSet(o);
   if (!set.ok()) return ReportError(output, kName, set.status(), o.json);
   Status no_dir = RequireOutputDirectory(o.output);
   if (!no_dir.ok()) return ReportError(output, kName, no_dir, o.json);
@@ -158,7 +157,7 @@ int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
 }  // namespace
 
 int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
-  if (o.inputs.size() > 1 || o.models.size() > 1) return RunRankSet(o, output);
+  if (o.paths.size() > 1 || o.models.size() > 1) return RunRankSet(o, output);
   Status refused = RefuseInputAsOutput({o.input}, o.output);
   if (!refused.ok()) return ReportError(output, kName, refused, o.json);
   auto m = OpenAndMatch(o.input, o.state_key, o.params, o.read, o.match);
@@ -206,7 +205,7 @@ CommandRunner AddRemapCommand(CLI::App& parent) {
   CLI::App* cmd = parent.add_subcommand(
       kName, "Rewrite optimizer state keys so torch.optim maps them to the right parameters\n"
              "(pointer, string and (Parameter, i) keys to indices or FQNs; split views nested per view)");
-  cmd->add_option("input", o->inputs,
+  cmd->add_option("input", o->paths,
                   "Checkpoint with the optimizer state; several: the per-rank files of one sharded save")
       ->required();
   cmd->add_option("-o,--output", o->output,
@@ -214,7 +213,7 @@ CommandRunner AddRemapCommand(CLI::App& parent) {
                   "directory that gets one file per rank, named as its input")
       ->required();
   AddParamSourceFlags(*cmd, o->params, o->models);
-  cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is (default: find it)");
+  AddStateKeyFlag(*cmd, o->state_key);
   cmd->add_option("--to", o->to, "Key the state by parameter index (torch.optim) or FQN (DCP)")
       ->check(CLI::IsMember({"index", "fqn"}))
       ->capture_default_str();
@@ -225,7 +224,7 @@ CommandRunner AddRemapCommand(CLI::App& parent) {
   AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
   cmd->add_flag("--zstd", o->zstd, "Compress the output with zstd (name it .zst; optstate reads it directly)");
   cmd->add_option("--report", o->report, "Write the conservation report (every input entry's fate) as JSON");
-  cmd->add_flag("--json", o->json, "Write the report to stdout as JSON (schemas/remap.schema.json)");
+  AddJsonFlag(*cmd, o->json, "remap", "Write the report to stdout as JSON");
   AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
       "\nExit codes: 0 written; 1 refused because state cannot be attributed; 2 could not do the job.\n"
@@ -238,7 +237,7 @@ CommandRunner AddRemapCommand(CLI::App& parent) {
       "  optstate remap rank0.optim.pt rank1.optim.pt --model rank0.model.pt --model rank1.model.pt \\\n"
       "      --on-collision reset -o fixed/   # a sharded save: fixed/rank0.optim.pt, fixed/rank1.optim.pt");
   return [o](CommandOutput& output) {
-    o->input = o->inputs.front();
+    o->input = o->paths.front();
     return RunRemap(*o, output);
   };
 }

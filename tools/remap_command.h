@@ -7,26 +7,20 @@
 #include <vector>
 
 #include "command.h"
-#include "optstate/checkpoint.h"
+#include "shared_flags.h"
 #include "optstate/state_remap.h"
 
 namespace optstate::tools {
 
-struct RemapCommandOptions {
-  std::string input;                 // the first of inputs
-  std::vector<std::string> inputs;   // several: the per-rank files of one sharded save
+struct RemapCommandOptions : StateInputs {
+  std::string input;                 // the first of paths
   std::string output;                // a file; a directory for several inputs
-  std::vector<std::string> models;   // --model, once per rank
-  ParamSource params;
-  std::string state_key;
   std::string to = "index";          // index | fqn
   std::string on_collision = "fail";  // fail | reset | share | drop
   std::string report;                // conservation report (JSON) path
   bool json = false;
   bool zstd = false;
   bool no_sync = false;
-  MatchOptions match;
-  ReadOptions read;
 };
 
 // Exit 0 written; 1 refused because state cannot be attributed (collisions under

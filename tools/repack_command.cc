@@ -109,7 +109,7 @@ CommandRunner AddRepackCommand(CLI::App& parent) {
                   "existing directory that gets one file per rank, named as its input (all or none)")
       ->required();
   AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
-  cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/repack.schema.json)");
+  AddJsonFlag(*cmd, o->json, "repack");
   AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
       "\nExamples:\n"

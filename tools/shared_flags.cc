@@ -8,6 +8,11 @@
 
 namespace optstate::tools {
 
+StatusOr<RankSetMatch> OpenAndMatchRankSet(const StateInputs& in) {
+  RankSetSource source{in.paths, in.models, in.params.manifest, in.params.model_key};
+  return optstate::OpenAndMatchRankSet(source, in.state_key, in.read, in.match);
+}
+
 void AddParamSourceFlags(CLI::App& cmd, ParamSource& source) {
   CLI::Option* manifest =
       cmd.add_option("--manifest", source.manifest,
@@ -50,6 +55,21 @@ void AddWriteFlags(CLI::App& cmd, bool& no_sync, bool& verify_crc) {
                "but a crash soon after may leave a partial file");
   cmd.add_flag("--verify-crc", verify_crc,
                "Check every input record's CRC-32 first (records are copied with the input's CRC)");
+}
+
+void AddJsonFlag(CLI::App& cmd, bool& json, std::string_view schema, std::string_view what) {
+  cmd.add_flag("--json", json, std::string(what) + " (schemas/" + std::string(schema) + ".schema.json)");
+}
+
+void AddQuietFlag(CLI::App& cmd, bool& quiet) { cmd.add_flag("-q,--quiet", quiet, "No progress on stderr"); }
+
+void AddOutputFileFlag(CLI::App& cmd, std::string& output) {
+  cmd.add_option("-o,--output", output, "Output file; written to a temporary file beside it, then renamed")
+      ->required();
+}
+
+void AddStateKeyFlag(CLI::App& cmd, std::string& state_key, std::string_view help) {
+  cmd.add_option("--state-key", state_key, std::string(help));
 }
 
 void AddReadLimitFlags(CLI::App& cmd, ReadOptions& read) {

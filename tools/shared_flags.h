@@ -15,6 +15,7 @@
 
 #include "command.h"
 #include "optstate/checkpoint.h"
+#include "optstate/rank_set.h"
 #include "optstate/state_matching.h"
 #include "optstate/state_remap.h"
 
@@ -24,6 +25,20 @@ class App;
 
 namespace optstate::tools {
 
+// What the commands that read optimizer state against its parameters share
+// (collisions, remap, migrate, verify, validate): each one's options derive from it.
+struct StateInputs {
+  std::vector<std::string> paths;   // one file, or the per-rank files of one sharded save
+  std::vector<std::string> models;  // --model, once per rank
+  ParamSource params;               // --manifest, --model, --model-key
+  std::string state_key;            // --state-key: where the optimizer state dict is; "" = find it
+  MatchOptions match;
+  ReadOptions read;
+};
+
+// Opens every rank's file of `in` and matches each against its parameters.
+StatusOr<RankSetMatch> OpenAndMatchRankSet(const StateInputs& in);
+
 void AddParamSourceFlags(CLI::App& cmd, ParamSource& source);
 // The same with --model repeatable (one per rank of a sharded save): a single
 // --model also lands in source.model.
@@ -31,6 +46,17 @@ void AddParamSourceFlags(CLI::App& cmd, ParamSource& source, std::vector<std::st
 
 // --no-sync and --verify-crc, for the commands that write a checkpoint.
 void AddWriteFlags(CLI::App& cmd, bool& no_sync, bool& verify_crc);
+
+// --json: "<what> (schemas/<schema>.schema.json)", naming the schema the output follows.
+void AddJsonFlag(CLI::App& cmd, bool& json, std::string_view schema,
+                 std::string_view what = "Write the report as JSON");
+// -q,--quiet: no progress on stderr.
+void AddQuietFlag(CLI::App& cmd, bool& quiet);
+// -o,--output, required: one output file, written beside itself and renamed.
+void AddOutputFileFlag(CLI::App& cmd, std::string& output);
+// --state-key: where the optimizer state dict is in the file.
+void AddStateKeyFlag(CLI::App& cmd, std::string& state_key,
+                     std::string_view help = "Where the optimizer state dict is (default: find it)");
 
 // The "Limits" group: how large an input may be before it is refused
 // (--max-depth, --max-memo, --max-nodes, --max-string-bytes, --max-storage-bytes,

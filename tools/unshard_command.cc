@@ -67,11 +67,10 @@ CommandRunner AddUnshardCommand(CLI::App& parent) {
       kName, "Make the per-rank files of one FSDP2/TP save (DTensor shards) or FSDP1 sharded save\n"
              "(ShardedTensor blocks) one torch.save file of whole tensors, as one process would have saved it");
   cmd->add_option("inputs", o->inputs, "Every rank's file, in rank order (or named rank<N>)")->required();
-  cmd->add_option("-o,--output", o->output, "Output file; written to a temporary file beside it, then renamed")
-      ->required();
+  AddOutputFileFlag(*cmd, o->output);
   AddWriteFlags(*cmd, o->no_sync, o->verify_crc);
-  cmd->add_flag("-q,--quiet", o->quiet, "No progress on stderr");
-  cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/unshard.schema.json)");
+  AddQuietFlag(*cmd, o->quiet);
+  AddJsonFlag(*cmd, o->json, "unshard");
   cmd->footer(
       "\nRank 0's file is the template: each DTensor becomes a tensor of its global shape, every rank's\n"
       "shard placed at the block its placements and its mesh coordinate (pickled in the file) give:\n"

@@ -239,7 +239,7 @@ CommandRunner AddValidateCommand(CLI::App& parent) {
                   "per-rank files of one sharded save (in rank order, or named rank<N>), with --model once\n"
                   "per rank");
   AddParamSourceFlags(*cmd, o->params, o->models);
-  cmd->add_option("--state-key", o->state_key,
+  AddStateKeyFlag(*cmd, o->state_key,
                   "Which optimizer state dict the parameter rules check when the file holds several\n"
                   "(default: the only one); every other rule checks them all");
   cmd->add_option("--rules", o->rules,
@@ -248,7 +248,7 @@ CommandRunner AddValidateCommand(CLI::App& parent) {
   cmd->add_option("--junit", o->junit, "Also write a JUnit XML report here (one test case per rule)");
   cmd->add_flag("--no-values", o->no_values, "Structure only: do not read tensor bytes (rules that need them are skipped)");
   cmd->add_flag("--list-rules", o->list_rules, "List every rule with its default severity, and exit");
-  cmd->add_flag("--json", o->json, "Write the report as JSON (schemas/validate.schema.json)");
+  AddJsonFlag(*cmd, o->json, "validate");
   AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
       "\nExamples:\n"

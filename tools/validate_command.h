@@ -9,22 +9,18 @@
 #include <vector>
 
 #include "command.h"
+#include "shared_flags.h"
 #include "optstate/validate.h"
 
 namespace optstate::tools {
 
-struct ValidateCommandOptions {
+struct ValidateCommandOptions : StateInputs {
   std::string path;                 // the first of paths
-  std::vector<std::string> paths;   // several: the per-rank files of one sharded save
-  std::vector<std::string> models;  // --model, once per rank
   std::string rules;   // rules file
   std::string junit;   // JUnit XML output
   bool json = false;
   bool no_values = false;
   bool list_rules = false;
-  ReadOptions read;
-  ParamSource params;  // --manifest, --model, --model-key
-  std::string state_key;  // --state-key
 };
 
 int RunValidate(const ValidateCommandOptions& options, CommandOutput& output);

@@ -68,8 +68,7 @@ void WriteText(const VerifyCommandOptions& o, const std::string& file, const Mat
 // Several files: each rank's shards replayed against its own model's shards,
 // after the ranks have been checked against each other.
 int RunRankSet(const VerifyCommandOptions& o, CommandOutput& output) {
-  RankSetSource source{o.paths, o.models, o.params.manifest, o.params.model_key};
-  auto set = OpenAndMatchRankSet(source, o.state_key, o.read, o.match);
+  auto set = OpenAndMatchRankSet(o);
   if (!set.ok()) return ReportError(output, kName, set.status(), o.json);
   nlohmann::ordered_json doc = {{"global_shapes", set->global_shapes}, {"ranks", nlohmann::ordered_json::array()}};
   bool clean = true;
@@ -189,13 +188,13 @@ CommandRunner AddVerifyCommand(CLI::App& parent) {
                   "Checkpoint holding the optimizer state; several: the per-rank files of one sharded save")
       ->required();
   AddParamSourceFlags(*cmd, o->params, o->models);
-  cmd->add_option("--state-key", o->state_key, "Where the optimizer state dict is (default: find it)");
+  AddStateKeyFlag(*cmd, o->state_key);
   cmd->add_option("--probe-seed", o->verify.probe_seed, "Seed of the probe gradient")->capture_default_str();
   cmd->add_option("--optimizer", o->verify.optimizer,
                   "The algorithm the state was saved by, when the file's fields do not say it the way you\n"
                   "know it (default: recognised from state fields and group keys)")
       ->check(CLI::IsMember({"adam", "adamw", "sgd", "adagrad", "rmsprop"}));
-  cmd->add_flag("--json", o->json, "Write JSON (schemas/verify.schema.json)");
+  AddJsonFlag(*cmd, o->json, "verify", "Write JSON");
   AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
       "\nExit codes: 0 clean; 1 findings; 2 unreadable.\n"

@@ -7,20 +7,15 @@
 #include <vector>
 
 #include "command.h"
+#include "shared_flags.h"
 #include "optstate/verify.h"
 
 namespace optstate::tools {
 
-struct VerifyCommandOptions {
+struct VerifyCommandOptions : StateInputs {
   std::string path;                 // the first of paths
-  std::vector<std::string> paths;   // several: the per-rank files of one sharded save
-  std::vector<std::string> models;  // --model, once per rank
-  std::string state_key;
-  ParamSource params;
   bool json = false;
   VerifyOptions verify;
-  MatchOptions match;
-  ReadOptions read;
 };
 
 // Exit 0 clean, 1 findings, 2 unreadable.
