@@ -27,6 +27,10 @@ class FindingSink {
   ValidationReport& r_;
 };
 
+// The rules that judge what a pickle names, calls and how it is built: the
+// only ones that can look at a file that cannot be read as a checkpoint.
+bool JudgesPickles(std::string_view rule);
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_CHECK_FINDING_SINK_H_

@@ -83,14 +83,6 @@ StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const Va
   return r;
 }
 
-// The rules that judge what a pickle names, calls and how it is built: the
-// only ones that can look at a file that cannot be read as a checkpoint.
-bool JudgesPickles(std::string_view rule) {
-  return rule == "dangerous-global" || rule == "unknown-global-called" || rule == "global-not-allowlisted" ||
-         rule == "import-runs-code" || rule == "allocation-claim" || rule == "pickle-tampered" ||
-         rule == "pickle-expansion" || rule == "pickle-cycle" || rule == "resource-limit";
-}
-
 // A file optstate cannot read may still be one torch.load starts running: a
 // raw pickle, a legacy stream without the magic number, a pickle that breaks
 // after its payload. When what torch.load would run names globals, the report
