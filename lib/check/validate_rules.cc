@@ -6,28 +6,23 @@
 
 #include "check/finding_sink.h"
 #include "check/validate_checkpoint.h"
+#include "io/enum_names.h"
 #include "optstate/validate.h"
 
 #include "optstate/security.h"
 
 namespace optstate {
 
-std::string_view RuleSeverityName(RuleSeverity s) {
-  switch (s) {
-    case RuleSeverity::kOff: return "off";
-    case RuleSeverity::kInfo: return "info";
-    case RuleSeverity::kWarning: return "warning";
-    case RuleSeverity::kError: return "error";
-  }
-  return "error";
-}
+namespace {
+constexpr EnumNames<RuleSeverity, 4> kRuleSeverityNames({{
+    {RuleSeverity::kOff, "off"}, {RuleSeverity::kInfo, "info"}, {RuleSeverity::kWarning, "warning"},
+    {RuleSeverity::kError, "error"}}},
+    "error");
+}  // namespace
 
-std::optional<RuleSeverity> RuleSeverityFromName(std::string_view name) {
-  for (RuleSeverity s : {RuleSeverity::kOff, RuleSeverity::kInfo, RuleSeverity::kWarning, RuleSeverity::kError}) {
-    if (RuleSeverityName(s) == name) return s;
-  }
-  return std::nullopt;
-}
+std::string_view RuleSeverityName(RuleSeverity s) { return kRuleSeverityNames.Name(s); }
+
+std::optional<RuleSeverity> RuleSeverityFromName(std::string_view name) { return kRuleSeverityNames.Find(name); }
 
 namespace {
 

@@ -2,28 +2,22 @@
 // the state each algorithm keeps, and the checks every step makes first.
 #include <algorithm>
 
+#include "io/enum_names.h"
 #include "optim/optimizer_checks.h"
 #include "optstate/optimizer_step.h"
 
 namespace optstate {
 
-std::string_view AlgorithmName(Algorithm a) {
-  switch (a) {
-    case Algorithm::kAdamW: return "adamw";
-    case Algorithm::kAdam: return "adam";
-    case Algorithm::kSgd: return "sgd";
-    case Algorithm::kAdagrad: return "adagrad";
-    case Algorithm::kRmsprop: return "rmsprop";
-  }
-  return "adamw";
-}
+namespace {
+constexpr EnumNames<Algorithm, 5> kAlgorithmNames({{
+    {Algorithm::kAdamW, "adamw"}, {Algorithm::kAdam, "adam"}, {Algorithm::kSgd, "sgd"},
+    {Algorithm::kAdagrad, "adagrad"}, {Algorithm::kRmsprop, "rmsprop"}}},
+    "adamw");
+}  // namespace
 
-std::optional<Algorithm> AlgorithmFromName(std::string_view name) {
-  for (Algorithm a : {Algorithm::kAdamW, Algorithm::kAdam, Algorithm::kSgd, Algorithm::kAdagrad, Algorithm::kRmsprop}) {
-    if (AlgorithmName(a) == name) return a;
-  }
-  return std::nullopt;
-}
+std::string_view AlgorithmName(Algorithm a) { return kAlgorithmNames.Name(a); }
+
+std::optional<Algorithm> AlgorithmFromName(std::string_view name) { return kAlgorithmNames.Find(name); }
 
 OptimizerHyper OptimizerHyper::Defaults(Algorithm a) {
   OptimizerHyper h;  // Adam's defaults; torch's AdamW differs only in weight decay

@@ -4,6 +4,7 @@
 #include <map>
 #include <new>
 
+#include "io/enum_names.h"
 #include "io/parallel_for.h"
 #include "optim/synthetic_values.h"
 #include "optstate/checkpoint.h"
@@ -132,24 +133,16 @@ NodeId GroupHyperparameters(GraphBuilder& b, Algorithm a, const OptimizerHyper& 
 
 }  // namespace
 
-std::string_view KeySchemeName(KeyScheme scheme) {
-  switch (scheme) {
-    case KeyScheme::kIndex: return "index";
-    case KeyScheme::kFqn: return "fqn";
-    case KeyScheme::kStringIndex: return "string-index";
-    case KeyScheme::kPtrShape: return "ptr-shape";
-    case KeyScheme::kPtrShapeFsdp: return "ptr-shape-fsdp";
-  }
-  return "index";
-}
+namespace {
+constexpr EnumNames<KeyScheme, 5> kKeySchemeNames({{
+    {KeyScheme::kIndex, "index"}, {KeyScheme::kFqn, "fqn"}, {KeyScheme::kStringIndex, "string-index"},
+    {KeyScheme::kPtrShape, "ptr-shape"}, {KeyScheme::kPtrShapeFsdp, "ptr-shape-fsdp"}}},
+    "index");
+}  // namespace
 
-std::optional<KeyScheme> KeySchemeFromName(std::string_view name) {
-  for (KeyScheme k : {KeyScheme::kIndex, KeyScheme::kFqn, KeyScheme::kStringIndex, KeyScheme::kPtrShape,
-                      KeyScheme::kPtrShapeFsdp}) {
-    if (KeySchemeName(k) == name) return k;
-  }
-  return std::nullopt;
-}
+std::string_view KeySchemeName(KeyScheme scheme) { return kKeySchemeNames.Name(scheme); }
+
+std::optional<KeyScheme> KeySchemeFromName(std::string_view name) { return kKeySchemeNames.Find(name); }
 
 StatusOr<RegenerateReport> Regenerate(const std::vector<ParamInfo>& params_in, const RegenerateOptions& o,
                                       const std::string& out_path) {

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/enum_names.h"
 #include "optstate/torch_objects.h"
 #include "optstate/zip_archive.h"
 #include "pickle/graph_walk.h"
@@ -116,12 +117,9 @@ void ScanGraphBytes(const ObjectGraph& graph, const std::string& prefix, const P
 }  // namespace
 
 std::string_view SeverityName(Severity s) {
-  switch (s) {
-    case Severity::kInfo: return "info";
-    case Severity::kWarning: return "warning";
-    case Severity::kError: return "error";
-  }
-  return "error";
+  static constexpr EnumNames<Severity, 3> kNames(
+      {{{Severity::kInfo, "info"}, {Severity::kWarning, "warning"}, {Severity::kError, "error"}}}, "error");
+  return kNames.Name(s);
 }
 
 void ScanAllocationClaims(const ObjectGraph& graph, const std::vector<GlobalRef>& globals, const std::string& where,
