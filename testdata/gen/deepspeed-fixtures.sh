@@ -11,24 +11,13 @@
 # what it wrote, minus the copy of DeepSpeed's own zero_to_fp32.py that save_checkpoint puts
 # in every checkpoint directory (its code is never committed here; truth.json lists it).
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
 git_dir=${1:?usage: $0 DEEPSPEED_GIT_DIR [CASE...]}
 shift
 cases=("$@")
-root=${OPTSTATE_TORCH26_ROOT:-/var/cache/optstate-torch26}
-"$here/torch26-chroot.sh"
-unshare --mount --propagation private bash -c '
-  r=$1; mount -t proc proc "$r/proc"; mount --rbind /dev "$r/dev"
-  # The chroot is built without package lists: fetch them first.
-  chroot "$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin apt-get update -qq >&2
-  chroot "$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq python3-hjson python3-cpuinfo python3-pydantic python3-msgpack python3-einops \
-    python3-setuptools python3-tqdm >&2' _ "$root"
-inside=/var/tmp/deepspeed-0.16.4
-rm -rf --one-file-system "$root$inside"
-mkdir -p "$root$inside"
-git --git-dir="$git_dir" archive v0.16.4 deepspeed op_builder accelerator version.txt | tar -x -C "$root$inside"
+. "$(dirname "$0")/library-source.sh"
+install_in_chroot python3-hjson python3-cpuinfo python3-pydantic python3-msgpack python3-einops \
+  python3-setuptools python3-tqdm
+inside=$(extract_source "$git_dir" v0.16.4 deepspeed-0.16.4 deepspeed op_builder accelerator version.txt)
 stage=testdata/frameworks/.deepspeed.new
 rm -rf "$repo/$stage"
 "$here/torch26-python.sh" testdata/gen/gen_deepspeed_zero.py "$inside" "$stage" "${cases[@]}"

@@ -13,22 +13,13 @@
 #     accelerate v1.12.0, huggingface_hub v0.36.0
 # HF transformers (training_args.bin) is not here: it is not in Debian and too large to fetch.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
 mirrors=${1:?usage: $0 MIRRORS}
-root=${OPTSTATE_TORCH26_ROOT:-/var/cache/optstate-torch26}
-"$here/torch26-chroot.sh"
-chroot "$root" /bin/sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-  python3-tqdm python3-yaml python3-fsspec python3-packaging python3-typing-extensions python3-aiohttp \
-  python3-psutil python3-requests python3-filelock python3-safetensors >/dev/null"
+. "$(dirname "$0")/library-source.sh"
+install_in_chroot python3-tqdm python3-yaml python3-fsspec python3-packaging python3-typing-extensions \
+  python3-aiohttp python3-psutil python3-requests python3-filelock python3-safetensors
 
 extract() {  # extract MIRROR TAG NAME -> the src/ path inside the chroot
-  local git_dir=$mirrors/$1 inside=/var/tmp/$3
-  [ -d "$git_dir/repo" ] && git_dir=$git_dir/repo
-  rm -rf --one-file-system "$root$inside"
-  mkdir -p "$root$inside"
-  git --git-dir="$git_dir" archive "$2" src | tar -x -C "$root$inside"
-  echo "$inside/src"
+  echo "$(extract_source "$mirrors/$1" "$2" "$3" src)/src"
 }
 
 stage=testdata/frameworks.libs.new

@@ -39,7 +39,6 @@ order with whether it has state, and the save option.
 import copy
 import inspect
 import io
-import json
 import os
 import struct
 import sys
@@ -51,6 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import describe  # noqa: E402
 from enumerate_training import Net, optimizer_classes, bool_names, variants, batches, step, train, param_table, non_finite_state, first_line  # noqa: E402
 from enumerate_schedulers import scheduler_classes, scheduler_cases  # noqa: E402
+from fixture_io import write_json  # noqa: E402
 
 def optimizer_cases(out, cases, skipped):
     classes = optimizer_classes()
@@ -340,9 +340,7 @@ def main():
            "optimizer_classes": [f"torch.optim.{c.__name__}" for c in optimizer_classes()],
            "scheduler_classes": [f"torch.optim.lr_scheduler.{c.__name__}" for c in scheduler_classes()],
            "cases": cases, "skipped": skipped}
-    with open(os.path.join(out, "corpus.json"), "w") as f:
-        json.dump(doc, f, indent=1, ensure_ascii=False)
-        f.write("\n")
+    write_json(os.path.join(out, "corpus.json"), doc, ensure_ascii=False)
     print(f"{len(cases)} cases, {len(skipped)} skipped, in {out}")
 
 

@@ -18,7 +18,6 @@ truth.json beside them: the framework versions, each file's parameter names in t
 order, and the spoiled entries.
 """
 import glob
-import json
 import os
 import shutil
 import sys
@@ -27,6 +26,7 @@ sys.path[:0] = sys.argv[1].split(":")
 OUT = sys.argv[2]
 
 import torch  # noqa: E402
+from fixture_io import write_json  # noqa: E402
 
 
 def mlp():
@@ -143,9 +143,7 @@ def main():
     truth = {"torch": str(torch.__version__), "files": {}}
     accelerate_run(truth)
     lightning_run(truth)
-    with open(os.path.join(OUT, "truth.json"), "w") as f:
-        json.dump(truth, f, indent=1, sort_keys=True)
-        f.write("\n")
+    write_json(os.path.join(OUT, "truth.json"), truth, sort_keys=True)
     print(f"{OUT}: {len(truth['files'])} checkpoints")
 
 

@@ -11,7 +11,6 @@ error for what it could make another reader do). Nothing here is loaded:
 pickling records names, and every payload is spliced in as opcodes.
 """
 import io
-import json
 import os
 import pickle
 import struct
@@ -22,6 +21,7 @@ import zipfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_io import write_json  # noqa: E402
 from hostile_ops import (op_global, op_str, put, splice, state_with, torch_save_bytes,  # noqa: E402
                          zip_with_data_pkl)
 
@@ -308,9 +308,7 @@ def main():
         with open(os.path.join(out, name + ".pt"), "wb") as f:
             f.write(case.pop("data"))
         index[name] = case
-    with open(os.path.join(out, "cases.json"), "w") as f:
-        json.dump(index, f, indent=1, sort_keys=True)
-        f.write("\n")
+    write_json(os.path.join(out, "cases.json"), index, sort_keys=True)
     print(f"{len(index)} cases in {out}")
 
 

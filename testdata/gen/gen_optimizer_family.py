@@ -10,11 +10,11 @@ torch.optim class, saved as a training script saves it: `<case>.pt` = {"model": 
   <case>_nan.pt   the same, with a NaN in one element of one state tensor.
 truth.json names, for every file, the algorithm, the parameter made cold and the one with a NaN.
 """
-import json
 import os
 import sys
 
 import torch
+from fixture_io import write_json
 
 CASES = [
     ("sgd_plain", "SGD", dict(lr=0.1)),
@@ -82,9 +82,7 @@ def main():
         torch.save(nan, os.path.join(out, f"{name}_nan.pt"))
         truth["files"][f"{name}_nan.pt"] = {"algorithm": algorithm.lower(), "cold": [], "nan": [NAN],
                                             "nan_field": field}
-    with open(os.path.join(out, "truth.json"), "w") as f:
-        json.dump(truth, f, indent=1, sort_keys=True)
-        f.write("\n")
+    write_json(os.path.join(out, "truth.json"), truth, sort_keys=True)
     print(f"{out}: {len(truth['files'])} checkpoints")
 
 

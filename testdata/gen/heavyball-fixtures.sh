@@ -25,18 +25,11 @@
 #   2.3.1 = tag v2.3.1 (index keys nested per view, the class pickled in the groups)
 #     gen_heavyball_migrate.py -> testdata/heavyball/migrate/2.3.1/ (AdamW and SOAP)
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
 git_dir=${1:?usage: $0 HEAVYBALL_GIT_DIR}
-root=${OPTSTATE_TORCH26_ROOT:-/var/cache/optstate-torch26}
-"$here/torch26-chroot.sh"
+. "$(dirname "$0")/library-source.sh"
 
 extract() {  # extract COMMIT NAME -> path inside the chroot
-  local inside=/var/tmp/heavyball-$2
-  rm -rf --one-file-system "$root$inside"
-  mkdir -p "$root$inside"
-  git --git-dir="$git_dir" archive "$1" heavyball | tar -x -C "$root$inside"
-  echo "$inside"
+  extract_source "$git_dir" "$1" "heavyball-$2" heavyball
 }
 
 stage=testdata/heavyball.new

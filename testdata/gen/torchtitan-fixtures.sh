@@ -9,19 +9,12 @@
 # repository: their code is never committed here), runs gen_torchtitan_run.py there on 2 ranks,
 # and replaces testdata/frameworks/torchtitan_0.1.0/ with what it wrote.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
 mirrors=${1:?usage: $0 MIRRORS}
-root=${OPTSTATE_TORCH26_ROOT:-/var/cache/optstate-torch26}
-"$here/torch26-chroot.sh"
+. "$(dirname "$0")/library-source.sh"
 paths=()
 for spec in "pytorch+torchtitan v0.1.0 torchtitan" "pytorch+data v0.11.0 torchdata"; do
   set -- $spec
-  inside=/var/tmp/fw-${1#*+}-$2
-  rm -rf --one-file-system "$root$inside"
-  mkdir -p "$root$inside"
-  git --git-dir="$mirrors/$1/repo" archive "$2" "$3" | tar -x -C "$root$inside"
-  paths+=("$inside")
+  paths+=("$(extract_source "$mirrors/$1" "$2" "fw-${1#*+}-$2" "$3")")
 done
 src=$(IFS=:; echo "${paths[*]}")
 stage=testdata/frameworks/.torchtitan.new

@@ -5,12 +5,7 @@
 # FSDP2 models of their world size.
 # Usage: tests/interop/check_dcp.sh OPTSTATE_BINARY     Skips like with_torch26.sh.
 set -uo pipefail
-bin=$(readlink -f "$1")
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$repo"
-scratch=testdata/.dcp-check
-trap 'rm -rf "$scratch"' EXIT
-rm -rf "$scratch" && mkdir -p "$scratch"
+. "$(dirname "$0")/check_setup.sh" "$1" dcp
 for name in fsdp2_dcp fsdp2_3rank_dcp; do
   in=testdata/good/torch26/$name
   "$bin" consolidate "$in" -o "$scratch/$name.fqn.pt" -q > /dev/null || { echo "FAIL consolidate $in"; exit 1; }

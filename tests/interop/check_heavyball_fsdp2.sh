@@ -6,12 +6,7 @@
 # world sizes 1, 2 and 3 (check_heavyball_unshard.py).
 # Usage: tests/interop/check_heavyball_fsdp2.sh OPTSTATE_BINARY. Skips like with_torch26.sh.
 set -uo pipefail
-bin=$(readlink -f "$1")
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$repo"
-scratch=testdata/.heavyball-check
-trap 'rm -rf "$scratch"' EXIT
-rm -rf "$scratch"
+. "$(dirname "$0")/check_setup.sh" "$1" heavyball
 src=testdata/heavyball/fsdp2_0.24.4
 for case in adamw_foreach adamw_perparam soap; do
   for kind in "" .local; do

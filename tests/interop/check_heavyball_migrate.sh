@@ -7,12 +7,7 @@
 # in the session (testdata/gen/resume_heavyball3.py; figures in migrate/resume.json).
 # Usage: tests/interop/check_heavyball_migrate.sh OPTSTATE_BINARY. Skips like with_torch26.sh.
 set -uo pipefail
-bin=$(readlink -f "$1")
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$repo"
-scratch=testdata/.heavyball-migrate-check
-trap 'rm -rf "$scratch"' EXIT
-rm -rf "$scratch"
+. "$(dirname "$0")/check_setup.sh" "$1" heavyball-migrate
 mkdir -p "$scratch/0.12.1" "$scratch/0.21.8" "$scratch/0.24.4" "$scratch/1.4.0" "$scratch/1.6.3" "$scratch/2.3.1"
 # 0.21.8: (data_ptr, shape) keys like 0.24.4 (foreach=False saved k = 0: --steps).
 for case in adamw_foreach adamw_perparam soap; do

@@ -5,13 +5,7 @@
 # the same seed.
 # Usage: tests/interop/check_regenerate_command.sh OPTSTATE_BINARY. Skips like with_torch26.sh.
 set -uo pipefail
-bin=$(readlink -f "$1")
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$repo"
-scratch=testdata/.regenerate-check
-trap 'rm -rf "$scratch"' EXIT
-rm -rf "$scratch"
-mkdir -p "$scratch"
+. "$(dirname "$0")/check_setup.sh" "$1" regenerate
 run() { "$bin" "$@" -q > /dev/null || { echo "FAIL optstate $*"; exit 1; }; }
 quiet() { "$bin" "$@" > /dev/null || { echo "FAIL optstate $*"; exit 1; }; }
 s=$scratch

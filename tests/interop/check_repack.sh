@@ -5,12 +5,7 @@
 # DTensor fixtures (FSDP2 per-rank files) are checked under torch 2.6 only.
 # Skips like with_torch26.sh.
 set -uo pipefail
-bin=$(readlink -f "$1")
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$repo"
-scratch=testdata/.repack-check
-trap 'rm -rf "$scratch"' EXIT
-rm -rf "$scratch"
+. "$(dirname "$0")/check_setup.sh" "$1" repack
 for f in testdata/good/*/*.pt testdata/good/*/*.pt.zst; do
   line=$(basename "$(dirname "$f")")
   mkdir -p "$scratch/$line"
