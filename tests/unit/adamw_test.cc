@@ -272,33 +272,23 @@ ParityResult RunParityCase(const ParityFile& f, NodeId c) {
 }
 
 TEST(AdamWTest, MatchesTorchOptimAdamW) {
-  for (const char* line : {"torch113", "torch26"}) {
-    ParityFile f;
-    auto opened = OpenCheckpoint(testing::RepoPath(std::string("testdata/good/") + line + "/adamw_parity.pt"));
-    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-    f.file = std::move(*opened);
-    NodeId cases = f.Get(f.g().root, "cases");
-    ASSERT_NE(cases, kNoNode);
-    ASSERT_EQ(f.g().at(cases).items.size(), 6u);
-    for (NodeId c : f.g().at(cases).items) {
-      std::string name = f.g().at(f.Get(c, "name")).text;
-      SCOPED_TRACE(std::string(line) + " " + name);
-      ParityResult r = RunParityCase(f, c);
-      bool low = f.g().at(f.Get(c, "dtype")).text != "float32";
-      // float32 parameters (of order 1): a few ulps after 20 steps (measured: at
-      // most 9.5e-7, with lr 0.5); bf16/f16 parameters: at most one unit in the
-      // last place of the stored value, where a rounding went the other way
-      // (measured: none).
-      if (low) {
-        EXPECT_LE(r.max_rel_param, 8e-3);
-      } else {
-        EXPECT_LE(r.max_abs_param, 2e-6);
-      }
-      EXPECT_LE(r.max_abs_state, 1e-6);
-      std::printf("[ parity ] %s %-20s max |param - torch| %.3g (relative %.3g), max |state - torch| %.3g\n", line,
-                  name.c_str(), r.max_abs_param, r.max_rel_param, r.max_abs_state);
+  testing::ForEachParityCase("adamw_parity.pt", 6, [](const ParityFile& f, NodeId c, const char* line,
+                                                       const std::string& name) {
+    ParityResult r = RunParityCase(f, c);
+    bool low = f.g().at(f.Get(c, "dtype")).text != "float32";
+    // float32 parameters (of order 1): a few ulps after 20 steps (measured: at
+    // most 9.5e-7, with lr 0.5); bf16/f16 parameters: at most one unit in the
+    // last place of the stored value, where a rounding went the other way
+    // (measured: none).
+    if (low) {
+      EXPECT_LE(r.max_rel_param, 8e-3);
+    } else {
+      EXPECT_LE(r.max_abs_param, 2e-6);
     }
-  }
+    EXPECT_LE(r.max_abs_state, 1e-6);
+    std::printf("[ parity ] %s %-20s max |param - torch| %.3g (relative %.3g), max |state - torch| %.3g\n", line,
+                name.c_str(), r.max_abs_param, r.max_rel_param, r.max_abs_state);
+  });
 }
 
 }  // namespace

@@ -321,32 +321,22 @@ ParityResult RunParityCase(const ParityFile& f, NodeId c) {
 }
 
 TEST(OptimizerStepTest, MatchesTorchOptimTrajectories) {
-  for (const char* line : {"torch113", "torch26"}) {
-    ParityFile f;
-    auto opened = OpenCheckpoint(testing::RepoPath(std::string("testdata/good/") + line + "/optimizer_parity.pt"));
-    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-    f.file = std::move(*opened);
-    NodeId cases = f.Get(f.g().root, "cases");
-    ASSERT_NE(cases, kNoNode);
-    ASSERT_EQ(f.g().at(cases).items.size(), 18u);
-    for (NodeId c : f.g().at(cases).items) {
-      std::string name = f.g().at(f.Get(c, "name")).text;
-      SCOPED_TRACE(std::string(line) + " " + name);
-      ParityResult r = RunParityCase(f, c);
-      bool low = f.g().at(f.Get(c, "dtype")).text != "float32";
-      if (low) {
-        EXPECT_LE(r.max_rel_param, 8e-3);
-      } else {
-        EXPECT_LE(r.max_abs_param, 2e-6);
-      }
-      // measured at most 1.7e-6 (RMSprop with momentum: its buffer sums g / sqrt(v), which
-      // magnifies an ulp of v in the first steps); everything else below 1e-7.
-      EXPECT_LE(r.max_rel_state, 4e-6);
-      std::printf("[ parity ] %s %-36s max |param - torch| %.3g (relative %.3g), max |state - torch| / max(|torch|, 1) %.3g\n",
-                  line,
-                  name.c_str(), r.max_abs_param, r.max_rel_param, r.max_rel_state);
+  testing::ForEachParityCase("optimizer_parity.pt", 18, [](const ParityFile& f, NodeId c, const char* line,
+                                                            const std::string& name) {
+    ParityResult r = RunParityCase(f, c);
+    bool low = f.g().at(f.Get(c, "dtype")).text != "float32";
+    if (low) {
+      EXPECT_LE(r.max_rel_param, 8e-3);
+    } else {
+      EXPECT_LE(r.max_abs_param, 2e-6);
     }
-  }
+    // measured at most 1.7e-6 (RMSprop with momentum: its buffer sums g / sqrt(v), which
+    // magnifies an ulp of v in the first steps); everything else below 1e-7.
+    EXPECT_LE(r.max_rel_state, 4e-6);
+    std::printf("[ parity ] %s %-36s max |param - torch| %.3g (relative %.3g), max |state - torch| / max(|torch|, 1) %.3g\n",
+                line,
+                name.c_str(), r.max_abs_param, r.max_rel_param, r.max_rel_state);
+  });
 }
 
 }  // namespace

@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "optstate/checkpoint.h"
 #include "optstate/pickle_graph.h"
+#include "fixtures.h"
 
 namespace optstate::testing {
 
@@ -39,6 +41,27 @@ struct ParityFile {
     return out;
   }
 };
+
+// Calls `check(file, case, line, name)` for every case of testdata/good/<line>/<name>
+// made by torch 1.13 and by 2.6, after checking that the file holds `cases` of them.
+inline void ForEachParityCase(const char* name, size_t cases,
+                              const std::function<void(const ParityFile&, NodeId, const char* line,
+                                                       const std::string& case_name)>& check) {
+  for (const char* line : {"torch113", "torch26"}) {
+    ParityFile f;
+    auto opened = OpenCheckpoint(RepoPath(std::string("testdata/good/") + line + "/" + name));
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    f.file = std::move(*opened);
+    NodeId all = f.Get(f.g().root, "cases");
+    ASSERT_NE(all, kNoNode);
+    ASSERT_EQ(f.g().at(all).items.size(), cases);
+    for (NodeId c : f.g().at(all).items) {
+      std::string case_name = f.g().at(f.Get(c, "name")).text;
+      SCOPED_TRACE(std::string(line) + " " + case_name);
+      check(f, c, line, case_name);
+    }
+  }
+}
 
 }  // namespace optstate::testing
 
