@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "optstate/adamw.h"
+#include "optstate/optimizer.h"
 
 namespace {
 

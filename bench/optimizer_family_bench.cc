@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "optstate/optimizer_step.h"
+#include "optstate/optimizer.h"
 
 namespace {
 

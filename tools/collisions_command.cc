@@ -7,10 +7,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "optstate/collision_evidence.h"
+#include "optstate/collisions.h"
 #include "optstate/inspect_report.h"
-#include "optstate/rank_set.h"
-#include "optstate/param_manifest.h"
+#include "optstate/params.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {

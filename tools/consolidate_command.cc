@@ -5,9 +5,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "optstate/dcp_consolidate.h"
+#include "optstate/dcp.h"
 #include "optstate/framework_dir.h"
-#include "optstate/zero_consolidate.h"
+#include "optstate/zero.h"
 #include "optstate/inspect_report.h"
 #include "shared_flags.h"
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
-#include "optstate/dcp_writer.h"
+#include "optstate/dcp.h"
 
 namespace optstate::tools {
 

@@ -4,10 +4,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "optstate/dcp_export.h"
-#include "optstate/model_params.h"
+#include "optstate/dcp.h"
+#include "optstate/params.h"
 #include "optstate/optimizer_state.h"
-#include "optstate/state_remap.h"
+#include "optstate/collisions.h"
 #include "optstate/unshard.h"
 #include "shared_flags.h"
 

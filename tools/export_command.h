@@ -8,7 +8,7 @@
 
 #include "command.h"
 #include "dcp_output.h"
-#include "optstate/state_matching.h"
+#include "optstate/collisions.h"
 
 namespace optstate::tools {
 

@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "optstate/dcp_checkpoint.h"
+#include "optstate/dcp.h"
 #include "optstate/framework_dir.h"
 #include "optstate/security.h"
 #include "shared_flags.h"

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "inspect_command.h"
-#include "optstate/dcp_consolidate.h"
+#include "optstate/dcp.h"
 
 namespace optstate::tools {
 namespace {

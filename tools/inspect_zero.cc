@@ -7,7 +7,7 @@
 
 #include "inspect_command.h"
 #include "optstate/framework_dir.h"
-#include "optstate/zero_checkpoint.h"
+#include "optstate/zero.h"
 #include "terminal_safe_stream.h"
 
 namespace optstate::tools {

@@ -7,7 +7,7 @@
 
 #include "optstate/checkpoint.h"
 #include "optstate/inspect_report.h"
-#include "optstate/model_params.h"
+#include "optstate/params.h"
 #include "optstate/optimizer_state.h"
 #include "shared_flags.h"
 

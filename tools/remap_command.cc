@@ -7,8 +7,8 @@
 
 #include "optstate/checkpoint_writer.h"
 #include "optstate/inspect_report.h"
-#include "optstate/param_manifest.h"
-#include "optstate/rank_set.h"
+#include "optstate/params.h"
+#include "optstate/collisions.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {

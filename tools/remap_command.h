@@ -8,7 +8,7 @@
 
 #include "command.h"
 #include "shared_flags.h"
-#include "optstate/state_remap.h"
+#include "optstate/collisions.h"
 
 namespace optstate::tools {
 

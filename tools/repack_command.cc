@@ -7,7 +7,7 @@
 
 #include "optstate/checkpoint_writer.h"
 #include "optstate/inspect_report.h"
-#include "optstate/rank_set.h"
+#include "optstate/collisions.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {

@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "optstate/dcp_export.h"
+#include "optstate/dcp.h"
 
 namespace optstate::tools {
 namespace {

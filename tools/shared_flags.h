@@ -15,9 +15,7 @@
 
 #include "command.h"
 #include "optstate/checkpoint.h"
-#include "optstate/rank_set.h"
-#include "optstate/state_matching.h"
-#include "optstate/state_remap.h"
+#include "optstate/collisions.h"
 
 namespace CLI {
 class App;

@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "optstate/dcp_checkpoint.h"
+#include "optstate/dcp.h"
 #include "optstate/file_io.h"
 #include "optstate/framework_dir.h"
 #include "shared_flags.h"

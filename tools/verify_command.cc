@@ -5,11 +5,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "optstate/dcp_checkpoint.h"
-#include "optstate/dcp_consolidate.h"
-#include "optstate/zero_consolidate.h"
+#include "optstate/dcp.h"
+#include "optstate/zero.h"
 #include "optstate/framework_dir.h"
-#include "optstate/rank_set.h"
+#include "optstate/collisions.h"
 #include "shared_flags.h"
 #include "terminal_safe_stream.h"
 

@@ -7,7 +7,7 @@
 #include <map>
 
 #include "io/staging_directory.h"
-#include "optstate/dcp_consolidate.h"
+#include "optstate/dcp.h"
 #include "optstate/unshard.h"
 #include "pickle/graph_walk.h"
 

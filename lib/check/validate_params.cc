@@ -7,9 +7,8 @@
 #include <set>
 
 #include "check/finding_sink.h"
-#include "optstate/collision_evidence.h"
-#include "optstate/model_params.h"
-#include "optstate/state_matching.h"
+#include "optstate/collisions.h"
+#include "optstate/params.h"
 #include "pickle/graph_walk.h"
 #include "state/optimizer_family.h"
 
@@ -165,7 +164,7 @@ class ParamChecks {
   }
 
   // Without parameters, state-collision still fires where the file alone
-  // proves merged state (collision_evidence.h); it counts as checked only then.
+  // proves merged state (collisions.h, FindCollisionEvidence); it counts as checked only then.
   void FromStateAlone() {
     CollisionEvidence e = FindCollisionEvidence(cp_, ByteSpan(), st_);
     if (!e.merged) return;

@@ -4,7 +4,7 @@
 #include <set>
 
 #include "check/finding_sink.h"
-#include "optstate/rank_set.h"
+#include "optstate/collisions.h"
 #include "optstate/validate.h"
 
 namespace optstate {

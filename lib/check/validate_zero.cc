@@ -2,7 +2,7 @@
 // rank files say about each other and about the model states. Each file's own
 // rules (values, pickles, CRCs) are that file's Validate.
 #include "optstate/validate.h"
-#include "optstate/zero_checkpoint.h"
+#include "optstate/zero.h"
 
 #include "check/finding_sink.h"
 #include "check/value_scan.h"

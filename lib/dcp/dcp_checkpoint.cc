@@ -1,4 +1,4 @@
-#include "optstate/dcp_checkpoint.h"
+#include "optstate/dcp.h"
 
 #include <sys/stat.h>
 

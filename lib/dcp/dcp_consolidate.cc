@@ -1,4 +1,4 @@
-#include "optstate/dcp_consolidate.h"
+#include "optstate/dcp.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "optstate/dcp_export.h"
+#include "optstate/dcp.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "optstate/dcp_writer.h"
+#include "optstate/dcp.h"
 
 #include <algorithm>
 #include <memory>

@@ -6,10 +6,9 @@
 
 #include "dcp/box_copy.h"
 #include "io/staging_directory.h"
-#include "optstate/model_params.h"
-#include "optstate/rank_set.h"
+#include "optstate/params.h"
+#include "optstate/collisions.h"
 #include "optstate/shard_layout.h"
-#include "optstate/state_remap.h"
 #include "pickle/graph_walk.h"
 #include "torch/graph_builder.h"
 
@@ -211,7 +210,7 @@ StatusOr<UnshardReport> UnshardRankFiles(const std::vector<std::string>& given, 
   // Rank 0's graph with each DTensor node turned, in place, into a plain tensor
   // with a storage of its own after rank 0's.
   Checkpoint out = in[0]->checkpoint();
-  // What one process would have saved has a step per parameter (state_remap.h).
+  // What one process would have saved has a step per parameter (collisions.h, the remap).
   for (const std::string& path : FindOptimizerStates(out)) {
     StatusOr<OptimizerState> st = ReadOptimizerState(out, path);
     if (st.ok()) report.steps_separated += SeparateSharedSteps(out, DictLookup(out.graph, st->node, "state"));

@@ -1,6 +1,6 @@
 // AdamWStep: checks, the per-tensor scalars, and the work split into chunks
 // that threads take in turn; the loops themselves are in adamw_kernel.h.
-#include "optstate/adamw.h"
+#include "optstate/optimizer.h"
 
 #include <algorithm>
 #include <cmath>

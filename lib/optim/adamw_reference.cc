@@ -4,7 +4,7 @@
 // adamw_kernel.h beyond the dtype conversions (half_float.h), which must round as c10 does.
 #include <cmath>
 
-#include "optstate/adamw.h"
+#include "optstate/optimizer.h"
 #include "torch/half_float.h"
 
 namespace optstate {

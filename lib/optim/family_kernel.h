@@ -37,7 +37,7 @@ struct FamilyChunk {
   FamilyAlgorithm algorithm;
   void* param;
   const void* grad;    // nullptr: a zero gradient
-  float* state[3];     // StateSlots order (optimizer_step.h)
+  float* state[3];     // StateSlots order (optimizer.h)
   ParamType type;
   int64_t begin, end;
   FamilyScalars s;

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "optim/optimizer_checks.h"
-#include "optstate/optimizer_step.h"
+#include "optstate/optimizer.h"
 #include "torch/half_float.h"
 
 namespace optstate {

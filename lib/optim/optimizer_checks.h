@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "optim/adamw_kernel.h"
-#include "optstate/optimizer_step.h"
+#include "optstate/optimizer.h"
 
 namespace optstate {
 namespace optim {
@@ -18,7 +18,7 @@ StatusOr<ParamType> ParamTypeOf(DType dtype);
 // complete for the algorithm (SGD, Adagrad, RMSprop; Adam(W) check their own).
 Status CheckOptimizerTensors(Algorithm a, std::span<const OptimizerTensor> tensors, const OptimizerHyper& h);
 
-// Adam and AdamW run on adamw.h's kernel: the family's tensors and
+// Adam and AdamW run on AdamW's kernel (optimizer.h): the family's tensors and
 // hyperparameters as it takes them (state slots in order; Adam's decay coupled).
 std::vector<AdamWTensor> AsAdamWTensors(std::span<const OptimizerTensor> tensors);
 AdamWHyper AsAdamWHyper(Algorithm a, const OptimizerHyper& h);

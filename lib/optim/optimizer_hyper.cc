@@ -4,7 +4,7 @@
 
 #include "io/enum_names.h"
 #include "optim/optimizer_checks.h"
-#include "optstate/optimizer_step.h"
+#include "optstate/optimizer.h"
 
 namespace optstate {
 

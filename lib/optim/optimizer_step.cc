@@ -2,7 +2,7 @@
 // as torch's constructors do, computes each tensor's per-step scalars, and
 // hands chunks of work to the loop built for the best instruction set (Adam
 // and AdamW go to adamw.cc's kernel, the rest to family_kernel.h's).
-#include "optstate/optimizer_step.h"
+#include "optstate/optimizer.h"
 
 #include <algorithm>
 #include <vector>

@@ -48,7 +48,7 @@ void Generate(std::vector<float>& values, std::byte* out, DType dtype, uint64_t 
 }
 
 // What one storage of the output holds.
-enum class Field { kParam, kStep, kState0, kState1, kState2 };  // state slots: optimizer_step.h
+enum class Field { kParam, kStep, kState0, kState1, kState2 };  // state slots: optimizer.h
 struct StorageJob {
   size_t group;
   size_t member;        // kParam: which parameter of the group

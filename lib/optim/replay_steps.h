@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "optstate/pickle_graph.h"
-#include "optstate/optimizer_step.h"
+#include "optstate/optimizer.h"
 
 namespace optstate {
 

@@ -12,7 +12,7 @@
 #include "optim/synthetic_values.h"
 #include "optim/verify_unreplayed.h"
 #include "optstate/optimizer_state.h"
-#include "optstate/optimizer_step.h"
+#include "optstate/optimizer.h"
 
 namespace optstate {
 namespace {

@@ -1,4 +1,4 @@
-#include "optstate/collision_evidence.h"
+#include "optstate/collisions.h"
 
 #include <algorithm>
 #include <cmath>

@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "optstate/state_matching.h"
+#include "optstate/collisions.h"
 
 namespace optstate::match_internal {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "optstate/optimizer_state.h"
-#include "optstate/param_manifest.h"
+#include "optstate/params.h"
 #include "optstate/state_migrate.h"
 #include "torch/graph_builder.h"
 

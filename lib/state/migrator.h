@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "optstate/state_migrate.h"
-#include "optstate/state_remap.h"
+#include "optstate/collisions.h"
 #include "state/migrate_layout.h"
 #include "torch/graph_builder.h"
 

@@ -1,4 +1,4 @@
-#include "optstate/model_params.h"
+#include "optstate/params.h"
 
 #include <algorithm>
 #include <map>

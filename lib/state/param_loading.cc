@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "optstate/model_params.h"
+#include "optstate/params.h"
 
 namespace optstate {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "optstate/state_matching.h"
+#include "optstate/collisions.h"
 
 namespace optstate {
 
@@ -18,7 +18,7 @@ namespace optstate {
 Status LoadParams(const std::string& checkpoint, const ParamSource& source, const ReadOptions& read,
                   MatchedState& m, std::optional<std::vector<ParamInfo>> manifest = std::nullopt);
 
-// PrepareContentMatch (state_matching.h) for m, when its parameters came from
+// PrepareContentMatch (collisions.h) for m, when its parameters came from
 // a model file of their own.
 Status PrepareContentMatch(MatchedState& m, MatchOptions& options);
 

@@ -1,4 +1,4 @@
-#include "optstate/param_manifest.h"
+#include "optstate/params.h"
 
 #include <nlohmann/json.hpp>
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "optstate/checkpoint.h"
-#include "optstate/model_params.h"
+#include "optstate/params.h"
 #include "optstate/optimizer_state.h"
 
 namespace optstate {

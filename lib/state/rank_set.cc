@@ -1,4 +1,4 @@
-#include "optstate/rank_set.h"
+#include "optstate/collisions.h"
 
 #include <algorithm>
 #include <filesystem>

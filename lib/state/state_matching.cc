@@ -1,10 +1,10 @@
-#include "optstate/state_matching.h"
+#include "optstate/collisions.h"
 
 #include <algorithm>
 #include <map>
 #include <unordered_map>
 
-#include "optstate/model_params.h"
+#include "optstate/params.h"
 #include "state/param_loading.h"
 #include "state/split_views.h"
 #include "state/matcher.h"

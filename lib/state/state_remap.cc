@@ -1,9 +1,9 @@
-#include "optstate/state_remap.h"
+#include "optstate/collisions.h"
 
 #include <map>
 #include <set>
 
-#include "optstate/model_params.h"
+#include "optstate/params.h"
 #include "torch/graph_builder.h"
 
 namespace optstate {

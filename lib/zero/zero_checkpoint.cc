@@ -1,6 +1,6 @@
 // Finding and reading the files of a ZeRO tag directory; placing the
 // fragments and checking they add up is zero_layout.cc.
-#include "optstate/zero_checkpoint.h"
+#include "optstate/zero.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "optstate/zero_consolidate.h"
+#include "optstate/zero.h"
 
 #include <cmath>
 #include <cstring>

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "optstate/pickle_graph.h"
-#include "optstate/zero_checkpoint.h"
+#include "optstate/zero.h"
 
 namespace optstate {
 

@@ -4,7 +4,7 @@
 // a stored one, so its pickle must be scanned too. Written for clarity over
 // speed (a pickle is small): canonical Huffman codes decoded bit by bit, every
 // read bounds-checked, the output capped before it grows.
-#include "optstate/inflate.h"
+#include "zip/inflate.h"
 
 #include <array>
 #include <cstdint>

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "io/crc32.h"
-#include "optstate/inflate.h"
+#include "zip/inflate.h"
 
 namespace optstate {
 namespace {

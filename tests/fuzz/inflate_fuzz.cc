@@ -1,7 +1,7 @@
 // Raw DEFLATE on any bytes: never reads or writes out of bounds, never grows
 // past its cap, and a stream that inflates is a fixed point of nothing else.
 #include "fuzz_target.h"
-#include "optstate/inflate.h"
+#include "zip/inflate.h"
 
 OPTSTATE_FUZZ_TARGET(inflate) {
   using namespace optstate;

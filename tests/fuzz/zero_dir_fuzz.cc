@@ -20,8 +20,7 @@
 
 #include "fuzz_target.h"
 #include "optstate/checkpoint.h"
-#include "optstate/zero_checkpoint.h"
-#include "optstate/zero_consolidate.h"
+#include "optstate/zero.h"
 
 namespace {
 

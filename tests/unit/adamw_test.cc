@@ -1,7 +1,7 @@
 // The fused AdamW: bit-identical to the scalar reference on every instruction
 // set and thread count, within a stated error of real torch.optim.AdamW, and a
 // DCP-style initialisation that changes no parameter and freezes no lr.
-#include "optstate/adamw.h"
+#include "optstate/optimizer.h"
 
 #include <gtest/gtest.h>
 

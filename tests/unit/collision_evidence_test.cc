@@ -1,7 +1,7 @@
 // What an optimizer state dict shows about merged state with no parameter list.
 // The real HeavyBall 0.24.4 + FSDP2 files are covered end to end by the CLI and
 // interop tests; here the counting rules, on graphs built by hand.
-#include "optstate/collision_evidence.h"
+#include "optstate/collisions.h"
 
 #include <gtest/gtest.h>
 

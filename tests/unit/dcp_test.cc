@@ -13,8 +13,7 @@
 #include "fixtures.h"
 #include "graph_compare.h"
 #include "optstate/checkpoint.h"
-#include "optstate/dcp_checkpoint.h"
-#include "optstate/dcp_consolidate.h"
+#include "optstate/dcp.h"
 #include "pickle/graph_walk.h"
 
 namespace optstate {

@@ -11,10 +11,7 @@
 
 #include "fixtures.h"
 #include "graph_compare.h"
-#include "optstate/dcp_checkpoint.h"
-#include "optstate/dcp_consolidate.h"
-#include "optstate/dcp_export.h"
-#include "optstate/dcp_writer.h"
+#include "optstate/dcp.h"
 
 namespace optstate {
 namespace {

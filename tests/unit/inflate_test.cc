@@ -1,6 +1,6 @@
 // Raw DEFLATE on zlib's own streams of a real pickle (testdata/gen/gen_deflate_vectors.py):
 // every block type, several blocks, and damaged streams.
-#include "optstate/inflate.h"
+#include "zip/inflate.h"
 
 #include <gtest/gtest.h>
 

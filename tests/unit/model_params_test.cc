@@ -1,11 +1,11 @@
 // Parameters from a model state_dict: tied duplicates and buffers dropped, the
 // order taken only when it can be decided, and a manifest asked for otherwise.
-#include "optstate/model_params.h"
+#include "optstate/params.h"
 
 #include <gtest/gtest.h>
 
 #include "fixtures.h"
-#include "optstate/state_matching.h"
+#include "optstate/collisions.h"
 
 namespace optstate {
 namespace {

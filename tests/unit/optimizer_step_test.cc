@@ -2,7 +2,7 @@
 // reference on every instruction set and thread count, and within a stated
 // distance of torch.optim's own trajectories, recorded under torch 1.13 and
 // 2.6 (testdata/gen/gen_optimizer_parity.py).
-#include "optstate/optimizer_step.h"
+#include "optstate/optimizer.h"
 
 #include <gtest/gtest.h>
 

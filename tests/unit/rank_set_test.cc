@@ -1,6 +1,6 @@
 // Rank order from file names for the per-rank files of a sharded save. The rank sets themselves (real HeavyBall + FSDP2 files) are
 // covered by the CLI golden cases and interop_heavyball_fsdp2.
-#include "optstate/rank_set.h"
+#include "optstate/collisions.h"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 #include "optim/synthetic_values.h"
 #include "optstate/checkpoint.h"
 #include "optstate/optimizer_state.h"
-#include "optstate/optimizer_step.h"
+#include "optstate/optimizer.h"
 
 namespace optstate {
 namespace {

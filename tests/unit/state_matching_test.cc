@@ -1,6 +1,6 @@
 // Matching optimizer state to parameters, checked against the truth the fixture
 // generator recorded: which parameter (and view) really used each state key.
-#include "optstate/state_matching.h"
+#include "optstate/collisions.h"
 
 #include <gtest/gtest.h>
 

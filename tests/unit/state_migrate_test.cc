@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "fixtures.h"
-#include "optstate/state_matching.h"
+#include "optstate/collisions.h"
 #include "state/eigenbasis_projection.h"
 #include "state/migrate_layout.h"
 #include "state/split_views.h"

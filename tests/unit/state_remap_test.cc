@@ -1,6 +1,6 @@
 // Remap through the library: round trips give identical bytes, and remapping a
 // canonical file changes nothing but the packing.
-#include "optstate/state_remap.h"
+#include "optstate/collisions.h"
 
 #include <gtest/gtest.h>
 

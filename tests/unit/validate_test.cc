@@ -11,7 +11,7 @@
 #include <string>
 
 #include "fixtures.h"
-#include "optstate/param_manifest.h"
+#include "optstate/params.h"
 #include "optstate/validate.h"
 #include "validate_command.h"
 

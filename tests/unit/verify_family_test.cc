@@ -10,7 +10,7 @@
 
 #include "fixtures.h"
 #include "optstate/framework_dir.h"
-#include "optstate/state_matching.h"
+#include "optstate/collisions.h"
 #include "optstate/verify.h"
 
 namespace optstate {

@@ -1,7 +1,7 @@
 // DeepSpeed ZeRO directories that DeepSpeed 0.16.4 itself wrote
 // (testdata/gen/gen_deepspeed_zero.py): every parameter's pieces placed where
 // the run's layout put them, and each planted fault found with its exact words.
-#include "optstate/zero_checkpoint.h"
+#include "optstate/zero.h"
 
 #include <cstring>
 #include <filesystem>
@@ -13,7 +13,6 @@
 #include "fixtures.h"
 #include "optstate/checkpoint.h"
 #include "optstate/validate.h"
-#include "optstate/zero_consolidate.h"
 
 namespace optstate {
 namespace {

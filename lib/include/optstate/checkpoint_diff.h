@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "optstate/state_matching.h"
+#include "optstate/collisions.h"
 
 namespace optstate {
 

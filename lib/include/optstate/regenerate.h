@@ -1,5 +1,5 @@
 // Realistic optimizer checkpoints without Python: K fused steps of torch.optim's
-// AdamW (or Adam, SGD, Adagrad, RMSprop: optimizer_step.h) with
+// AdamW (or Adam, SGD, Adagrad, RMSprop: optimizer.h) with
 // seeded synthetic gradients on a list of parameters, written in the key
 // scheme asked for, including the broken layouts optstate exists to repair.
 //
@@ -15,10 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "optstate/adamw.h"
-#include "optstate/optimizer_step.h"
+#include "optstate/optimizer.h"
 #include "optstate/checkpoint_writer.h"
-#include "optstate/param_manifest.h"
+#include "optstate/params.h"
 
 namespace optstate {
 

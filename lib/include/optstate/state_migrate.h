@@ -1,7 +1,7 @@
 // Legacy HeavyBall optimizer state rewritten as today's optimizers save it,
 // so that they train from it (remap only fixes the keys).
 //
-// The entries are first remapped to parameter indices (state_remap.h: every
+// The entries are first remapped to parameter indices (collisions.h, the remap: every
 // entry accounted for, collisions by policy), then laid out as HeavyBall 3.2's
 // own state_dict() holds them, read from its code and checked against
 // checkpoints real 3.2.0 wrote: per parameter {view: {name: value}} even for
@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "optstate/checkpoint_writer.h"
-#include "optstate/state_remap.h"
+#include "optstate/collisions.h"
 
 namespace optstate {
 

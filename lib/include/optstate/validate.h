@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "optstate/checkpoint.h"
-#include "optstate/state_matching.h"
+#include "optstate/collisions.h"
 #include "optstate/status.h"
 
 namespace optstate {
@@ -109,7 +109,7 @@ StatusOr<ValidationReport> ValidateZeroDirectory(const std::string& tag_dir, con
 // own model entry). Each rank is validated as above; a finding on every rank is
 // reported once ("every rank: ..."), others name their ranks; a rule counts as
 // checked only when it ran on every rank. rank-set-mismatch compares the ranks
-// (rank_set.h) when there are parameters to compare.
+// (collisions.h, OpenAndMatchRankSet) when there are parameters to compare.
 StatusOr<ValidationReport> ValidateRankSet(const std::vector<std::string>& files,
                                            const std::vector<std::string>& models, const ValidateOptions& options);
 

@@ -2,7 +2,7 @@
 // model's parameters? Static checks on every entry, then a replay: one step of
 // the algorithm that saved it (torch.optim's SGD, Adam, AdamW, Adagrad or
 // RMSprop, recognised from the file or named by VerifyOptions::optimizer;
-// optimizer_step.h) with a fixed probe gradient, once with the loaded state and once with fresh
+// optimizer.h) with a fixed probe gradient, once with the loaded state and once with fresh
 // state. A parameter whose two updates come out identical is "cold": its state
 // is missing, zero, or was never mapped to it (what HeavyBall's pointer keys
 // did silently). HeavyBall 3.x's AdamW entries ({0: {update_by_adam_exp_avg_0,
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "optstate/state_matching.h"
+#include "optstate/collisions.h"
 
 namespace optstate {
 

@@ -1,7 +1,7 @@
 // Raw DEFLATE (RFC 1951, zip method 8), for the security scan of zip records
 // torch would read although torch.save never compresses them (inflate.cc).
-#ifndef OPTSTATE_INFLATE_H_
-#define OPTSTATE_INFLATE_H_
+#ifndef OPTSTATE_ZIP_INFLATE_H_
+#define OPTSTATE_ZIP_INFLATE_H_
 
 #include <cstdint>
 #include <vector>
@@ -17,4 +17,4 @@ StatusOr<std::vector<std::byte>> InflateRaw(ByteSpan deflated, uint64_t cap);
 
 }  // namespace optstate
 
-#endif  // OPTSTATE_INFLATE_H_
+#endif  // OPTSTATE_ZIP_INFLATE_H_
