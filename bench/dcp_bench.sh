@@ -22,18 +22,8 @@ fi
 in="$data/dcp4"
 bytes=$(du -sb "$in" | cut -f1)
 cat "$in"/* "$in"/.metadata > /dev/null
-declare -A wall rss
-names=()
-measure() {  # name, command...
-  local name=$1; shift
-  [[ " ${names[*]} " == *" $name "* ]] || names+=("$name")
-  sync
-  local r
-  r=$( { /usr/bin/time -f "%e %M" "$@" > /dev/null; } 2>&1 | tail -n 1)
-  wall[$name]+="${r% *} "
-  rss[$name]+="${r#* } "
-  rm -rf "$data/out" "$data/out.pt"
-}
+. "$(dirname "$0")/measure.sh"
+after_measure() { rm -rf "$data/out" "$data/out.pt"; }
 for _ in $(seq "$runs"); do
   measure "cp -r" cp -r "$in" "$data/out"
   measure "cp -r && sync" sh -c "cp -r '$in' '$data/out' && sync"
@@ -48,11 +38,6 @@ if [ -x /var/cache/optstate-torch26/usr/bin/python3 ] || [ -n "${OPTSTATE_TORCH2
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 dcp_to_torch_save("dcp4", "out.pt")'
 fi
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "input: $in, $((bytes / 1048576)) MiB in $(ls "$in" | wc -l) data files; runs: $runs (median), torch once; $(nproc) cores"
 echo
-echo "| command | wall (s) | peak RSS (MiB) |"
-echo "|---|---|---|"
-for name in "${names[@]}"; do
-  echo "| $name | $(echo "${wall[$name]}" | median) | $(( $(echo "${rss[$name]}" | median) / 1024 )) |"
-done
+print_table

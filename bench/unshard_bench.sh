@@ -43,29 +43,14 @@ PY
 fi
 bytes=$(( $(stat -c %s "$data/rank0.pt") + $(stat -c %s "$data/rank1.pt") ))
 cat "$data/rank0.pt" "$data/rank1.pt" > /dev/null
-declare -A wall rss
-names=()
-measure() {  # name, command...
-  local name=$1; shift
-  [[ " ${names[*]} " == *" $name "* ]] || names+=("$name")
-  sync
-  local r
-  r=$( { /usr/bin/time -f "%e %M" "$@" > /dev/null; } 2>&1 | tail -n 1)
-  wall[$name]+="${r% *} "
-  rss[$name]+="${r#* } "
-  rm -rf "$data/out.pt" "$data/out"
-}
+. "$(dirname "$0")/measure.sh"
+after_measure() { rm -rf "$data/out.pt" "$data/out"; }
 for _ in $(seq "$runs"); do
   measure "cp rank0.pt rank1.pt" sh -c "mkdir '$data/out' && cp '$data/rank0.pt' '$data/rank1.pt' '$data/out/'"
   measure "cp && sync" sh -c "mkdir '$data/out' && cp '$data/rank0.pt' '$data/rank1.pt' '$data/out/' && sync"
   measure "optstate unshard" "$bin" unshard -q "$data/rank0.pt" "$data/rank1.pt" -o "$data/out.pt"
   measure "optstate unshard --no-sync" "$bin" unshard -q --no-sync "$data/rank0.pt" "$data/rank1.pt" -o "$data/out.pt"
 done
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "input: 2 rank files, $((bytes / 1048576)) MiB, $((tensors + 1)) DTensors (one Shard(1) of 128 MiB); runs: $runs (median); $(nproc) cores"
 echo
-echo "| command | wall (s) | peak RSS (MiB) |"
-echo "|---|---|---|"
-for name in "${names[@]}"; do
-  echo "| $name | $(echo "${wall[$name]}" | median) | $(( $(echo "${rss[$name]}" | median) / 1024 )) |"
-done
+print_table

@@ -36,20 +36,9 @@ if [ ! -d "$in" ]; then
 fi
 bytes=$(du -sb "$in" | cut -f1)
 cat "$in"/* > /dev/null
-declare -A wall rss
-names=()
-measure() {  # name, command...
-  local name=$1; shift
-  [[ " ${names[*]} " == *" $name "* ]] || names+=("$name")
-  sync
-  if [ "$warm" = 1 ]; then python3 -c "bytearray(b'\x01') * (4 << 30)"; fi
-  local r
-  /usr/bin/time -o "$data/time.txt" -f "%e %M" "$@" > /dev/null 2> /dev/null
-  r=$(tail -n 1 "$data/time.txt")
-  wall[$name]+="${r% *} "
-  rss[$name]+="${r#* } "
-  rm -rf "$data/out" "$data/out.pt"
-}
+. "$(dirname "$0")/measure.sh"
+after_measure() { rm -rf "$data/out" "$data/out.pt"; }
+before_measure() { if [ "$warm" = 1 ]; then python3 -c "bytearray(b'\x01') * (4 << 30)"; fi; }
 for _ in $(seq "$runs"); do
   measure "cp -r" cp -r "$in" "$data/out"
   measure "cp -r && sync" sh -c "cp -r '$in' '$data/out' && sync"
@@ -62,11 +51,6 @@ measure "DeepSpeed 0.16.4 zero_to_fp32 (weights only)" "$repo/testdata/gen/torch
   "import sys, warnings; warnings.filterwarnings('ignore'); sys.path.insert(0, '$ds')
 from deepspeed.utils.zero_to_fp32 import convert_zero_checkpoint_to_fp32_state_dict
 convert_zero_checkpoint_to_fp32_state_dict('zero$stage', 'out', max_shard_size=None)"
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "input: $in (ZeRO-$stage, 2 ranks), $((bytes / 1048576)) MiB in $(ls "$in" | wc -l) files; runs: $runs (median), zero_to_fp32 once; $(nproc) cores; WARM=$warm"
 echo
-echo "| command | wall (s), median | wall (s), every run | peak RSS (MiB) |"
-echo "|---|---|---|---|"
-for name in "${names[@]}"; do
-  echo "| $name | $(echo "${wall[$name]}" | median) | ${wall[$name]% } | $(( $(echo "${rss[$name]}" | median) / 1024 )) |"
-done
+print_table every
