@@ -19,6 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import describe  # noqa: E402
+from parity_steps import flat, record_steps  # noqa: E402
 
 SHAPES = [[37], [5, 7], []]
 STEPS = 20
@@ -39,24 +40,10 @@ def run(name, dtype, hyper, seed):
     numels = [math.prod(s) for s in SHAPES]
     params = [torch.nn.Parameter(torch.randn(s, generator=g).to(dtype).float()) for s in SHAPES]
     opt = torch.optim.AdamW(params, foreach=False, **hyper)
-    flat = lambda ts: torch.cat([t.detach().reshape(-1).float() for t in ts])  # noqa: E731
     rows = {"params": [flat(params)], "grads": [], "exp_avg": [], "exp_avg_sq": [], "max_exp_avg_sq": [],
             "step": []}
-    for _ in range(STEPS):
-        for p in params:
-            p.grad = (torch.randn(p.shape, generator=g) * 0.1).to(dtype).float()
-        rows["grads"].append(flat([p.grad for p in params]))
-        opt.step()
-        with torch.no_grad():
-            for p in params:
-                p.copy_(p.to(dtype).float())  # the stored low-precision parameter
-        st = [opt.state[p] for p in params]
-        rows["params"].append(flat(params))
-        rows["exp_avg"].append(flat([s["exp_avg"] for s in st]))
-        rows["exp_avg_sq"].append(flat([s["exp_avg_sq"] for s in st]))
-        if hyper.get("amsgrad"):
-            rows["max_exp_avg_sq"].append(flat([s["max_exp_avg_sq"] for s in st]))
-        rows["step"].append(torch.tensor([float(s["step"]) for s in st]))
+    fields = ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if hyper.get("amsgrad") else [])
+    record_steps(params, opt, dtype, g, STEPS, rows, fields)
     case = {"name": name, "dtype": str(dtype).replace("torch.", ""), "shapes": SHAPES, "numels": numels,
             "lr": hyper["lr"], "beta1": hyper["betas"][0], "beta2": hyper["betas"][1], "eps": hyper["eps"],
             "weight_decay": hyper["weight_decay"], "amsgrad": hyper.get("amsgrad", False),

@@ -19,6 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import describe  # noqa: E402
+from parity_steps import flat, record_steps  # noqa: E402
 
 SHAPES = [[37], [5, 7], []]
 STEPS = 20
@@ -61,25 +62,11 @@ def run(name, algorithm, dtype, hyper, seed):
     numels = [math.prod(s) for s in SHAPES]
     params = [torch.nn.Parameter(torch.randn(s, generator=g).to(dtype).float()) for s in SHAPES]
     opt = getattr(torch.optim, algorithm)(params, foreach=False, **hyper)
-    flat = lambda ts: torch.cat([t.detach().reshape(-1).float() for t in ts])  # noqa: E731
     fields = FIELDS[algorithm](hyper)
     rows = {"params": [flat(params)], "grads": [], "step": []}
     for f in fields:
         rows[f] = []
-    for _ in range(STEPS):
-        for p in params:
-            p.grad = (torch.randn(p.shape, generator=g) * 0.1).to(dtype).float()
-        rows["grads"].append(flat([p.grad for p in params]))
-        opt.step()
-        with torch.no_grad():
-            for p in params:
-                p.copy_(p.to(dtype).float())  # the stored low-precision parameter
-        st = [opt.state[p] for p in params]
-        rows["params"].append(flat(params))
-        for f in fields:
-            rows[f].append(flat([s[f] for s in st]))
-        if "step" in st[0]:
-            rows["step"].append(torch.tensor([float(s["step"]) for s in st]))
+    record_steps(params, opt, dtype, g, STEPS, rows, fields)
     sd = opt.state_dict()
     case = {"name": name, "algorithm": algorithm, "dtype": str(dtype).replace("torch.", ""), "shapes": SHAPES,
             "numels": numels, "fields": fields,
