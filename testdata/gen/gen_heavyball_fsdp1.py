@@ -26,8 +26,7 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_dcp_fsdp2 import free_port  # noqa: E402
-from gen_heavyball_fsdp2 import Net, batches  # noqa: E402
+from gen_heavyball_fsdp2 import Net, batches, spawn_ranks  # noqa: E402
 
 warnings.filterwarnings("ignore")
 WORLD = 2
@@ -114,11 +113,7 @@ def worker(rank, port, out):
 
 
 def main():
-    import torch.multiprocessing as mp
-    sys.path.insert(0, sys.argv[1])  # spawned workers inherit it
-    out = os.path.abspath(sys.argv[2])
-    os.makedirs(out, exist_ok=True)
-    mp.spawn(worker, args=(free_port(), out), nprocs=WORLD, join=True)
+    out = spawn_ranks(worker, WORLD)
     for case in CASES:
         print(case, sorted(os.listdir(os.path.join(out, case))))
 

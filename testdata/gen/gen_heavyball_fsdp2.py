@@ -218,12 +218,20 @@ def truth_of(case, model, opt, osd, rank, initial):
             "param_groups_k": [g.get("k") for g in osd["param_groups"]]}
 
 
-def main():
+def spawn_ranks(worker, world):
+    """What the HeavyBall generators' main() does: HeavyBall's source (argv[1])
+    put on sys.path for the spawned workers to inherit, OUTDIR (argv[2]) made,
+    and `world` processes of worker(rank, port, OUTDIR) run; returns OUTDIR."""
     import torch.multiprocessing as mp
-    sys.path.insert(0, sys.argv[1])  # spawned workers inherit it
+    sys.path.insert(0, sys.argv[1])
     out = os.path.abspath(sys.argv[2])
     os.makedirs(out, exist_ok=True)
-    mp.spawn(worker, args=(free_port(), out), nprocs=WORLD, join=True)
+    mp.spawn(worker, args=(free_port(), out), nprocs=world, join=True)
+    return out
+
+
+def main():
+    out = spawn_ranks(worker, WORLD)
     for case in CASES:
         print(case, sorted(os.listdir(os.path.join(out, case))))
 

@@ -30,8 +30,8 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_dcp_fsdp2 import free_port, patch_cpu_gloo  # noqa: E402
-from gen_heavyball_fsdp2 import register_clamp_strategy, sha  # noqa: E402
+from gen_dcp_fsdp2 import patch_cpu_gloo  # noqa: E402
+from gen_heavyball_fsdp2 import register_clamp_strategy, sha, spawn_ranks  # noqa: E402
 
 warnings.filterwarnings("ignore")
 WORLD = 4
@@ -115,12 +115,7 @@ def worker(rank, port, out):
 
 
 def main():
-    import torch.multiprocessing as mp
-    sys.path.insert(0, sys.argv[1])
-    out = os.path.abspath(sys.argv[2])
-    os.makedirs(out, exist_ok=True)
-    mp.spawn(worker, args=(free_port(), out), nprocs=WORLD, join=True)
-    print(sorted(os.listdir(out)))
+    print(sorted(os.listdir(spawn_ranks(worker, WORLD))))
 
 
 if __name__ == "__main__":
