@@ -21,7 +21,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from . import _native
+from . import _native, capture
 from optstate._errors import (CheckpointInvalid, CorruptError, Error, InternalError, InvalidArgumentError,
                               IoError, LimitExceededError, NotFoundError, Refused, TruncatedError,
                               UnsafeCheckpoint, UnsupportedError, error_from_document)
@@ -31,7 +31,7 @@ __all__ = [
     "inspect", "validate", "collisions", "remap", "migrate", "verify", "consolidate", "safe_load",
     "safe_load_dir", "Error", "TruncatedError", "CorruptError", "UnsupportedError", "LimitExceededError",
     "IoError", "InvalidArgumentError", "NotFoundError", "InternalError", "Refused", "CheckpointInvalid",
-    "UnsafeCheckpoint", "run", "__version__",
+    "UnsafeCheckpoint", "run", "capture", "__version__",
 ]
 
 __version__: str = _native.version
