@@ -25,11 +25,11 @@ from . import _native, capture
 from optstate._errors import (CheckpointInvalid, CorruptError, Error, InternalError, InvalidArgumentError,
                               IoError, LimitExceededError, NotFoundError, Refused, TruncatedError,
                               UnsafeCheckpoint, UnsupportedError, error_from_document)
-from optstate._safe_load import safe_load, safe_load_dir
+from optstate._safe_load import checked_torch_load, safe_load, safe_load_dir
 
 __all__ = [
     "inspect", "validate", "collisions", "remap", "migrate", "verify", "consolidate", "safe_load",
-    "safe_load_dir", "Error", "TruncatedError", "CorruptError", "UnsupportedError", "LimitExceededError",
+    "safe_load_dir", "checked_torch_load", "Error", "TruncatedError", "CorruptError", "UnsupportedError", "LimitExceededError",
     "IoError", "InvalidArgumentError", "NotFoundError", "InternalError", "Refused", "CheckpointInvalid",
     "UnsafeCheckpoint", "run", "capture", "__version__",
 ]

@@ -9,8 +9,9 @@ no rule at error severity fires. torch is imported only here.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Iterator, List, Optional, Union
 
 from optstate._errors import UnsafeCheckpoint
 
@@ -57,3 +58,29 @@ def safe_load_dir(path: PathLike, *, rules: Optional[PathLike] = None, no_values
         if file_report.get("format") in ("zip", "legacy"):
             loaded[entry["path"]] = torch.load(entry["path"], **kwargs)
     return loaded
+
+
+@contextlib.contextmanager
+def checked_torch_load(*, rules: Optional[PathLike] = None, no_values: bool = False) -> Iterator[None]:
+    """Within the block, every ``torch.load`` of a path (code that calls it
+    itself: a framework's resume, a library's from_pretrained) validates the
+    file first and raises UnsafeCheckpoint instead of loading when it fails;
+    ``weights_only`` defaults to True. A file object cannot be checked by path:
+    it is loaded with ``weights_only=True`` whatever the caller asked. The
+    original ``torch.load`` is back when the block ends, however it ends."""
+    import torch
+    original = torch.load
+
+    def checked(f: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(f, (str, os.PathLike)):
+            _check(f, rules, no_values)
+            kwargs.setdefault("weights_only", True)
+        else:
+            kwargs["weights_only"] = True
+        return original(f, *args, **kwargs)
+
+    torch.load = checked
+    try:
+        yield
+    finally:
+        torch.load = original

@@ -154,6 +154,21 @@ def test_safe_load_loads_what_passes():
     assert all(torch.equal(loaded[k], direct[k]) for k in direct)
 
 
+def test_checked_torch_load_guards_code_that_calls_torch_load():
+    torch = pytest.importorskip("torch")
+    original = torch.load
+    with optstate.checked_torch_load():
+        with pytest.raises(optstate.UnsafeCheckpoint):
+            torch.load("testdata/hostile/builtins_eval.pt")
+        state = torch.load("testdata/good/torch113/model_tied.pt")
+        assert sorted(state) == sorted(original("testdata/good/torch113/model_tied.pt", weights_only=True))
+    assert torch.load is original
+    with pytest.raises(RuntimeError):
+        with optstate.checked_torch_load():
+            raise RuntimeError("the block fails")
+    assert torch.load is original
+
+
 def test_run_is_the_command_line():
     code, out, err = optstate.run(["--version"])
     assert (code, out.decode().strip(), err) == (0, f"optstate {optstate.__version__}", b"")
