@@ -136,7 +136,7 @@ def migrate(path: Paths, out: PathLike, to: str = "heavyball3", model: Optional[
             precondition_frequency: Optional[int] = None, state_key: Optional[str] = None,
             sync: bool = True) -> Document:
     """Rewrites legacy HeavyBall state as HeavyBall 3.x or torch.optim saves it (schemas/migrate.schema.json)."""
-    args = _paths(path) + ["-o", os.fspath(out), "--to", to, "--on-collision", on_collision, "-q"]
+    args = _paths(path) + ["-o", os.fspath(out), "--to", to, "--on-collision", on_collision]
     if steps is not None:
         args += ["--steps", str(steps)]
     if precondition_frequency is not None:

@@ -118,6 +118,35 @@ def test_remap_writes_what_the_cli_writes(tmp_path):
     assert (tmp_path / "py/fixed.pt").read_bytes() == (tmp_path / "cli/fixed.pt").read_bytes()
 
 
+def same_file_name_outputs(tmp_path, name):
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "py").mkdir()
+    return tmp_path / "cli" / name, tmp_path / "py" / name
+
+
+def test_migrate_writes_what_the_cli_writes(tmp_path):
+    case = "testdata/heavyball/migrate/0.24.4/adamw_foreach"
+    cli_out, py_out = same_file_name_outputs(tmp_path, "hb3.pt")
+    code, expected = cli("migrate", "--json", f"{case}/optim.pt", "--manifest", f"{case}/manifest.json",
+                         "-o", cli_out, "--no-sync")
+    assert code == 0
+    doc = optstate.migrate(f"{case}/optim.pt", py_out, manifest=f"{case}/manifest.json", sync=False)
+    expected["output"] = doc["output"]
+    assert doc == expected
+    assert py_out.read_bytes() == cli_out.read_bytes()
+
+
+@pytest.mark.parametrize("source", ["testdata/good/torch26/fsdp2_dcp", "testdata/frameworks/deepspeed_0.16.4/zero2"])
+def test_consolidate_writes_what_the_cli_writes(tmp_path, source):
+    cli_out, py_out = same_file_name_outputs(tmp_path, "whole.pt")
+    code, expected = cli("consolidate", "--json", source, "-o", cli_out, "--no-sync", "--to", "index")
+    assert code == 0
+    doc = optstate.consolidate(source, py_out, to="index", sync=False)
+    expected["output"] = doc["output"]
+    assert doc == expected
+    assert py_out.read_bytes() == cli_out.read_bytes()
+
+
 def test_remap_refusal_raises_and_writes_nothing(tmp_path):
     out = tmp_path / "out.pt"
     path = "testdata/good/torch113/heavyball_fsdp_collision.pt"
