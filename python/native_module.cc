@@ -3,18 +3,25 @@
 // The package's functions (optstate/__init__.py) build a command line from
 // their arguments and read the --json document it prints: one parser of
 // flags, one renderer of documents, so a Python result is the CLI's by
-// construction. The work runs with the GIL released; nothing is printed,
-// both streams come back as bytes.
+// construction. The work runs on a thread of its own with the GIL released;
+// the calling thread checks for signals every 100 ms, and on KeyboardInterrupt
+// asks the library to cancel (RequestCancellation: the job fails at its next
+// write or block of values, removing its outputs), waits for it, and raises.
+// Nothing is printed; both streams come back as bytes.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
+#include <future>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "cli_app.h"
 #include "command.h"
+#include "optstate/file_io.h"
 
 namespace py = pybind11;
 
@@ -23,14 +30,34 @@ namespace {
 // (exit code, stdout, stderr) of `optstate ARGS...`.
 std::tuple<int, py::bytes, py::bytes> Run(const std::vector<std::string>& args) {
   std::ostringstream out, err;
-  int rc;
-  {
-    py::gil_scoped_release release;
-    std::vector<const char*> argv = {"optstate"};
-    for (const std::string& a : args) argv.push_back(a.c_str());
+  std::vector<const char*> argv = {"optstate"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  optstate::ClearCancellation();
+  std::promise<int> exit_code;
+  std::future<int> done = exit_code.get_future();
+  std::thread worker([&] {
     optstate::tools::CommandOutput output{out, err};
-    rc = optstate::tools::RunCli(static_cast<int>(argv.size()), argv.data(), output);
+    exit_code.set_value(optstate::tools::RunCli(static_cast<int>(argv.size()), argv.data(), output));
+  });
+  while (true) {
+    std::future_status state;
+    {
+      py::gil_scoped_release release;
+      state = done.wait_for(std::chrono::milliseconds(100));
+    }
+    if (state == std::future_status::ready) break;
+    if (PyErr_CheckSignals() != 0) {  // KeyboardInterrupt (or another handler's exception) is pending
+      optstate::RequestCancellation();
+      {
+        py::gil_scoped_release release;
+        worker.join();
+      }
+      optstate::ClearCancellation();
+      throw py::error_already_set();
+    }
   }
+  worker.join();
+  int rc = done.get();
   return {rc, py::bytes(out.str()), py::bytes(err.str())};
 }
 

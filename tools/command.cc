@@ -19,6 +19,7 @@ std::string_view StatusCodeId(StatusCode code) {
     case StatusCode::kInvalidArgument: return "invalid_argument";
     case StatusCode::kNotFound: return "not_found";
     case StatusCode::kInternal: return "internal";
+    case StatusCode::kCancelled: return "cancelled";
   }
   return "internal";
 }

@@ -10,6 +10,7 @@
 #include "check/validate_checkpoint.h"
 #include "check/validate_params.h"
 #include "optstate/dcp.h"
+#include "optstate/file_io.h"
 #include "optstate/optimizer_state.h"
 #include "optstate/security.h"
 #include "optstate/torch_objects.h"
@@ -79,6 +80,7 @@ StatusOr<ValidationReport> ValidateDcpDirectory(const std::string& dir, const Va
     }
   }
   OPTSTATE_RETURN_IF_ERROR(CheckAgainstParams(graph.checkpoint, ByteSpan(), dir, sink));
+  if (CancellationRequested()) return CancelledError(dir + ": validate cancelled");
   return r;
 }
 
@@ -190,6 +192,7 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
   CheckCheckpointRules(cp, reader, file.get(), records, sink);
   OPTSTATE_RETURN_IF_ERROR(CheckAgainstParams(cp, file->bytes(), path, sink));
   r.torch_load = PredictTorchLoad(cp);
+  if (CancellationRequested()) return CancelledError(path + ": validate cancelled");
   return r;
 }
 

@@ -6,6 +6,7 @@
 
 #include "check/finding_sink.h"
 #include "check/value_scan.h"
+#include "optstate/file_io.h"
 
 namespace optstate {
 namespace {
@@ -78,6 +79,7 @@ StatusOr<ValidationReport> ValidateZeroDirectory(const std::string& tag_dir, con
   FindingSink sink(o, r);
   for (const ZeroLayoutProblem& p : zero->problems) sink.Add(RuleOf(p.kind), p.where, p.message);
   if (o.scan_values) CheckMasterWeights(*zero, r, sink);
+  if (CancellationRequested()) return CancelledError(tag_dir + ": validate cancelled");
   return r;
 }
 

@@ -8,6 +8,7 @@
 
 #include "io/crc32.h"
 #include "io/parallel_for.h"
+#include "optstate/file_io.h"
 #include "torch/half_float.h"
 
 namespace optstate {
@@ -70,6 +71,7 @@ void Sweep(Piece& piece, const std::vector<ScanRange>& ranges, std::optional<Fil
   const std::byte* end = piece.bytes.data() + piece.bytes.size();
   size_t next = 0;
   for (const std::byte* block = piece.bytes.data(); block < end; block += kBlock) {
+    if (CancellationRequested()) return;  // the validate entry points report it
     const std::byte* block_end = std::min(end, block + kBlock);
     // Addresses stay those of the mapping (parts are placed by them); `data` is where the bytes are read.
     const std::byte* data = block;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
@@ -20,6 +21,8 @@
 
 namespace optstate {
 namespace {
+
+std::atomic<bool> cancellation_requested{false};
 
 std::string DirName(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -130,8 +133,16 @@ void AtomicFileWriter::Abandon() {
   cleanup_slot_ = -1;
 }
 
+void RequestCancellation() { cancellation_requested.store(true, std::memory_order_relaxed); }
+void ClearCancellation() { cancellation_requested.store(false, std::memory_order_relaxed); }
+bool CancellationRequested() { return cancellation_requested.load(std::memory_order_relaxed); }
+
 Status AtomicFileWriter::Write(ByteSpan data) {
   if (fd_ < 0) return InternalError(final_path_ + ": write after commit or failure");
+  if (CancellationRequested()) {
+    Abandon();
+    return CancelledError(final_path_ + ": cancelled; nothing written");
+  }
   const std::byte* p = data.data();
   size_t left = data.size();
   while (left > 0) {
@@ -161,6 +172,10 @@ Status AtomicFileWriter::Write(ByteSpan data) {
 
 StatusOr<uint64_t> AtomicFileWriter::CopyFromFile(int fd, uint64_t offset, uint64_t length) {
   if (fd_ < 0) return InternalError(final_path_ + ": write after commit or failure");
+  if (CancellationRequested()) {
+    Abandon();
+    return CancelledError(final_path_ + ": cancelled; nothing written");
+  }
   uint64_t copied = 0;
   auto in_offset = static_cast<off64_t>(offset);
   while (copied < length) {

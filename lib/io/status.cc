@@ -15,6 +15,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kInvalidArgument: return "invalid argument";
     case StatusCode::kNotFound: return "not found";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kCancelled: return "cancelled";
   }
   return "unknown status code";
 }
@@ -93,6 +94,9 @@ Status NotFoundError(std::string m, SourceLocation o) {
 }
 Status InternalError(std::string m, SourceLocation o) {
   return Status(StatusCode::kInternal, std::move(m), o);
+}
+Status CancelledError(std::string m, SourceLocation o) {
+  return Status(StatusCode::kCancelled, std::move(m), o);
 }
 
 }  // namespace optstate

@@ -52,6 +52,10 @@ class InternalError(Error):
     code = "internal"
 
 
+class CancelledError(Error):
+    code = "cancelled"
+
+
 class Refused(Error):
     """remap or migrate refused to write (state it cannot attribute, or nothing
     that would carry over); nothing was written. ``code`` says why as above."""
@@ -86,7 +90,7 @@ class UnsafeCheckpoint(CheckpointInvalid):
 
 
 _BY_CODE = {cls.code: cls for cls in (TruncatedError, CorruptError, UnsupportedError, LimitExceededError,
-                                      IoError, InvalidArgumentError, NotFoundError, InternalError)}
+                                      IoError, InvalidArgumentError, NotFoundError, InternalError, CancelledError)}
 
 
 def error_from_document(error: Mapping[str, Any], refused: bool = False) -> Error:

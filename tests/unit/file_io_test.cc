@@ -161,6 +161,26 @@ TEST(AtomicFileWriterTest, AbandonedWriterLeavesNothingAndKeepsOldFile) {
   EXPECT_EQ(dir.Count(), 1u);
 }
 
+TEST(AtomicFileWriterTest, CancellationFailsTheNextWriteAndLeavesTheOldFile) {
+  TempDir dir;
+  std::ofstream(dir / "out.pt") << "previous";
+  auto w = AtomicFileWriter::Create(dir / "out.pt");
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->Write(AsBytes("first block")).ok());
+  RequestCancellation();
+  Status s = (*w)->Write(AsBytes("second block"));
+  ClearCancellation();
+  EXPECT_EQ(s.code(), StatusCode::kCancelled);
+  EXPECT_EQ(s.message(), (dir / "out.pt") + ": cancelled; nothing written");
+  EXPECT_FALSE((*w)->Commit().ok());  // the writer gave up its temporary
+  EXPECT_EQ(Slurp(dir / "out.pt"), "previous");
+  EXPECT_EQ(dir.Count(), 1u);
+  auto next = AtomicFileWriter::Create(dir / "next.pt");  // cleared: the next job writes
+  ASSERT_TRUE(next.ok());
+  ASSERT_TRUE((*next)->Write(AsBytes("x")).ok());
+  ASSERT_TRUE((*next)->Commit().ok());
+}
+
 // The kernel copies a range of the input; where it cannot (a pipe is no regular
 // file), CopyFromFile says it copied nothing and the caller writes instead.
 TEST(AtomicFileWriterTest, CopyFromFileAppendsTheRangeOrNothing) {

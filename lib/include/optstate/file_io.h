@@ -137,6 +137,15 @@ StatusOr<std::unique_ptr<OutputStream>> MakeZstdOutput(std::unique_ptr<OutputStr
 // async-signal-safe calls; the process must end right after.
 void RemoveTemporaryOutputs();
 
+// Stopping long work on request, for a program that runs jobs in-process (the
+// Python package on KeyboardInterrupt): after RequestCancellation() every
+// output write and every block of tensor values read fails with kCancelled,
+// so the job ends through its ordinary failure path and leaves no output.
+// Process-wide; ClearCancellation() before the next job.
+void RequestCancellation();
+void ClearCancellation();
+bool CancellationRequested();
+
 // kSynced: the output is on disk before it takes the final name, so a crash
 // leaves the old file or the complete new one. kUnsynced (--no-sync, for
 // scratch outputs): still renamed only when complete, but the kernel writes it

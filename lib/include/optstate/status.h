@@ -68,6 +68,7 @@ enum class StatusCode {
   kInvalidArgument,
   kNotFound,
   kInternal,
+  kCancelled,  // stopped on request (RequestCancellation, file_io.h)
 };
 
 // "truncated input", "corrupt data", ...: the words used in rendered messages.
@@ -129,6 +130,8 @@ Status NotFoundError(std::string message,
                      SourceLocation origin = SourceLocation::current());
 Status InternalError(std::string message,
                      SourceLocation origin = SourceLocation::current());
+Status CancelledError(std::string message,
+                      SourceLocation origin = SourceLocation::current());
 
 // A value or the Status saying why there is none. Constructing one from an OK
 // Status is a bug and yields kInternal rather than an empty value.
