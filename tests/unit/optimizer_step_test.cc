@@ -324,12 +324,7 @@ TEST(OptimizerStepTest, MatchesTorchOptimTrajectories) {
   testing::ForEachParityCase("optimizer_parity.pt", 18, [](const ParityFile& f, NodeId c, const char* line,
                                                             const std::string& name) {
     ParityResult r = RunParityCase(f, c);
-    bool low = f.g().at(f.Get(c, "dtype")).text != "float32";
-    if (low) {
-      EXPECT_LE(r.max_rel_param, 8e-3);
-    } else {
-      EXPECT_LE(r.max_abs_param, 2e-6);
-    }
+    testing::ExpectParamsMatchTorch(f, c, r.max_abs_param, r.max_rel_param);
     // measured at most 1.7e-6 (RMSprop with momentum: its buffer sums g / sqrt(v), which
     // magnifies an ulp of v in the first steps); everything else below 1e-7.
     EXPECT_LE(r.max_rel_state, 4e-6);

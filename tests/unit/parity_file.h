@@ -42,6 +42,18 @@ struct ParityFile {
   }
 };
 
+// The parameter tolerance both parity tests hold the kernels to: a float32
+// parameter (of order 1) within 2e-6 of torch's after every step, a
+// bfloat16/float16 one within 8e-3 relative (one unit in the last place of the
+// stored value, where a rounding went the other way).
+inline void ExpectParamsMatchTorch(const ParityFile& f, NodeId c, double max_abs_param, double max_rel_param) {
+  if (f.g().at(f.Get(c, "dtype")).text != "float32") {
+    EXPECT_LE(max_rel_param, 8e-3);
+  } else {
+    EXPECT_LE(max_abs_param, 2e-6);
+  }
+}
+
 // Calls `check(file, case, line, name)` for every case of testdata/good/<line>/<name>
 // made by torch 1.13 and by 2.6, after checking that the file holds `cases` of them.
 inline void ForEachParityCase(const char* name, size_t cases,
