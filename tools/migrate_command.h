@@ -21,7 +21,6 @@ struct MigrateCommandOptions : StateInputs {
   std::string report;
   bool json = false;
   bool no_sync = false;
-  bool quiet = false;
 };
 
 // Exit 0 written; 1 refused because state cannot be attributed, or nothing
