@@ -35,10 +35,16 @@ constexpr const char* kFooter =
 
 }  // namespace
 
+std::string VersionLine() {
+  std::string line = std::string("optstate ") + OPTSTATE_VERSION;
+  if (*kGitDescription != '\0') line.append(" (git ").append(kGitDescription).append(")");
+  return line;
+}
+
 int RunCli(int argc, const char* const* argv, CommandOutput& output) {
   CLI::App app(kDescription, "optstate");
   app.footer(kFooter);
-  app.set_version_flag("--version", std::string("optstate ") + OPTSTATE_VERSION);
+  app.set_version_flag("--version", VersionLine());
   app.require_subcommand(1);
 
   // One entry per subcommand; each registers its own flags and help.

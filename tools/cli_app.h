@@ -3,9 +3,17 @@
 #ifndef OPTSTATE_TOOLS_CLI_APP_H_
 #define OPTSTATE_TOOLS_CLI_APP_H_
 
+#include <string>
+
 #include "command.h"
 
 namespace optstate::tools {
+
+// What `--version` prints: "optstate 0.2.0", then " (git <describe>)" when built
+// from a git clone (the commit, "-dirty" for uncommitted changes).
+std::string VersionLine();
+// Defined in git_description.cc, generated at build time; "" outside a clone.
+extern const char* const kGitDescription;
 
 // Parses argv, runs the chosen subcommand, returns the process exit code. Usage
 // errors print CLI11's message and a hint to --help on err, and return kExitError.

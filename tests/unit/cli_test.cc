@@ -2,6 +2,7 @@
 // (tests/cli/ runs the real binary against golden files.)
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -28,11 +29,18 @@ CliResult RunOptstate(std::vector<std::string> args) {
   return {code, out.str(), err.str()};
 }
 
-TEST(CliTest, VersionPrintsProjectVersion) {
+TEST(CliTest, VersionPrintsProjectVersionAndTheCommitOfAClone) {
   CliResult r = RunOptstate({"--version"});
   EXPECT_EQ(r.exit_code, kExitOk);
-  EXPECT_EQ(r.out, std::string("optstate ") + OPTSTATE_VERSION + "\n");
+  EXPECT_EQ(std::string(OPTSTATE_VERSION), "0.2.0");
+  std::string git = kGitDescription;
+  EXPECT_EQ(r.out, std::string("optstate ") + OPTSTATE_VERSION + (git.empty() ? "" : " (git " + git + ")") + "\n");
   EXPECT_EQ(r.err, "");
+  // Built from this repository's clone, the commit is named (a tarball has no .git).
+  if (std::filesystem::exists(testing::RepoPath(".git"))) {
+    EXPECT_GE(git.size(), 7u) << "git describe gave nothing for a clone";
+    EXPECT_EQ(git.find_first_not_of("0123456789abcdefv.-dirtyg"), std::string::npos) << git;
+  }
 }
 
 TEST(CliTest, HelpListsCommandsAndExitCodes) {
