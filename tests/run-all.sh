@@ -9,7 +9,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 start=$(date +%s)
-bash .ci/install-deps
+bash .ci/install-deps --tests
 if [ "$(id -u)" = 0 ]; then
   testdata/gen/torch26-chroot.sh || echo "torch 2.6 chroot could not be built; its tests will say so" >&2
 fi
