@@ -1,0 +1,32 @@
+#!/bin/bash
+# `cmake --install` of a build into a temporary prefix, then what a user gets:
+# the binary runs, only the public headers are there, and the API example builds
+# against the installed tree through find_package(optstate), linked to the
+# shared and to the static library, each giving check_example.sh's outputs.
+# Usage: tests/api/check_installed.sh BUILD_DIR   (from the repository root)
+set -euo pipefail
+build=$1
+tmp=$(mktemp -d /tmp/optstate-install.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+fail() { echo "FAIL $*"; exit 1; }
+cmake --install "$build" --prefix "$prefix" > "$tmp/install.log" || { cat "$tmp/install.log"; fail "cmake --install"; }
+version=$("$prefix/bin/optstate" --version) || fail "installed optstate --version"
+[[ $version == "optstate 0.2.0"* ]] || fail "installed optstate --version says: $version"
+echo "ok   $prefix/bin/optstate: $version"
+installed=$(cd "$prefix/include/optstate" && find . -type f | sort)
+public=$(cd lib/include/optstate && find . -type f -not -path "./libtorch/*" | sort)
+[ "$installed" = "$public" ] || fail "installed headers differ from lib/include/optstate: $(diff <(echo "$public") <(echo "$installed"))"
+echo "ok   $(echo "$installed" | wc -l) public headers installed, nothing else"
+for link in shared static; do
+  cmake -S tests/api/consumer -B "$tmp/$link" -DCMAKE_PREFIX_PATH="$prefix" -DOPTSTATE_LINK=$link \
+    -DCMAKE_BUILD_TYPE=Release > "$tmp/$link.log" 2>&1 &&
+    cmake --build "$tmp/$link" >> "$tmp/$link.log" 2>&1 || { cat "$tmp/$link.log"; fail "building against the $link library"; }
+  program=$tmp/$link/optimizer_summary
+  if [ $link = shared ]; then
+    ldd "$program" | grep -q "$prefix/.*liboptstate\.so" || fail "the shared build does not load liboptstate.so from $prefix"
+  else
+    ! ldd "$program" | grep -q liboptstate || fail "the static build loads a liboptstate"
+  fi
+  bash tests/api/check_example.sh "$program" || fail "the example linked to the $link library"
+done
