@@ -1,7 +1,7 @@
 #!/bin/bash
-# The README's example program (tests/api/optimizer_summary.cc, built against
+# The API example program (tests/api/optimizer_summary.cc, built against
 # the public headers only) on fixtures: exact output and exit codes. Also checks
-# that README.md shows the program exactly as it is here.
+# that docs/library.md shows the program exactly as it is here.
 # Usage: tests/api/check_example.sh BINARY   (from the repository root)
 set -uo pipefail
 bin=$1
@@ -26,13 +26,13 @@ expect 2 "not found: testdata/no-such-file.pt: cannot open: No such file or dire
 if ! /usr/bin/python3 - <<'PY'
 import sys
 program = open("tests/api/optimizer_summary.cc").read()
-readme = open("README.md").read()
+readme = open("docs/library.md").read()
 sys.exit(0 if "```cpp\n" + program + "```" in readme else 1)
 PY
 then
-  echo "FAIL README.md does not show tests/api/optimizer_summary.cc exactly (in a \`\`\`cpp block)"
+  echo "FAIL docs/library.md does not show tests/api/optimizer_summary.cc exactly (in a \`\`\`cpp block)"
   failed=1
 else
-  echo "ok   README.md shows tests/api/optimizer_summary.cc as it is"
+  echo "ok   docs/library.md shows tests/api/optimizer_summary.cc as it is"
 fi
 exit "$failed"
