@@ -18,6 +18,22 @@ installed=$(cd "$prefix/include/optstate" && find . -type f | sort)
 public=$(cd lib/include/optstate && find . -type f -not -path "./libtorch/*" | sort)
 [ "$installed" = "$public" ] || fail "installed headers differ from lib/include/optstate: $(diff <(echo "$public") <(echo "$installed"))"
 echo "ok   $(echo "$installed" | wc -l) public headers installed, nothing else"
+# A man page per subcommand, each naming its flags; completion from the installed --help.
+commands=$("$prefix/bin/optstate" --help | sed -n '/^Subcommands:/,$p' | sed -nE 's/^  ([a-z][a-z-]*) .*/\1/p')
+man=$(find "$prefix" -path "*/man1/optstate.1")
+[ -n "$man" ] || fail "no man page optstate.1 under $prefix"
+for c in $commands; do
+  page=$(dirname "$man")/optstate-$c.1
+  [ -f "$page" ] || fail "no man page for $c"
+  grep -q -- '-json' "$page" || fail "$page does not show --json"
+done
+echo "ok   optstate.1 and a man page for each of $(echo $commands | wc -w) subcommands"
+completion=$prefix/share/bash-completion/completions/optstate
+got=$(bash -c 'source "$1"; COMP_WORDS=("$2" vali); COMP_CWORD=1; _optstate; echo "${COMPREPLY[*]}";
+               COMP_WORDS=("$2" validate --ju); COMP_CWORD=2; _optstate; echo "${COMPREPLY[*]}"' \
+      sh "$completion" "$prefix/bin/optstate")
+[ "$got" = $'validate\n--junit' ] || fail "bash completion gave: $got"
+echo "ok   bash completion: 'vali' → validate, 'validate --ju' → --junit"
 for link in shared static; do
   cmake -S tests/api/consumer -B "$tmp/$link" -DCMAKE_PREFIX_PATH="$prefix" -DOPTSTATE_LINK=$link \
     -DCMAKE_BUILD_TYPE=Release > "$tmp/$link.log" 2>&1 &&
