@@ -35,12 +35,8 @@ if [ -d "$root" ] && [ "$rebuild" = 0 ]; then
   say "$root exists but torch or zstd is missing there; rebuilding"
 fi
 
-mirror=${OPTSTATE_DEBIAN_MIRROR:-}
-if [ -z "$mirror" ]; then
-  mirror=$( { sed -n 's/^URIs:[[:space:]]*//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | tr ' ' '\n'
-              awk '$1 == "deb" { print $2 }' /etc/apt/sources.list 2>/dev/null; } |
-            grep -E '/debian/?$' | head -n 1 || true)
-fi
+source "$(dirname "$0")/debian-mirror.sh"
+mirror=$(debian_mirror) || true
 [ -n "$mirror" ] || { say "no Debian mirror in the apt sources; set OPTSTATE_DEBIAN_MIRROR"; exit 1; }
 
 if ! command -v mmdebstrap >/dev/null; then
