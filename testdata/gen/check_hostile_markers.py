@@ -1,4 +1,4 @@
-"""Proof that real torch runs each payload of gen_hostile_torchload.py (session only: it runs them).
+"""Proof that real torch runs each payload of gen_hostile_torchload.py (run by hand only: it runs them).
 
 Usage (inside the torch 2.6 chroot, or /usr/bin/python3 for torch 1.13 -- only in a throwaway
 root, never on a machine you care about): check_hostile_markers.py DIR OUT_JSON [--expect RECORDED]

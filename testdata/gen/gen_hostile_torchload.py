@@ -2,7 +2,7 @@
 
 Usage: /usr/bin/python3 testdata/gen/gen_hostile_torchload.py OUTDIR   (torch 1.13 on the host)
 Writes OUTDIR/<case>.pt and OUTDIR/cases.json ({case: {"technique", "rule", "marker"[, "severity"]}}):
-the rule optstate must report (an error unless "severity" says "info"), and how the session
+the rule optstate must report (an error unless "severity" says "info"), and how the by-hand
 check (check_hostile_markers.py, in the torch 2.6 chroot) sees the payload act under real torch: "file" (posix.system touches /tmp/optstate-marker-<case>),
 "stdout" (a module that prints when imported), "alloc" (weights_only=True allocates what the
 pickle names), "jit" (torch.load hands the file to torch.jit.load), "nested" (pickle.loads of the

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The resume check of `optstate migrate` in real HeavyBall 3.2.0 (session only: CI cannot
+# The resume check of `optstate migrate` in real HeavyBall 3.2.0 (by hand only: CI cannot
 # run HeavyBall). Migrates every legacy case of testdata/heavyball/migrate with OPTSTATE,
 # resumes each in 3.2.0 (resume_heavyball3.py) and writes testdata/heavyball/migrate/resume.json.
 # Usage: testdata/gen/heavyball-resume.sh OPTSTATE_BINARY

@@ -1,4 +1,4 @@
-"""Resume check for `optstate migrate --to heavyball3`, with real HeavyBall 3.x (session only:
+"""Resume check for `optstate migrate --to heavyball3`, with real HeavyBall 3.x (by hand only:
 CI cannot run HeavyBall; its figures go to BENCHMARKS.md and heavyball/migrate/resume.json).
 
 Usage (torch 2.6 chroot): resume_heavyball3.py HEAVYBALL3_SRC FIXTURES MIGRATED OUT_JSON

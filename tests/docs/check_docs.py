@@ -10,7 +10,7 @@ Two kinds of marked blocks, in any Markdown file of the repository's top or docs
   ```                                  the binary lacks is
 
   <!-- run -->                          the next fenced block is a console
-  ```console                           session: each `$ optstate ...` line runs
+  ```console                           transcript: each `$ optstate ...` line runs
   $ optstate inspect FILE              (in a scratch directory that sees the
   ...output...                         repository's testdata/), and its stdout
   ```                                  must be the lines below it, exactly

@@ -4,7 +4,7 @@
 # (testdata/heavyball/migrate/0.24.4), checked by torch 2.6 against the layout real
 # HeavyBall 3.2.0 saved for the same model (migrate/3.2.0) and the legacy values
 # (check_heavyball_migrate.py). Resuming in HeavyBall 3.x itself needs HeavyBall and runs
-# in the session (testdata/gen/resume_heavyball3.py; figures in migrate/resume.json).
+# by hand (testdata/gen/resume_heavyball3.py; figures in migrate/resume.json).
 # Usage: tests/interop/check_heavyball_migrate.sh OPTSTATE_BINARY. Skips like with_torch26.sh.
 set -uo pipefail
 . "$(dirname "$0")/check_setup.sh" "$1" heavyball-migrate

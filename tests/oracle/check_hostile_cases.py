@@ -7,7 +7,7 @@ fire; validate must exit 1 with it (every attack is a finding with a rule id, ne
 for a case with a "severity" ("warning", "info"), exit 0 with it at that severity. A case without a rule is
 benign and must pass (exit 0, no error).
 Real torch running each payload is recorded beside it (markers.torch26.json, markers.torch113.json,
-check_hostile_markers.py, session only) and shown here. Every file under testdata/hostile (and
+check_hostile_markers.py, run by hand) and shown here. Every file under testdata/hostile (and
 each DCP directory there) is validated within 64 MiB of peak RSS and 1 s of CPU (not with
 --no-resource-limits, which a sanitized build passes: its shadow memory alone is ~100 MiB).
 Ends with 'N passed, N failed'.
