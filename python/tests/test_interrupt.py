@@ -14,6 +14,16 @@ import optstate
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def python_handles_sigint():
+    # Python installs its KeyboardInterrupt handler only when SIGINT was not
+    # ignored at start, and a shell starts background jobs with it ignored:
+    # these tests need the handler a terminal's Python has, whoever started them.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def interrupt_after(seconds):
     timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
