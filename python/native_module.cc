@@ -36,8 +36,7 @@ std::tuple<int, py::bytes, py::bytes> Run(const std::vector<std::string>& args) 
   std::promise<int> exit_code;
   std::future<int> done = exit_code.get_future();
   std::thread worker([&] {
-    optstate::tools::CommandOutput output{out, err};
-    exit_code.set_value(optstate::tools::RunCli(static_cast<int>(argv.size()), argv.data(), output));
+    exit_code.set_value(optstate::tools::RunCliFiltered(static_cast<int>(argv.size()), argv.data(), out, err));
   });
   while (true) {
     std::future_status state;

@@ -102,8 +102,8 @@ int RunCli(int argc, const char* const* argv, CommandOutput& output) {
   return kExitError;
 }
 
-int RunCliOnStdStreams(int argc, const char* const* argv) {
-  TerminalSafeBuf safe_out(std::cout.rdbuf()), safe_err(std::cerr.rdbuf());
+int RunCliFiltered(int argc, const char* const* argv, std::ostream& out_sink, std::ostream& err_sink) {
+  TerminalSafeBuf safe_out(out_sink.rdbuf()), safe_err(err_sink.rdbuf());
   std::ostream out(&safe_out), err(&safe_err);
   CommandOutput output{out, err};
   int rc = RunCli(argc, argv, output);
@@ -111,5 +111,7 @@ int RunCliOnStdStreams(int argc, const char* const* argv) {
   err.flush();
   return rc;
 }
+
+int RunCliOnStdStreams(int argc, const char* const* argv) { return RunCliFiltered(argc, argv, std::cout, std::cerr); }
 
 }  // namespace optstate::tools

@@ -3,6 +3,7 @@
 #ifndef OPTSTATE_TOOLS_CLI_APP_H_
 #define OPTSTATE_TOOLS_CLI_APP_H_
 
+#include <ostream>
 #include <string>
 
 #include "command.h"
@@ -19,8 +20,12 @@ extern const char* const kGitDescription;
 // errors print CLI11's message and a hint to --help on err, and return kExitError.
 int RunCli(int argc, const char* const* argv, CommandOutput& output);
 
-// RunCli on std::cout and std::cerr, each behind the terminal-safe filter
-// (terminal_safe_stream.h): what both binaries' main() does.
+// RunCli with every byte it writes passed through the terminal-safe filter
+// (terminal_safe_stream.h) into `out` and `err`: what the binaries and the
+// Python module run, so both show a checkpoint's hostile bytes the same way.
+int RunCliFiltered(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
+
+// RunCliFiltered on std::cout and std::cerr: what both binaries' main() does.
 int RunCliOnStdStreams(int argc, const char* const* argv);
 
 }  // namespace optstate::tools

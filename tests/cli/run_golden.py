@@ -61,7 +61,15 @@ def validate(schema_path, text):
     jsonschema.validate(json.loads(text), schema)
 
 
-def run_case(binary, name, spec, tmp):
+def binary_runner(binary):
+    """Runs the optstate binary at BINARY: (exit code, stdout, stderr) of ARGS."""
+    def run(args):
+        proc = subprocess.run([binary] + args, cwd=REPO, capture_output=True, text=True, timeout=60)
+        return proc.returncode, proc.stdout, proc.stderr
+    return run
+
+
+def run_case(runner, name, spec, tmp):
     args = shlex.split(spec["args"])
     if "corrupt" in spec:
         src, offset, hexbyte = spec["corrupt"].split()
@@ -73,13 +81,13 @@ def run_case(binary, name, spec, tmp):
         args = [copy if a == "CORRUPT" else a for a in args]
     # TMP/NAME: a path in this run's scratch directory (outputs that must not exist yet).
     args = [a.replace("TMP/", tmp + "/") for a in args]
-    proc = subprocess.run([binary] + args, cwd=REPO, capture_output=True, text=True, timeout=60)
+    code, stdout, stderr = runner(args)
     # `--version` names the commit of a clone; the goldens hold the version alone.
-    out = re.sub(r" \(git [0-9A-Za-z.+_-]+\)\n", "\n", proc.stdout.replace(tmp + "/", ""))
-    err = proc.stderr.replace(tmp + "/", "")
+    out = re.sub(r" \(git [0-9A-Za-z.+_-]+\)\n", "\n", stdout.replace(tmp + "/", ""))
+    err = stderr.replace(tmp + "/", "")
     if "schema" in spec:
-        validate(spec["schema"], proc.stdout)
-    return render(proc.returncode, out, err)
+        validate(spec["schema"], stdout)
+    return render(code, out, err)
 
 
 def main():
@@ -95,7 +103,7 @@ def main():
             spec = parse_case(os.path.join(CASES, name + ".case"))
             expected_path = os.path.join(CASES, name + ".expected")
             try:
-                actual = run_case(os.path.abspath(a.binary), name, spec, tmp)
+                actual = run_case(binary_runner(os.path.abspath(a.binary)), name, spec, tmp)
             except Exception as e:  # noqa: BLE001 - schema failures, timeouts
                 failed += 1
                 print(f"FAIL {name}: {type(e).__name__}: {str(e)[:2000]}")
