@@ -8,22 +8,6 @@
 
 namespace optstate::tools {
 
-std::string_view StatusCodeId(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kTruncated: return "truncated";
-    case StatusCode::kCorrupt: return "corrupt";
-    case StatusCode::kUnsupported: return "unsupported";
-    case StatusCode::kLimitExceeded: return "limit_exceeded";
-    case StatusCode::kIoError: return "io_error";
-    case StatusCode::kInvalidArgument: return "invalid_argument";
-    case StatusCode::kNotFound: return "not_found";
-    case StatusCode::kInternal: return "internal";
-    case StatusCode::kCancelled: return "cancelled";
-  }
-  return "internal";
-}
-
 std::string JsonText(const nlohmann::ordered_json& doc) {
   return doc.dump(2, ' ', /*ensure_ascii=*/false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }

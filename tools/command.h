@@ -54,9 +54,6 @@ void WriteJson(CommandOutput& output, const nlohmann::ordered_json& doc);
 // Writes `text` to `path` through a temporary file beside it (complete or not at all).
 Status WriteFileAtomically(const std::string& path, std::string_view text);
 
-// Machine-readable code names used in JSON: "truncated", "corrupt", ...
-std::string_view StatusCodeId(StatusCode code);
-
 // --distributed: how a command reaches the other processes of its job. The
 // optstate-dist binary (which links LibTorch's c10d) installs a factory; the
 // plain optstate binary hands --distributed runs over to optstate-dist.

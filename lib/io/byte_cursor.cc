@@ -18,26 +18,29 @@ StatusOr<uint8_t> ByteCursor::ReadU8(std::string_view what) {
   return static_cast<uint8_t>(data_[pos_++]);
 }
 
-StatusOr<uint16_t> ByteCursor::ReadU16LE(std::string_view what) {
-  OPTSTATE_RETURN_IF_ERROR(Need(2, what));
-  uint16_t v = LoadU16LEUnchecked(data_.data() + pos_);
-  pos_ += 2;
+namespace {
+
+// A little-endian unsigned integer of sizeof(T) bytes at `p` (bounds already checked).
+template <typename T>
+T LoadLE(const std::byte* p) {
+  if constexpr (sizeof(T) == 2) return LoadU16LEUnchecked(p);
+  if constexpr (sizeof(T) == 4) return LoadU32LEUnchecked(p);
+  if constexpr (sizeof(T) == 8) return LoadU64LEUnchecked(p);
+}
+
+}  // namespace
+
+template <typename T>
+StatusOr<T> ByteCursor::ReadLE(std::string_view what) {
+  OPTSTATE_RETURN_IF_ERROR(Need(sizeof(T), what));
+  T v = LoadLE<T>(data_.data() + pos_);
+  pos_ += sizeof(T);
   return v;
 }
 
-StatusOr<uint32_t> ByteCursor::ReadU32LE(std::string_view what) {
-  OPTSTATE_RETURN_IF_ERROR(Need(4, what));
-  uint32_t v = LoadU32LEUnchecked(data_.data() + pos_);
-  pos_ += 4;
-  return v;
-}
-
-StatusOr<uint64_t> ByteCursor::ReadU64LE(std::string_view what) {
-  OPTSTATE_RETURN_IF_ERROR(Need(8, what));
-  uint64_t v = LoadU64LEUnchecked(data_.data() + pos_);
-  pos_ += 8;
-  return v;
-}
+StatusOr<uint16_t> ByteCursor::ReadU16LE(std::string_view what) { return ReadLE<uint16_t>(what); }
+StatusOr<uint32_t> ByteCursor::ReadU32LE(std::string_view what) { return ReadLE<uint32_t>(what); }
+StatusOr<uint64_t> ByteCursor::ReadU64LE(std::string_view what) { return ReadLE<uint64_t>(what); }
 
 StatusOr<int32_t> ByteCursor::ReadI32LE(std::string_view what) {
   OPTSTATE_ASSIGN_OR_RETURN(uint32_t v, ReadU32LE(what));

@@ -7,17 +7,23 @@ namespace optstate {
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
     case StatusCode::kOk: return "OK";
-    case StatusCode::kTruncated: return "truncated input";
-    case StatusCode::kCorrupt: return "corrupt data";
-    case StatusCode::kUnsupported: return "unsupported";
-    case StatusCode::kLimitExceeded: return "limit exceeded";
-    case StatusCode::kIoError: return "I/O error";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kInternal: return "internal error";
-    case StatusCode::kCancelled: return "cancelled";
+#define OPTSTATE_STATUS_WORDS(code, factory, words, id) \
+    case StatusCode::code: return words;
+    OPTSTATE_STATUS_CODES(OPTSTATE_STATUS_WORDS)
+#undef OPTSTATE_STATUS_WORDS
   }
   return "unknown status code";
+}
+
+std::string_view StatusCodeId(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "ok";
+#define OPTSTATE_STATUS_ID(code, factory, words, id) \
+    case StatusCode::code: return id;
+    OPTSTATE_STATUS_CODES(OPTSTATE_STATUS_ID)
+#undef OPTSTATE_STATUS_ID
+  }
+  return "internal";
 }
 
 Status::Status(StatusCode code, std::string message, SourceLocation origin) {
@@ -71,32 +77,9 @@ std::string Status::ToStringWithOrigin() const {
   return out;
 }
 
-Status TruncatedError(std::string m, SourceLocation o) {
-  return Status(StatusCode::kTruncated, std::move(m), o);
-}
-Status CorruptError(std::string m, SourceLocation o) {
-  return Status(StatusCode::kCorrupt, std::move(m), o);
-}
-Status UnsupportedError(std::string m, SourceLocation o) {
-  return Status(StatusCode::kUnsupported, std::move(m), o);
-}
-Status LimitExceededError(std::string m, SourceLocation o) {
-  return Status(StatusCode::kLimitExceeded, std::move(m), o);
-}
-Status IoError(std::string m, SourceLocation o) {
-  return Status(StatusCode::kIoError, std::move(m), o);
-}
-Status InvalidArgumentError(std::string m, SourceLocation o) {
-  return Status(StatusCode::kInvalidArgument, std::move(m), o);
-}
-Status NotFoundError(std::string m, SourceLocation o) {
-  return Status(StatusCode::kNotFound, std::move(m), o);
-}
-Status InternalError(std::string m, SourceLocation o) {
-  return Status(StatusCode::kInternal, std::move(m), o);
-}
-Status CancelledError(std::string m, SourceLocation o) {
-  return Status(StatusCode::kCancelled, std::move(m), o);
-}
+#define OPTSTATE_STATUS_FACTORY(code, factory, words, id) \
+  Status factory(std::string m, SourceLocation o) { return Status(StatusCode::code, std::move(m), o); }
+OPTSTATE_STATUS_CODES(OPTSTATE_STATUS_FACTORY)
+#undef OPTSTATE_STATUS_FACTORY
 
 }  // namespace optstate

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "io/enum_names.h"
+#include "optim/group_fields.h"
 #include "optim/optimizer_checks.h"
 #include "optstate/optimizer.h"
 
@@ -14,6 +15,42 @@ constexpr EnumNames<Algorithm, 5> kAlgorithmNames({{
     {Algorithm::kAdagrad, "adagrad"}, {Algorithm::kRmsprop, "rmsprop"}}},
     "adamw");
 }  // namespace
+
+namespace {
+using K = GroupFieldKind;
+using H = OptimizerHyper;
+constexpr GroupField kAdamFields[] = {
+    {"betas", K::kBetas},      {"eps", K::kNumber, &H::eps},          {"weight_decay", K::kNumber, &H::weight_decay},
+    {"amsgrad", K::kFlag, nullptr, &H::amsgrad},                      {"maximize", K::kFlag, nullptr, &H::maximize},
+    {"foreach", K::kNone},     {"capturable", K::kFalse},             {"differentiable", K::kFalse},
+    {"fused", K::kNone}};
+constexpr GroupField kSgdFields[] = {
+    {"momentum", K::kNumber, &H::momentum}, {"dampening", K::kNumber, &H::dampening},
+    {"weight_decay", K::kNumber, &H::weight_decay}, {"nesterov", K::kFlag, nullptr, &H::nesterov},
+    {"maximize", K::kFlag, nullptr, &H::maximize}, {"foreach", K::kNone}, {"differentiable", K::kFalse},
+    {"fused", K::kNone}};
+constexpr GroupField kAdagradFields[] = {
+    {"lr_decay", K::kNumber, &H::lr_decay}, {"eps", K::kNumber, &H::eps},
+    {"weight_decay", K::kNumber, &H::weight_decay},
+    {"initial_accumulator_value", K::kNumber, &H::initial_accumulator_value}, {"foreach", K::kNone},
+    {"maximize", K::kFlag, nullptr, &H::maximize}, {"differentiable", K::kFalse}, {"fused", K::kNone}};
+constexpr GroupField kRmspropFields[] = {
+    {"momentum", K::kNumber, &H::momentum}, {"alpha", K::kNumber, &H::alpha}, {"eps", K::kNumber, &H::eps},
+    {"centered", K::kFlag, nullptr, &H::centered}, {"weight_decay", K::kNumber, &H::weight_decay},
+    {"capturable", K::kFalse}, {"foreach", K::kNone}, {"maximize", K::kFlag, nullptr, &H::maximize},
+    {"differentiable", K::kFalse}};
+}  // namespace
+
+std::span<const GroupField> GroupFields(Algorithm a) {
+  switch (a) {
+    case Algorithm::kAdamW:
+    case Algorithm::kAdam: return kAdamFields;
+    case Algorithm::kSgd: return kSgdFields;
+    case Algorithm::kAdagrad: return kAdagradFields;
+    case Algorithm::kRmsprop: return kRmspropFields;
+  }
+  return {};
+}
 
 std::string_view AlgorithmName(Algorithm a) { return kAlgorithmNames.Name(a); }
 

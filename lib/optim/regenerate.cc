@@ -6,6 +6,7 @@
 
 #include "io/enum_names.h"
 #include "io/parallel_for.h"
+#include "optim/group_fields.h"
 #include "optim/synthetic_values.h"
 #include "optstate/checkpoint.h"
 #include "torch/graph_builder.h"
@@ -77,56 +78,20 @@ struct JobBuilder : GraphBuilder {
 };
 
 // The param group as torch 2.6's class writes it: its constructor arguments in
-// its own order (foreach and fused None, capturable and differentiable False);
-// "params" is added by the caller.
+// its own order (group_fields.h); "params" is added by the caller.
 NodeId GroupHyperparameters(GraphBuilder& b, Algorithm a, const OptimizerHyper& h) {
   NodeId group = b.Dict();
-  auto none = [&] { return b.New(NodeKind::kNone); };
   b.Set(group, "lr", b.Float(h.lr));
-  switch (a) {
-    case Algorithm::kAdamW:
-    case Algorithm::kAdam:
-      b.Set(group, "betas", b.Tuple({b.Float(h.beta1), b.Float(h.beta2)}));
-      b.Set(group, "eps", b.Float(h.eps));
-      b.Set(group, "weight_decay", b.Float(h.weight_decay));
-      b.Set(group, "amsgrad", b.Bool(h.amsgrad));
-      b.Set(group, "maximize", b.Bool(h.maximize));
-      b.Set(group, "foreach", none());
-      b.Set(group, "capturable", b.Bool(false));
-      b.Set(group, "differentiable", b.Bool(false));
-      b.Set(group, "fused", none());
-      break;
-    case Algorithm::kSgd:
-      b.Set(group, "momentum", b.Float(h.momentum));
-      b.Set(group, "dampening", b.Float(h.dampening));
-      b.Set(group, "weight_decay", b.Float(h.weight_decay));
-      b.Set(group, "nesterov", b.Bool(h.nesterov));
-      b.Set(group, "maximize", b.Bool(h.maximize));
-      b.Set(group, "foreach", none());
-      b.Set(group, "differentiable", b.Bool(false));
-      b.Set(group, "fused", none());
-      break;
-    case Algorithm::kAdagrad:
-      b.Set(group, "lr_decay", b.Float(h.lr_decay));
-      b.Set(group, "eps", b.Float(h.eps));
-      b.Set(group, "weight_decay", b.Float(h.weight_decay));
-      b.Set(group, "initial_accumulator_value", b.Float(h.initial_accumulator_value));
-      b.Set(group, "foreach", none());
-      b.Set(group, "maximize", b.Bool(h.maximize));
-      b.Set(group, "differentiable", b.Bool(false));
-      b.Set(group, "fused", none());
-      break;
-    case Algorithm::kRmsprop:
-      b.Set(group, "momentum", b.Float(h.momentum));
-      b.Set(group, "alpha", b.Float(h.alpha));
-      b.Set(group, "eps", b.Float(h.eps));
-      b.Set(group, "centered", b.Bool(h.centered));
-      b.Set(group, "weight_decay", b.Float(h.weight_decay));
-      b.Set(group, "capturable", b.Bool(false));
-      b.Set(group, "foreach", none());
-      b.Set(group, "maximize", b.Bool(h.maximize));
-      b.Set(group, "differentiable", b.Bool(false));
-      break;
+  for (const GroupField& f : GroupFields(a)) {
+    NodeId value = kNoNode;
+    switch (f.kind) {
+      case GroupFieldKind::kNumber: value = b.Float(h.*f.number); break;
+      case GroupFieldKind::kFlag: value = b.Bool(h.*f.flag); break;
+      case GroupFieldKind::kBetas: value = b.Tuple({b.Float(h.beta1), b.Float(h.beta2)}); break;
+      case GroupFieldKind::kNone: value = b.New(NodeKind::kNone); break;
+      case GroupFieldKind::kFalse: value = b.Bool(false); break;
+    }
+    b.Set(group, std::string(f.key), value);
   }
   return group;
 }

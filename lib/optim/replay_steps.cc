@@ -5,19 +5,31 @@
 #include <cstring>
 #include <sstream>
 
+#include "optim/group_fields.h"
+
 namespace optstate {
 namespace {
 
-void ReadNumber(const ObjectGraph& g, NodeId group, const char* key, double& field) {
+void ReadNumber(const ObjectGraph& g, NodeId group, std::string_view key, double& field) {
   NodeId v = DictLookup(g, group, key);
   if (v == kNoNode) return;
   if (g.at(v).kind == NodeKind::kFloat) field = g.at(v).float_value;
   if (g.at(v).kind == NodeKind::kInt) field = static_cast<double>(g.at(v).int_value);
 }
 
-void ReadBool(const ObjectGraph& g, NodeId group, const char* key, bool& field) {
+void ReadBool(const ObjectGraph& g, NodeId group, std::string_view key, bool& field) {
   NodeId v = DictLookup(g, group, key);
   if (v != kNoNode && g.at(v).kind == NodeKind::kBool) field = g.at(v).bool_value;
+}
+
+void ReadBetas(const ObjectGraph& g, NodeId group, OptimizerHyper& h) {
+  NodeId betas = DictLookup(g, group, "betas");
+  if (betas == kNoNode || g.at(betas).items.size() != 2) return;
+  for (int i = 0; i < 2; ++i) {
+    const Node& b = g.at(g.at(betas).items[static_cast<size_t>(i)]);
+    double v = b.kind == NodeKind::kFloat ? b.float_value : static_cast<double>(b.int_value);
+    (i == 0 ? h.beta1 : h.beta2) = v;
+  }
 }
 
 }  // namespace
@@ -25,23 +37,12 @@ void ReadBool(const ObjectGraph& g, NodeId group, const char* key, bool& field) 
 OptimizerHyper GroupOptimizerHyper(const ObjectGraph& g, NodeId group, Algorithm a) {
   OptimizerHyper h = OptimizerHyper::Defaults(a);
   ReadNumber(g, group, "lr", h.lr);
-  ReadNumber(g, group, "weight_decay", h.weight_decay);
-  ReadNumber(g, group, "eps", h.eps);
-  ReadNumber(g, group, "momentum", h.momentum);
-  ReadNumber(g, group, "dampening", h.dampening);
-  ReadNumber(g, group, "lr_decay", h.lr_decay);
-  ReadNumber(g, group, "initial_accumulator_value", h.initial_accumulator_value);
-  ReadNumber(g, group, "alpha", h.alpha);
-  ReadBool(g, group, "maximize", h.maximize);
-  ReadBool(g, group, "nesterov", h.nesterov);
-  ReadBool(g, group, "amsgrad", h.amsgrad);
-  ReadBool(g, group, "centered", h.centered);
-  NodeId betas = DictLookup(g, group, "betas");
-  if (betas != kNoNode && g.at(betas).items.size() == 2) {
-    for (int i = 0; i < 2; ++i) {
-      const Node& b = g.at(g.at(betas).items[static_cast<size_t>(i)]);
-      double v = b.kind == NodeKind::kFloat ? b.float_value : static_cast<double>(b.int_value);
-      (i == 0 ? h.beta1 : h.beta2) = v;
+  // Every key any class writes, so that h is the group's whatever `a` uses.
+  for (Algorithm each : kEveryAlgorithm) {
+    for (const GroupField& f : GroupFields(each)) {
+      if (f.kind == GroupFieldKind::kNumber) ReadNumber(g, group, f.key, h.*f.number);
+      if (f.kind == GroupFieldKind::kFlag) ReadBool(g, group, f.key, h.*f.flag);
+      if (f.kind == GroupFieldKind::kBetas) ReadBetas(g, group, h);
     }
   }
   return h;

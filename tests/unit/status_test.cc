@@ -2,8 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fixtures.h"
 
 namespace optstate {
 namespace {
@@ -26,6 +32,21 @@ TEST(StatusTest, FactoriesSetCodeAndRenderCodeName) {
   EXPECT_EQ(NotFoundError("x").ToString(), "not found: x");
   EXPECT_EQ(InternalError("x").ToString(), "internal error: x");
   EXPECT_EQ(CorruptError("x").code(), StatusCode::kCorrupt);
+  EXPECT_EQ(CancelledError("x").ToString(), "cancelled: x");
+  EXPECT_EQ(CancelledError("x").code(), StatusCode::kCancelled);
+}
+
+TEST(StatusTest, EveryCodeHasItsIdInTheErrorSchema) {
+  // The ids error documents carry are exactly the schema's enum, in its order.
+  std::ifstream in(testing::RepoPath("schemas/error.schema.json"));
+  nlohmann::json schema = nlohmann::json::parse(in);
+  std::vector<std::string> ids;
+#define OPTSTATE_STATUS_ID_OF(code, factory, words, id) ids.push_back(std::string(StatusCodeId(StatusCode::code)));
+  OPTSTATE_STATUS_CODES(OPTSTATE_STATUS_ID_OF)
+#undef OPTSTATE_STATUS_ID_OF
+  EXPECT_EQ(nlohmann::json(ids), schema["properties"]["error"]["properties"]["code"]["enum"]);
+  EXPECT_EQ(StatusCodeId(StatusCode::kOk), "ok");
+  EXPECT_EQ(StatusCodeId(StatusCode::kLimitExceeded), "limit_exceeded");
 }
 
 TEST(StatusTest, ContextIsPrependedPerLayerOutermostFirst) {

@@ -78,6 +78,9 @@ class ByteCursor {
  private:
   // Succeeds when n bytes are left; else the kTruncated error for `what`.
   Status Need(uint64_t n, std::string_view what) const;
+  // A little-endian unsigned T (2, 4 or 8 bytes), checked and consumed.
+  template <typename T>
+  StatusOr<T> ReadLE(std::string_view what);
 
   ByteSpan data_;
   size_t pos_ = 0;

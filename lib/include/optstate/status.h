@@ -18,6 +18,7 @@
 //   kInvalidArgument  the caller asked for something impossible (bad option, path)
 //   kNotFound         a named thing (file, record, key path) does not exist
 //   kInternal         a bug in optstate; never expected
+//   kCancelled        stopped on request (RequestCancellation, file_io.h)
 //
 // An OK Status holds no allocation, so returning one costs a null pointer.
 #ifndef OPTSTATE_STATUS_H_
@@ -58,21 +59,31 @@ class SourceLocation {
 
 namespace optstate {
 
+// Every error code once: its enumerator, its factory, the words rendered
+// messages use, and its stable id in JSON (schemas/error.schema.json). A new
+// code is one line here (and one in that schema).
+#define OPTSTATE_STATUS_CODES(X)                                               \
+  X(kTruncated, TruncatedError, "truncated input", "truncated")                \
+  X(kCorrupt, CorruptError, "corrupt data", "corrupt")                         \
+  X(kUnsupported, UnsupportedError, "unsupported", "unsupported")              \
+  X(kLimitExceeded, LimitExceededError, "limit exceeded", "limit_exceeded")    \
+  X(kIoError, IoError, "I/O error", "io_error")                                \
+  X(kInvalidArgument, InvalidArgumentError, "invalid argument", "invalid_argument") \
+  X(kNotFound, NotFoundError, "not found", "not_found")                        \
+  X(kInternal, InternalError, "internal error", "internal")                    \
+  X(kCancelled, CancelledError, "cancelled", "cancelled")
+
 enum class StatusCode {
   kOk = 0,
-  kTruncated,
-  kCorrupt,
-  kUnsupported,
-  kLimitExceeded,
-  kIoError,
-  kInvalidArgument,
-  kNotFound,
-  kInternal,
-  kCancelled,  // stopped on request (RequestCancellation, file_io.h)
+#define OPTSTATE_STATUS_ENUMERATOR(code, factory, words, id) code,
+  OPTSTATE_STATUS_CODES(OPTSTATE_STATUS_ENUMERATOR)
+#undef OPTSTATE_STATUS_ENUMERATOR
 };
 
 // "truncated input", "corrupt data", ...: the words used in rendered messages.
 std::string_view StatusCodeName(StatusCode code);
+// "truncated", "limit_exceeded", ...: the id error documents carry ("ok" for kOk).
+std::string_view StatusCodeId(StatusCode code);
 
 class [[nodiscard]] Status {
  public:
@@ -113,25 +124,12 @@ class [[nodiscard]] Status {
   std::unique_ptr<Rep> rep_;
 };
 
-// Factories, one per code, so call sites read as what happened.
-Status TruncatedError(std::string message,
-                      SourceLocation origin = SourceLocation::current());
-Status CorruptError(std::string message,
-                    SourceLocation origin = SourceLocation::current());
-Status UnsupportedError(std::string message,
-                        SourceLocation origin = SourceLocation::current());
-Status LimitExceededError(std::string message,
-                          SourceLocation origin = SourceLocation::current());
-Status IoError(std::string message,
-               SourceLocation origin = SourceLocation::current());
-Status InvalidArgumentError(std::string message,
-                            SourceLocation origin = SourceLocation::current());
-Status NotFoundError(std::string message,
-                     SourceLocation origin = SourceLocation::current());
-Status InternalError(std::string message,
-                     SourceLocation origin = SourceLocation::current());
-Status CancelledError(std::string message,
-                      SourceLocation origin = SourceLocation::current());
+// Factories, one per code, so call sites read as what happened:
+// TruncatedError(message), CorruptError(message), ...
+#define OPTSTATE_STATUS_FACTORY(code, factory, words, id) \
+  Status factory(std::string message, SourceLocation origin = SourceLocation::current());
+OPTSTATE_STATUS_CODES(OPTSTATE_STATUS_FACTORY)
+#undef OPTSTATE_STATUS_FACTORY
 
 // A value or the Status saying why there is none. Constructing one from an OK
 // Status is a bug and yields kInternal rather than an empty value.
