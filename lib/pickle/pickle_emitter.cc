@@ -10,27 +10,29 @@ void PickleEmitter::U32(uint32_t v) {
   for (int i = 0; i < 4; ++i) bytes_ += static_cast<char>((v >> (8 * i)) & 0xFF);
 }
 
+namespace {
+
+// A memo opcode with its index: the one-byte form (BINPUT 'q', BINGET 'h')
+// below 256, else the four-byte one (LONG_BINPUT 'r', LONG_BINGET 'j').
+void MemoOp(PickleEmitter& e, char one_byte_op, char four_byte_op, uint32_t index) {
+  if (index < 256) {
+    e.Op(one_byte_op);
+    e.Op(static_cast<char>(index));
+  } else {
+    e.Op(four_byte_op);
+    e.U32(index);
+  }
+}
+
+}  // namespace
+
 uint32_t PickleEmitter::Put() {
   uint32_t index = next_memo_++;
-  if (index < 256) {
-    Op('q');
-    Op(static_cast<char>(index));
-  } else {
-    Op('r');
-    U32(index);
-  }
+  MemoOp(*this, 'q', 'r', index);
   return index;
 }
 
-void PickleEmitter::Get(uint32_t index) {
-  if (index < 256) {
-    Op('h');
-    Op(static_cast<char>(index));
-  } else {
-    Op('j');
-    U32(index);
-  }
-}
+void PickleEmitter::Get(uint32_t index) { MemoOp(*this, 'h', 'j', index); }
 
 void PickleEmitter::Int(int64_t v) {
   if (v >= 0 && v < 256) {

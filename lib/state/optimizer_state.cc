@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
 
 #include "pickle/graph_walk.h"
@@ -82,33 +83,37 @@ void Classify(const Checkpoint& cp, size_t param_count, StateKey& k) {
 
 }  // namespace
 
-std::string_view KeyKindName(KeyKind kind) {
-  switch (kind) {
-    case KeyKind::kIndex: return "index";
-    case KeyKind::kStringIndex: return "string-index";
-    case KeyKind::kFqn: return "fqn";
-    case KeyKind::kPtrShape: return "ptr-shape";
-    case KeyKind::kBarePtr: return "bare-ptr";
-    case KeyKind::kParamView: return "param-view";
-    case KeyKind::kTensor: return "tensor";
-    case KeyKind::kOther: return "other";
+namespace {
+
+// Each key scheme's name (JSON, text) and what made such keys.
+struct KeyKindText {
+  KeyKind kind;
+  std::string_view name;
+  std::string_view origin;
+};
+constexpr KeyKindText kKeyKindTexts[] = {
+    {KeyKind::kIndex, "index", "parameter indices, as torch.optim saves them"},
+    {KeyKind::kStringIndex, "string-index", "indices as strings, as a DCP round trip returns them"},
+    {KeyKind::kFqn, "fqn", "parameter names, as torch.distributed.checkpoint's state_dict saves them"},
+    {KeyKind::kPtrShape, "ptr-shape", "(data_ptr, shape) tuples: HeavyBall 0.12.3-0.24"},
+    {KeyKind::kBarePtr, "bare-ptr", "bare data_ptr() values: HeavyBall 0.12.0-0.12.2"},
+    {KeyKind::kParamView, "param-view", "(Parameter, view_idx) tuples: HeavyBall 0.25-1.5"},
+    {KeyKind::kTensor, "tensor", "tensors"},
+    {KeyKind::kOther, "other", "keys of no known scheme"},
+};
+
+const KeyKindText& TextOf(KeyKind kind) {
+  for (const KeyKindText& t : kKeyKindTexts) {
+    if (t.kind == kind) return t;
   }
-  return "other";
+  return kKeyKindTexts[std::size(kKeyKindTexts) - 1];  // kOther
 }
 
-std::string_view KeyKindOrigin(KeyKind kind) {
-  switch (kind) {
-    case KeyKind::kIndex: return "parameter indices, as torch.optim saves them";
-    case KeyKind::kStringIndex: return "indices as strings, as a DCP round trip returns them";
-    case KeyKind::kFqn: return "parameter names, as torch.distributed.checkpoint's state_dict saves them";
-    case KeyKind::kPtrShape: return "(data_ptr, shape) tuples: HeavyBall 0.12.3-0.24";
-    case KeyKind::kBarePtr: return "bare data_ptr() values: HeavyBall 0.12.0-0.12.2";
-    case KeyKind::kParamView: return "(Parameter, view_idx) tuples: HeavyBall 0.25-1.5";
-    case KeyKind::kTensor: return "tensors";
-    case KeyKind::kOther: return "keys of no known scheme";
-  }
-  return "";
-}
+}  // namespace
+
+std::string_view KeyKindName(KeyKind kind) { return TextOf(kind).name; }
+
+std::string_view KeyKindOrigin(KeyKind kind) { return TextOf(kind).origin; }
 
 bool IsOptimizerStateDict(const ObjectGraph& g, NodeId id) {
   NodeId state = DictLookup(g, id, "state");

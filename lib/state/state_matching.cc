@@ -4,6 +4,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "io/enum_names.h"
 #include "optstate/params.h"
 #include "state/param_loading.h"
 #include "state/split_views.h"
@@ -257,23 +258,17 @@ void Matcher::Finish() {
 
 }  // namespace match_internal
 
-std::string_view ConfidenceName(Confidence c) {
-  switch (c) {
-    case Confidence::kExact: return "exact";
-    case Confidence::kShapeUnique: return "shape-unique";
-  }
-  return "exact";
-}
+namespace {
+constexpr EnumNames<Confidence, 2> kConfidenceNames(
+    {{{Confidence::kExact, "exact"}, {Confidence::kShapeUnique, "shape-unique"}}}, "exact");
+constexpr EnumNames<KeyFate, 4> kKeyFateNames({{{KeyFate::kAssigned, "assigned"}, {KeyFate::kCollided, "collided"},
+                                                {KeyFate::kOrphan, "orphan"}, {KeyFate::kAmbiguous, "ambiguous"}}},
+                                              "orphan");
+}  // namespace
 
-std::string_view KeyFateName(KeyFate f) {
-  switch (f) {
-    case KeyFate::kAssigned: return "assigned";
-    case KeyFate::kCollided: return "collided";
-    case KeyFate::kOrphan: return "orphan";
-    case KeyFate::kAmbiguous: return "ambiguous";
-  }
-  return "orphan";
-}
+std::string_view ConfidenceName(Confidence c) { return kConfidenceNames.Name(c); }
+
+std::string_view KeyFateName(KeyFate f) { return kKeyFateNames.Name(f); }
 
 bool IsDimMerge(const std::vector<int64_t>& shape, const std::vector<int64_t>& merged) {
   if (merged.empty() || shape.size() <= merged.size()) return false;
