@@ -50,6 +50,17 @@ struct Chunk {
 // checks that the objects export no shared (weak) symbols.
 namespace {
 
+// Calls body with a value of the type a parameter of `type` is stored as:
+// float, the bits of a bfloat16 (uint16_t), or _Float16.
+template <typename Body>
+inline void DispatchParamType(ParamType type, Body&& body) {
+  switch (type) {
+    case ParamType::kFloat32: return body(float{});
+    case ParamType::kBFloat16: return body(uint16_t{});
+    case ParamType::kFloat16: return body(_Float16{});
+  }
+}
+
 template <typename Storage>
 struct Convert;
 template <>
@@ -120,11 +131,7 @@ inline void RunChunkAs(const Chunk& c) {
 }
 
 inline void RunChunkImpl(const Chunk& c) {
-  switch (c.type) {
-    case ParamType::kFloat32: return RunChunkAs<float>(c);
-    case ParamType::kBFloat16: return RunChunkAs<uint16_t>(c);
-    case ParamType::kFloat16: return RunChunkAs<_Float16>(c);
-  }
+  DispatchParamType(c.type, [&](auto storage) { RunChunkAs<decltype(storage)>(c); });
 }
 
 }  // namespace

@@ -142,11 +142,7 @@ inline void RunFamilyChunkAs(const FamilyChunk& c) {
 }
 
 inline void RunFamilyChunkImpl(const FamilyChunk& c) {
-  switch (c.type) {
-    case ParamType::kFloat32: return RunFamilyChunkAs<float>(c);
-    case ParamType::kBFloat16: return RunFamilyChunkAs<uint16_t>(c);
-    case ParamType::kFloat16: return RunFamilyChunkAs<_Float16>(c);
-  }
+  DispatchParamType(c.type, [&](auto storage) { RunFamilyChunkAs<decltype(storage)>(c); });
 }
 
 }  // namespace
