@@ -10,16 +10,22 @@ group) with its name in the model, shape, dtype, ``data_ptr`` (the address
 HeavyBall 0.12-0.24 keyed state by; 0 for an FSDP2 DTensor, as HeavyBall saw
 it), byte size and group. ``collisions``, ``remap``, ``migrate`` and
 ``validate`` then place pointer-keyed state exactly. Under torch.distributed
-each rank writes its own file when the path holds ``{rank}``
-("params.rank{rank}.json"). Only torch is imported, and only what the objects
-passed in already use.
+the document also names the process (``rank``, ``world_size``) and each rank
+writes its own file when the path holds ``{rank}`` ("params.rank{rank}.json").
+A parameter that is an FSDP2 / tensor-parallel DTensor keeps its global
+``shape`` (what ``param.shape`` says, and what HeavyBall keyed by) and adds
+this rank's piece: ``local_shape``, ``local_offset`` (where the piece starts in
+the global tensor) and ``placements`` as torch prints them. FSDP1's flat
+parameters are not described yet: its views are recorded as they appear. Only
+torch is imported, and only what the objects passed in already use.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -41,6 +47,22 @@ def _dtype(p: Any) -> str:
     return str(p.dtype).replace("torch.", "", 1)
 
 
+def _piece(p: Any) -> Dict[str, Any]:
+    """This rank's piece of a DTensor parameter; {} for a plain tensor."""
+    if not (hasattr(p, "to_local") and hasattr(p, "placements") and hasattr(p, "device_mesh")):
+        return {}
+    local = p.to_local()
+    piece: Dict[str, Any] = {"local_shape": [int(d) for d in local.shape],
+                             "placements": [repr(placement) for placement in p.placements]}
+    try:  # torch's own rule for where a rank's shard starts (private, so optional)
+        utils = importlib.import_module("torch.distributed.tensor._utils")
+        _, offset = utils.compute_local_shape_and_global_offset(p.shape, p.device_mesh, p.placements)
+        piece["local_offset"] = [int(d) for d in offset]
+    except (ImportError, AttributeError, TypeError):
+        pass
+    return piece
+
+
 def manifest(model: Any, optimizer: Any) -> Dict[str, Any]:
     """The manifest document of `optimizer`'s parameters, named after `model`."""
     names = _names(model)
@@ -50,19 +72,28 @@ def manifest(model: Any, optimizer: Any) -> Dict[str, Any]:
             if id(p) not in names:
                 raise ValueError(f"the optimizer holds a parameter of shape {list(p.shape)} that the model "
                                  "does not: pass the model the optimizer was built from")
+            piece = _piece(p)
+            # A DTensor's bytes are its local piece's; data_ptr() is 0, as HeavyBall saw it.
+            local = p.to_local() if piece else p
             params.append({"name": names[id(p)], "shape": [int(d) for d in p.shape], "dtype": _dtype(p),
-                           "data_ptr": int(p.data_ptr()), "nbytes": int(p.numel() * p.element_size()),
-                           "group": group_index})
-    return {"format": "optstate-param-manifest", "version": 1, "params": params}
+                           "data_ptr": int(p.data_ptr()), "nbytes": int(local.numel() * local.element_size()),
+                           "group": group_index, **piece})
+    doc: Dict[str, Any] = {"format": "optstate-param-manifest", "version": 1}
+    process = _process()
+    if process is not None:
+        doc["rank"], doc["world_size"] = process
+    doc["params"] = params
+    return doc
 
 
-def _rank() -> Optional[int]:
+def _process() -> Optional[Tuple[int, int]]:
+    """(rank, world size) under an initialised torch.distributed, else None."""
     try:
         import torch.distributed as dist
     except ImportError:
         return None
     if dist.is_available() and dist.is_initialized():
-        return int(dist.get_rank())
+        return int(dist.get_rank()), int(dist.get_world_size())
     return None
 
 
@@ -72,7 +103,8 @@ def write_manifest(model: Any, optimizer: Any, path: PathLike) -> str:
     process's rank under torch.distributed (0 outside it)."""
     text = os.fspath(path)
     if "{rank}" in text:
-        text = text.replace("{rank}", str(_rank() or 0))
+        process = _process()
+        text = text.replace("{rank}", str(process[0] if process else 0))
     doc = manifest(model, optimizer)
     tmp = f"{text}.tmp.{os.getpid()}"
     try:
