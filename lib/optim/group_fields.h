@@ -29,8 +29,9 @@ struct GroupField {
 
 std::span<const GroupField> GroupFields(Algorithm a);
 
-inline constexpr Algorithm kEveryAlgorithm[] = {Algorithm::kAdamW, Algorithm::kAdam, Algorithm::kSgd,
-                                                Algorithm::kAdagrad, Algorithm::kRmsprop};
+// Every class's table once (Adam and AdamW share one): all the keys a group of
+// any algorithm may hold.
+std::span<const std::span<const GroupField>> EveryGroupFieldTable();
 
 }  // namespace optstate
 

@@ -52,6 +52,11 @@ std::span<const GroupField> GroupFields(Algorithm a) {
   return {};
 }
 
+std::span<const std::span<const GroupField>> EveryGroupFieldTable() {
+  static constexpr std::span<const GroupField> kTables[] = {kAdamFields, kSgdFields, kAdagradFields, kRmspropFields};
+  return kTables;
+}
+
 std::string_view AlgorithmName(Algorithm a) { return kAlgorithmNames.Name(a); }
 
 std::optional<Algorithm> AlgorithmFromName(std::string_view name) { return kAlgorithmNames.Find(name); }

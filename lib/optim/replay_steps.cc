@@ -38,8 +38,8 @@ OptimizerHyper GroupOptimizerHyper(const ObjectGraph& g, NodeId group, Algorithm
   OptimizerHyper h = OptimizerHyper::Defaults(a);
   ReadNumber(g, group, "lr", h.lr);
   // Every key any class writes, so that h is the group's whatever `a` uses.
-  for (Algorithm each : kEveryAlgorithm) {
-    for (const GroupField& f : GroupFields(each)) {
+  for (std::span<const GroupField> table : EveryGroupFieldTable()) {
+    for (const GroupField& f : table) {
       if (f.kind == GroupFieldKind::kNumber) ReadNumber(g, group, f.key, h.*f.number);
       if (f.kind == GroupFieldKind::kFlag) ReadBool(g, group, f.key, h.*f.flag);
       if (f.kind == GroupFieldKind::kBetas) ReadBetas(g, group, h);
