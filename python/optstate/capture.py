@@ -47,10 +47,12 @@ def _dtype(p: Any) -> str:
     return str(p.dtype).replace("torch.", "", 1)
 
 
-def _piece(p: Any) -> Dict[str, Any]:
-    """This rank's piece of a DTensor parameter; {} for a plain tensor."""
+def _piece(p: Any) -> Tuple[Any, Dict[str, Any]]:
+    """The tensor whose bytes this rank holds for `p` (its local piece for a
+    DTensor, else `p`) and the manifest fields describing that piece ({} for a
+    plain tensor)."""
     if not (hasattr(p, "to_local") and hasattr(p, "placements") and hasattr(p, "device_mesh")):
-        return {}
+        return p, {}
     local = p.to_local()
     piece: Dict[str, Any] = {"local_shape": [int(d) for d in local.shape],
                              "placements": [repr(placement) for placement in p.placements]}
@@ -60,7 +62,7 @@ def _piece(p: Any) -> Dict[str, Any]:
         piece["local_offset"] = [int(d) for d in offset]
     except (ImportError, AttributeError, TypeError):
         pass
-    return piece
+    return local, piece
 
 
 def manifest(model: Any, optimizer: Any) -> Dict[str, Any]:
@@ -72,9 +74,8 @@ def manifest(model: Any, optimizer: Any) -> Dict[str, Any]:
             if id(p) not in names:
                 raise ValueError(f"the optimizer holds a parameter of shape {list(p.shape)} that the model "
                                  "does not: pass the model the optimizer was built from")
-            piece = _piece(p)
             # A DTensor's bytes are its local piece's; data_ptr() is 0, as HeavyBall saw it.
-            local = p.to_local() if piece else p
+            local, piece = _piece(p)
             params.append({"name": names[id(p)], "shape": [int(d) for d in p.shape], "dtype": _dtype(p),
                            "data_ptr": int(p.data_ptr()), "nbytes": int(local.numel() * local.element_size()),
                            "group": group_index, **piece})
