@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "optstate/dcp.h"
-#include "optstate/framework_dir.h"
+#include "optstate/validate.h"
 #include "optstate/zero.h"
 #include "optstate/inspect_report.h"
 #include "shared_flags.h"

@@ -6,8 +6,8 @@
 #include <CLI/CLI.hpp>
 
 #include "optstate/dcp.h"
-#include "optstate/framework_dir.h"
-#include "optstate/security.h"
+#include "optstate/validate.h"
+#include "optstate/checkpoint.h"
 #include "shared_flags.h"
 #include "terminal_safe_stream.h"
 

@@ -8,7 +8,6 @@
 
 #include "inspect_command.h"
 #include "optstate/dtype.h"
-#include "optstate/shard_layout.h"
 #include "optstate/torch_objects.h"
 #include "optstate/unshard.h"
 

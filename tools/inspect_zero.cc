@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "inspect_command.h"
-#include "optstate/framework_dir.h"
+#include "optstate/validate.h"
 #include "optstate/zero.h"
 #include "terminal_safe_stream.h"
 

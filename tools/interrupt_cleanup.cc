@@ -14,7 +14,6 @@
 #include <thread>
 
 #include "optstate/file_io.h"
-#include "optstate/mapped_ranges.h"
 
 namespace optstate::tools {
 namespace {

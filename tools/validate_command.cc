@@ -11,7 +11,7 @@
 
 #include "optstate/dcp.h"
 #include "optstate/file_io.h"
-#include "optstate/framework_dir.h"
+#include "optstate/validate.h"
 #include "shared_flags.h"
 #include "terminal_safe_stream.h"
 

@@ -7,7 +7,7 @@
 
 #include "optstate/dcp.h"
 #include "optstate/zero.h"
-#include "optstate/framework_dir.h"
+#include "optstate/validate.h"
 #include "optstate/collisions.h"
 #include "shared_flags.h"
 #include "terminal_safe_stream.h"

@@ -1,4 +1,4 @@
-#include "optstate/framework_dir.h"
+#include "optstate/validate.h"
 
 #include <algorithm>
 #include <cctype>

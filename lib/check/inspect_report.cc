@@ -6,7 +6,7 @@
 #include <set>
 
 #include "optstate/optimizer_state.h"
-#include "optstate/shard_layout.h"
+#include "torch/shard_layout.h"
 #include "pickle/graph_walk.h"
 
 namespace optstate {

@@ -12,7 +12,7 @@
 #include "optstate/dcp.h"
 #include "optstate/file_io.h"
 #include "optstate/optimizer_state.h"
-#include "optstate/security.h"
+#include "torch/security.h"
 #include "optstate/torch_objects.h"
 
 namespace optstate {

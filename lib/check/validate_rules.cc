@@ -9,7 +9,7 @@
 #include "io/enum_names.h"
 #include "optstate/validate.h"
 
-#include "optstate/security.h"
+#include "torch/security.h"
 
 namespace optstate {
 

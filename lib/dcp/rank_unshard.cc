@@ -8,7 +8,7 @@
 #include "io/staging_directory.h"
 #include "optstate/params.h"
 #include "optstate/collisions.h"
-#include "optstate/shard_layout.h"
+#include "torch/shard_layout.h"
 #include "pickle/graph_walk.h"
 #include "torch/graph_builder.h"
 

@@ -2,7 +2,7 @@
 
 #include "io/posix_status.h"
 #include "io/temporary_outputs.h"
-#include "optstate/mapped_ranges.h"
+#include "io/mapped_ranges.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

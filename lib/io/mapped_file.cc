@@ -9,7 +9,7 @@
 
 #include "io/posix_status.h"
 #include "optstate/file_io.h"
-#include "optstate/mapped_ranges.h"
+#include "io/mapped_ranges.h"
 
 namespace optstate {
 

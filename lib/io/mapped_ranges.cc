@@ -1,4 +1,4 @@
-#include "optstate/mapped_ranges.h"
+#include "io/mapped_ranges.h"
 
 #include <atomic>
 #include <cstring>

@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "optstate/shard_layout.h"
+#include "torch/shard_layout.h"
 #include "state/param_loading.h"
 
 namespace optstate {

@@ -11,9 +11,11 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "torch/container.h"
 #include "torch/half_float.h"
 #include "torch/legacy_format.h"
 #include "torch/safetensors_format.h"
+#include "torch/security.h"
 #include "torch/zip_record_scan.h"
 
 namespace optstate {

@@ -1,4 +1,4 @@
-#include "optstate/container.h"
+#include "torch/container.h"
 
 #include <zstd.h>
 

@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "optstate/security.h"
+#include "torch/security.h"
 
 namespace optstate {
 namespace {

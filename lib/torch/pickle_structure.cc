@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "optstate/security.h"
+#include "torch/security.h"
 
 namespace optstate {
 namespace {

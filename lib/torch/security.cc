@@ -1,4 +1,4 @@
-#include "optstate/security.h"
+#include "torch/security.h"
 
 #include <algorithm>
 #include <cctype>

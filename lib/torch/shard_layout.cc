@@ -1,4 +1,4 @@
-#include "optstate/shard_layout.h"
+#include "torch/shard_layout.h"
 
 #include <algorithm>
 #include <map>

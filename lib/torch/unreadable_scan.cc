@@ -17,7 +17,7 @@
 #include "optstate/dtype.h"
 #include "optstate/file_io.h"
 #include "optstate/pickle_graph.h"
-#include "optstate/security.h"
+#include "torch/security.h"
 #include "optstate/zip_archive.h"
 
 namespace optstate {

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "optstate/security.h"
+#include "torch/security.h"
 #include "optstate/zip_archive.h"
 
 namespace optstate {

@@ -1,6 +1,6 @@
 // Framework checkpoint directories: each file's role from its name, the
 // layout from the files that only one framework writes, and what is missing.
-#include "optstate/framework_dir.h"
+#include "optstate/validate.h"
 
 #include <filesystem>
 #include <fstream>

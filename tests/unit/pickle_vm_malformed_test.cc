@@ -7,7 +7,7 @@
 
 #include "fixtures.h"
 #include "optstate/pickle_vm.h"
-#include "optstate/security.h"
+#include "torch/security.h"
 #include "parse_pickle.h"
 
 namespace optstate {

@@ -12,7 +12,7 @@
 #include "fixtures.h"
 #include "graph_compare.h"
 #include "parse_pickle.h"
-#include "optstate/security.h"
+#include "torch/security.h"
 #include "optstate/torch_objects.h"
 #include "pickle/graph_walk.h"
 #include "pickle/pickle_text.h"

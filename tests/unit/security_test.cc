@@ -1,6 +1,6 @@
 // Hostile checkpoints (testdata/hostile, made by Python's pickler) are reported,
 // and nothing in them runs: their payload would create a marker file.
-#include "optstate/security.h"
+#include "torch/security.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Which block of a DTensor each rank holds. The expected offsets are the ones
 // torch 2.6's compute_local_shape_and_global_offset gave for the real
 // FSDP2 + TP run in testdata/heavyball/fsdp2_tp_0.24.4 (truth.rank<N>.json).
-#include "optstate/shard_layout.h"
+#include "torch/shard_layout.h"
 
 #include <gtest/gtest.h>
 

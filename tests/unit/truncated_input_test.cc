@@ -13,7 +13,7 @@
 
 #include "interrupt_cleanup.h"
 #include "optstate/file_io.h"
-#include "optstate/mapped_ranges.h"
+#include "io/mapped_ranges.h"
 
 namespace optstate {
 namespace {

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fixtures.h"
-#include "optstate/framework_dir.h"
+#include "optstate/validate.h"
 #include "optstate/collisions.h"
 #include "optstate/verify.h"
 

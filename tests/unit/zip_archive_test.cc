@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fixtures.h"
-#include "optstate/container.h"
+#include "torch/container.h"
 #include "io/crc32.h"
 #include "optstate/zip_writer.h"
 

@@ -19,14 +19,76 @@
 #include <vector>
 
 #include "optstate/byte_cursor.h"
-#include "optstate/container.h"
 #include "optstate/file_io.h"
 #include "optstate/pickle_vm.h"
-#include "optstate/security.h"
 #include "optstate/status.h"
 #include "optstate/torch_objects.h"
+#include "optstate/zip_archive.h"
 
 namespace optstate {
+
+// The container: what kind of file a checkpoint is, and its facts that can be
+// had without parsing the pickle (the first layer of `optstate inspect`).
+//   zip     torch.save since 1.6: records under one directory (see zip_archive.h)
+//   legacy  torch.save before 1.6 or with _use_new_zipfile_serialization=False:
+//           a sequence of pickles starting with a fixed magic number
+//   zstd    a zstd-compressed file (the inner format is peeked at, not unpacked)
+enum class ContainerFormat { kZip, kLegacy, kZstd, kSafetensors };
+
+std::string_view ContainerFormatName(ContainerFormat format);  // "zip", "legacy", "zstd", "safetensors"
+
+struct ContainerInfo {
+  ContainerFormat format = ContainerFormat::kZip;
+  uint64_t file_size = 0;
+
+  // zip only.
+  ZipArchive zip;
+  int pickle_protocol = -1;              // of data.pkl; -1 when it has no PROTO opcode
+  std::optional<std::string> version;    // content of the 'version' record, trimmed
+  std::optional<std::string> byteorder;  // 'byteorder' record (torch >= 2.1)
+  std::optional<std::string> serialization_id;  // '.data/serialization_id' (torch >= 2.1)
+  uint64_t storage_records = 0;          // records under data/
+  uint64_t storage_bytes = 0;            // their total size
+  bool crc_checked = false;              // CRCs of every record were verified
+
+  // zstd only.
+  std::optional<uint64_t> zstd_content_size;       // when the frame header declares it
+  std::optional<ContainerFormat> zstd_inner_format;  // from the first decompressed bytes
+};
+
+// What a checkpoint would make Python do on an ordinary torch.load, judged
+// without doing it (the scans are lib/torch/security.h).
+enum class Severity { kInfo, kWarning, kError };
+std::string_view SeverityName(Severity s);  // "info", "warning", "error"
+
+struct Finding {
+  Severity severity = Severity::kWarning;
+  std::string code;     // stable id: "dangerous-global", "global-not-allowlisted", ...
+  std::string where;    // "data.pkl offset 1203", or a path in the object tree
+  std::string message;  // what it means for the user
+  std::string global;   // "module.name" for findings about one global, else ""
+};
+
+// For a file that cannot be read as a checkpoint: what torch.load
+// (weights_only=False) would still have run before failing. A zip's data.pkl
+// records (every one so named) or, for anything else, the pickles of torch's
+// legacy path, each read up to where torch would stop, with its globals judged
+// as ScanGlobals judges them. Nested pickles are not looked at: a failed load
+// hands no bytes value to anyone.
+struct UnreadableScan {
+  std::vector<Finding> findings;
+  std::string scanned;                   // "2 pickles of a pickle stream (torch.load's legacy path)"
+  std::string stopped_at;                // where torch.load stops, when it does before the end
+  std::vector<std::string> not_scanned;  // what could not be looked at, and why
+};
+
+// ScanWhatTorchLoadWouldRunOf: the same for the file at `path`, which failed to
+// open as a checkpoint with `read_error`. nullopt when nothing torch.load runs can be judged: the error
+// says the file itself could not be read (missing, unreadable, a directory),
+// or it is zstd-compressed (torch.load reads no zstd).
+std::optional<UnreadableScan> ScanWhatTorchLoadWouldRunOf(const std::string& path, const Status& read_error,
+                                                          const PickleLimits& limits);
+
 
 struct ReadOptions {
   PickleLimits pickle;

@@ -214,6 +214,14 @@ class OutputGroup {
   size_t committed_ = 0;
 };
 
+// For a SIGBUS handler: a file truncated or replaced while it is mapped (a
+// trainer still writing it, a checkpoint rotated away) makes the next read of a
+// vanished page raise SIGBUS; the handler asks here which file and offset the
+// fault hit, so it can say so and exit 2 instead of dying with the signal.
+// Async-signal-safe: the path of the mapping holding `address` (NUL-terminated,
+// at most 511 bytes, cut if longer) and the offset of `address` in that file.
+bool FindMappedRange(const void* address, const char** path, uint64_t* offset);
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_FILE_IO_H_

@@ -172,6 +172,10 @@ bool ImportRunsCode(std::string_view module);
 // BytesIO, DeepSpeed's and FSDP2 + TP's saved objects): warnings, not errors.
 bool IsKnownDataClass(std::string_view module, std::string_view name);
 
+// "_StridedShard(dim=0, sf=2), Shard(dim=0)": a DTensor's placements for
+// reports, one per mesh dim; "" for none.
+std::string PlacementsText(const std::vector<std::string>& placements);
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_TORCH_OBJECTS_H_

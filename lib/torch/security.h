@@ -1,9 +1,10 @@
-// What a checkpoint would make Python do on an ordinary torch.load, judged
+// The scans behind a checkpoint's findings (Finding, optstate/checkpoint.h):
+// what a checkpoint would make Python do on an ordinary torch.load, judged
 // without doing it: every global outside torch 2.6's weights_only allowlist, the
 // ones that reach the system or run code, and pickles hidden inside bytes values
 // (HeavyBall stores pickled objects in its state dict and unpickles them itself).
-#ifndef OPTSTATE_SECURITY_H_
-#define OPTSTATE_SECURITY_H_
+#ifndef OPTSTATE_TORCH_SECURITY_H_
+#define OPTSTATE_TORCH_SECURITY_H_
 
 #include <cstdint>
 #include <optional>
@@ -11,21 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "optstate/checkpoint.h"
 #include "optstate/pickle_graph.h"
 #include "optstate/pickle_vm.h"
 
 namespace optstate {
-
-enum class Severity { kInfo, kWarning, kError };
-std::string_view SeverityName(Severity s);  // "info", "warning", "error"
-
-struct Finding {
-  Severity severity = Severity::kWarning;
-  std::string code;     // stable id: "dangerous-global", "global-not-allowlisted", ...
-  std::string where;    // "data.pkl offset 1203", or a path in the object tree
-  std::string message;  // what it means for the user
-  std::string global;   // "module.name" for findings about one global, else ""
-};
 
 // Findings for the globals one pickle references. `where` prefixes each
 // location (e.g. the record name). `nested`: the pickle sits inside a bytes
@@ -101,27 +92,10 @@ void ScanZipName(std::string_view name, std::vector<Finding>& findings);
 void ScanNestedPickles(const ObjectGraph& graph, const PickleLimits& limits, uint32_t max_depth,
                        std::vector<Finding>& findings);
 
-// For a file that cannot be read as a checkpoint: what torch.load
-// (weights_only=False) would still have run before failing. A zip's data.pkl
-// records (every one so named) or, for anything else, the pickles of torch's
-// legacy path, each read up to where torch would stop, with its globals judged
-// as ScanGlobals judges them. Nested pickles are not looked at: a failed load
-// hands no bytes value to anyone.
-struct UnreadableScan {
-  std::vector<Finding> findings;
-  std::string scanned;                   // "2 pickles of a pickle stream (torch.load's legacy path)"
-  std::string stopped_at;                // where torch.load stops, when it does before the end
-  std::vector<std::string> not_scanned;  // what could not be looked at, and why
-};
-UnreadableScan ScanWhatTorchLoadWouldRun(const ByteCursor& file, const PickleLimits& limits);
 
-// The same for the file at `path`, which failed to open as a checkpoint with
-// `read_error`. nullopt when nothing torch.load runs can be judged: the error
-// says the file itself could not be read (missing, unreadable, a directory),
-// or it is zstd-compressed (torch.load reads no zstd).
-std::optional<UnreadableScan> ScanWhatTorchLoadWouldRunOf(const std::string& path, const Status& read_error,
-                                                          const PickleLimits& limits);
+// ScanWhatTorchLoadWouldRunOf (optstate/checkpoint.h) for bytes already in memory.
+UnreadableScan ScanWhatTorchLoadWouldRun(const ByteCursor& file, const PickleLimits& limits);
 
 }  // namespace optstate
 
-#endif  // OPTSTATE_SECURITY_H_
+#endif  // OPTSTATE_TORCH_SECURITY_H_

@@ -12,8 +12,8 @@
 // The coordinate is the one each rank's DeviceMesh pickled
 // (`_coordinate_on_dim`); a file that lacks it is given its position in rank
 // order, unravelled over the mesh, when the mesh has one position per file.
-#ifndef OPTSTATE_SHARD_LAYOUT_H_
-#define OPTSTATE_SHARD_LAYOUT_H_
+#ifndef OPTSTATE_TORCH_SHARD_LAYOUT_H_
+#define OPTSTATE_TORCH_SHARD_LAYOUT_H_
 
 #include <cstdint>
 #include <optional>
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "optstate/status.h"
+#include "optstate/torch_objects.h"
 
 namespace optstate {
 
@@ -31,10 +32,6 @@ struct Placement {
   int64_t split_factor = 1;   // kStridedShard
 };
 Placement ParsePlacement(const std::string& text);
-
-// "_StridedShard(dim=0, sf=2), Shard(dim=0)": a DTensor's placements for
-// reports, one per mesh dim; "" for none.
-std::string PlacementsText(const std::vector<std::string>& placements);
 
 struct ShardBox {
   std::vector<int64_t> offsets;
@@ -79,4 +76,4 @@ StatusOr<ShardTiling> TileExplicitBlocks(const std::vector<int64_t>& global, con
 
 }  // namespace optstate
 
-#endif  // OPTSTATE_SHARD_LAYOUT_H_
+#endif  // OPTSTATE_TORCH_SHARD_LAYOUT_H_
