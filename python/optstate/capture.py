@@ -15,9 +15,19 @@ writes its own file when the path holds ``{rank}`` ("params.rank{rank}.json").
 A parameter that is an FSDP2 / tensor-parallel DTensor keeps its global
 ``shape`` (what ``param.shape`` says, and what HeavyBall keyed by) and adds
 this rank's piece: ``local_shape``, ``local_offset`` (where the piece starts in
-the global tensor) and ``placements`` as torch prints them. FSDP1's flat
-parameters are not described yet: its views are recorded as they appear. Only
-torch is imported, and only what the objects passed in already use.
+the global tensor) and ``placements`` as torch prints them.
+
+Under FSDP1 (FullyShardedDataParallel) names are the model's state_dict names
+(FSDP's wrapper prefixes removed, as torch removes them). ``shape`` stays what
+``param.shape`` says, which under FSDP1 is this rank's flattened piece, so it
+is what an optimizer keyed by; ``global_shape`` is the whole parameter's shape
+and ``flat_offset`` where the piece starts in the whole parameter flattened in
+C order (absent when this rank holds none of it). With
+``use_orig_params=False`` the optimizer holds each unit's flat parameter: its
+``views`` list the parameters whose elements lie in this rank's piece, each
+with its name, shape, ``flat_offset`` (where its elements in the piece start
+in it, flattened), ``offset`` (where they start in the piece) and ``numel``.
+Only torch is imported, and only what the objects passed in already use.
 """
 
 from __future__ import annotations
@@ -41,6 +51,52 @@ def _names(model: Any) -> Dict[int, str]:
     for name, p in pairs:
         names.setdefault(id(p), name)
     return names
+
+
+def _clean(name: str) -> str:
+    """`name` without FSDP1's wrapper prefixes, as torch's state_dict names it."""
+    try:  # torch's own rule (private, so optional)
+        common = importlib.import_module("torch.distributed.fsdp._common_utils")
+        return str(common.clean_tensor_name(name))
+    except (ImportError, AttributeError):
+        for prefix in ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod."):
+            name = name.replace(prefix, "")
+        return name
+
+
+def _fsdp1_pieces(model: Any) -> Dict[int, Dict[str, Any]]:
+    """For every parameter FSDP1 manages in `model`: the manifest fields that
+    say which piece of what whole this rank holds, keyed by id(parameter).
+    Read from each FSDP1 unit's flat parameter (its _fqns, _shapes and
+    _shard_param_infos: FSDP1's own record of the cut). {} without FSDP1."""
+    pieces: Dict[int, Dict[str, Any]] = {}
+    for unit_name, unit in model.named_modules():
+        handle = getattr(unit, "_handle", None)
+        flat = getattr(handle, "flat_param", None)
+        if flat is None or not hasattr(flat, "_shard_param_infos"):
+            continue
+        prefix = _clean(unit_name + ".") if unit_name else ""
+        views: List[Dict[str, Any]] = []
+        originals = getattr(flat, "_params", None)  # use_orig_params=True: the parameters themselves
+        for i, info in enumerate(flat._shard_param_infos):
+            shape = [int(d) for d in flat._shapes[i]]
+            fields: Dict[str, Any] = {"global_shape": shape}
+            if info.in_shard:
+                fields["flat_offset"] = int(info.intra_param_start_idx)
+                views.append({"name": prefix + flat._fqns[i], "shape": shape,
+                              "flat_offset": int(info.intra_param_start_idx), "offset": int(info.offset_in_shard),
+                              "numel": int(info.numel_in_shard)})
+            if originals is not None:
+                pieces[id(originals[i])] = fields
+        if originals is None:
+            whole = getattr(flat, "_unpadded_unsharded_size", None)
+            fields = {"views": views}
+            if whole is not None:
+                fields["global_shape"] = [int(d) for d in whole]
+            rank = _process()
+            fields["flat_offset"] = (rank[0] if rank else 0) * int(flat.numel())
+            pieces[id(flat)] = fields
+    return pieces
 
 
 def _dtype(p: Any) -> str:
@@ -68,6 +124,9 @@ def _piece(p: Any) -> Tuple[Any, Dict[str, Any]]:
 def manifest(model: Any, optimizer: Any) -> Dict[str, Any]:
     """The manifest document of `optimizer`'s parameters, named after `model`."""
     names = _names(model)
+    fsdp1 = _fsdp1_pieces(model)
+    if fsdp1:
+        names = {key: _clean(name) for key, name in names.items()}
     params: List[Dict[str, Any]] = []
     for group_index, group in enumerate(optimizer.param_groups):
         for p in group["params"]:
@@ -78,7 +137,7 @@ def manifest(model: Any, optimizer: Any) -> Dict[str, Any]:
             local, piece = _piece(p)
             params.append({"name": names[id(p)], "shape": [int(d) for d in p.shape], "dtype": _dtype(p),
                            "data_ptr": int(p.data_ptr()), "nbytes": int(local.numel() * local.element_size()),
-                           "group": group_index, **piece})
+                           "group": group_index, **piece, **fsdp1.get(id(p), {})})
     doc: Dict[str, Any] = {"format": "optstate-param-manifest", "version": 1}
     process = _process()
     if process is not None:
