@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli_layout.h"
 #include "collisions_command.h"
 #include "consolidate_command.h"
 #include "diff_command.h"
@@ -43,6 +44,7 @@ std::string VersionLine() {
 
 int RunCli(int argc, const char* const* argv, CommandOutput& output) {
   CLI::App app(kDescription, "optstate");
+  app.formatter(StableHelpFormatter());
   app.footer(kFooter);
   app.set_version_flag("--version", VersionLine());
   app.require_subcommand(1);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "cli_layout.h"
 #include "interrupt_cleanup.h"
 #include "optstate/inspect_report.h"
 #include "shared_flags.h"
@@ -67,7 +68,7 @@ void AddDcpOutputFlags(CLI::App& cmd, DcpOutputFlags& f, const std::string& inpu
       ->required();
   cmd.add_option("--world-size", f.world_size, "Ranks of the output: one __<rank>_0.distcp file each")
       ->required()
-      ->check(CLI::Range(1, 65536));
+      ->check(IntegerRange(1, 65536));
   AddWriteFlags(cmd, f.no_sync, f.verify_crc);
   AddQuietFlag(cmd, f.quiet);
   cmd.add_flag("--distributed", f.distributed,

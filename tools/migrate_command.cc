@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli_layout.h"
 #include "optstate/checkpoint_writer.h"
 #include "optstate/inspect_report.h"
 #include "optstate/state_migrate.h"
@@ -173,11 +174,11 @@ CommandRunner AddMigrateCommand(CLI::App& parent) {
   cmd->add_option("--steps", o->steps,
                   "Optimizer steps taken, where the file does not say (HeavyBall 0.x with foreach=False saves\n"
                   "its group counter as 0)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+      ->check(IntegerRange(0, int64_t{1} << 40));
   cmd->add_option("--precondition-frequency", o->precondition_frequency,
                   "SOAP's precondition_frequency, where the file does not say (HeavyBall 1.6 saves none;\n"
                   "default its constructor's 2)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->check(IntegerRange(1, int64_t{1} << 20));
   AddStateKeyFlag(*cmd, o->state_key);
   AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
   cmd->add_option("--report", o->report, "Write the report (every input entry's fate, renames, notes) as JSON");

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli_layout.h"
 #include "optstate/inspect_report.h"
 
 namespace optstate::tools {
@@ -78,7 +79,7 @@ void AddReadLimitFlags(CLI::App& cmd, ReadOptions& read) {
       ->add_option("--max-depth", read.pickle.max_depth,
                    "Nesting depth of objects (walks of the graph recurse once a level; beyond 5000\n"
                    "they could exhaust the stack)")
-      ->check(CLI::Range(1u, kMaxPickleDepth))
+      ->check(IntegerRange(1, kMaxPickleDepth, "UINT"))
       ->capture_default_str();
   limits->add_option("--max-memo", read.pickle.max_memo, "Pickle memo entries")->capture_default_str();
   limits
