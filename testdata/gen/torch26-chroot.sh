@@ -7,6 +7,8 @@
 #        testdata/gen/torch26-chroot.sh --rebuild  build from scratch
 # Env:   OPTSTATE_TORCH26_ROOT  where the chroot lives (default /var/cache/optstate-torch26)
 #        OPTSTATE_DEBIAN_MIRROR mirror URL (default: the first Debian URI in the host's apt sources)
+#        OPTSTATE_TORCH26_EXTRA more packages, comma-separated (a build chroot for the
+#                               Python package on trixie: tests/interop/check_python_trixie.sh)
 # Needs root and the Debian mirror; about 40 s and 1.2 GB. The tree is assembled at
 # ROOT.partial and renamed only once torch imports inside it, so an interrupted build
 # never leaves something that looks usable.
@@ -55,7 +57,7 @@ mkdir -p "$(dirname "$root")"
 t0=$(date +%s)
 say "mmdebstrap trixie from $mirror into $partial"
 mmdebstrap --mode=root --variant=minbase --quiet \
-  --include=python3-torch,python3-numpy,zstd \
+  --include=python3-torch,python3-numpy,zstd${OPTSTATE_TORCH26_EXTRA:+,$OPTSTATE_TORCH26_EXTRA} \
   --aptopt='APT::Install-Recommends "false"' \
   trixie "$partial" "deb $mirror trixie main" >&2
 rm -f "$partial"/var/cache/apt/archives/*.deb
