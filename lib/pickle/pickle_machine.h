@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "optstate/file_io.h"
 #include "optstate/pickle_vm.h"
 #include "pickle/pickle_input.h"
 #include "pickle/pickle_memo.h"
@@ -46,6 +47,9 @@ class Machine {
       }
       OPTSTATE_ASSIGN_OR_RETURN(uint8_t op, in_.ReadU8("opcode"));
       op_ = op;
+      // A pickle of 10^6 parameters is ~10^8 opcodes and seconds of work: Ctrl-C
+      // (RequestCancellation) is looked at every 2^16 of them, a relaxed load.
+      if ((++opcodes_run_ & 0xffff) == 0 && CancellationRequested()) return CancelledError(Where() + "cancelled");
       result_.opcodes.set(op);
       if (op == '.') break;
       OPTSTATE_RETURN_IF_ERROR(Step(op));
@@ -65,6 +69,7 @@ class Machine {
   }
 
  private:
+  uint64_t opcodes_run_ = 0;
   std::string Where() const { return "offset " + std::to_string(at_) + ": " + OpName(op_) + ": "; }
   Status Corrupt(const std::string& what) const { return CorruptError(Where() + what); }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "io/crc32.h"
+#include "optstate/file_io.h"
 #include "zip/inflate.h"
 
 namespace optstate {
@@ -275,6 +276,10 @@ StatusOr<ZipArchive> ReadZipDirectory(const ByteCursor& cursor, const ZipLimits&
   archive.directory_size = loc.size;
   archive.entries.reserve(static_cast<size_t>(loc.entries));
   for (uint64_t i = 0; i < loc.entries; ++i) {
+    // 4 * 10^6 records at 10^6 parameters: Ctrl-C is looked at every 2^16.
+    if ((i & 0xffff) == 0xffff && CancellationRequested()) {
+      return CancelledError("central directory record " + std::to_string(i) + ": cancelled");
+    }
     OPTSTATE_ASSIGN_OR_RETURN(ZipEntry e, ReadCentralEntry(cd));
     OPTSTATE_RETURN_IF_ERROR(CheckEntryBounds(cursor, e));
     archive.entries.push_back(std::move(e));

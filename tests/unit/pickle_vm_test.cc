@@ -13,6 +13,7 @@
 #include "graph_compare.h"
 #include "parse_pickle.h"
 #include "torch/security.h"
+#include "optstate/file_io.h"
 #include "optstate/torch_objects.h"
 #include "pickle/graph_walk.h"
 #include "pickle/pickle_text.h"
@@ -309,6 +310,32 @@ TEST(PickleVmTest, InstObjAndPersidBuildNodesWithoutCalling) {
   id = FindPath(persid->graph, persid->graph.root, "text[1]");
   ASSERT_TRUE(id);
   EXPECT_EQ(persid->graph.at(*id).kind, NodeKind::kPersistentId);
+}
+
+}  // namespace
+}  // namespace optstate
+
+namespace optstate {
+namespace {
+
+// A long parse stops on RequestCancellation (Ctrl-C in the CLI or Python) at
+// its next check, every 2^16 opcodes (here the 65536th, a BININT1 at byte
+// 131068), naming where; a short one never looks.
+TEST(PickleVmTest, CancellationStopsALongParse) {
+  std::string list("\x80\x02]q\x00(", 6);  // PROTO 2, EMPTY_LIST, BINPUT 0, MARK
+  for (int i = 0; i < 70000; ++i) list += "K\x01";
+  list += "e.";
+  RequestCancellation();
+  StatusOr<PickleResult> long_parse = Parse(list);
+  StatusOr<PickleResult> short_parse = Parse(std::string("\x80\x02K\x05.", 5));
+  ClearCancellation();
+  ASSERT_FALSE(long_parse.ok());
+  EXPECT_EQ(long_parse.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(long_parse.status().message(), "offset 131068: 0x4b 'K': cancelled");
+  EXPECT_TRUE(short_parse.ok());
+  StatusOr<PickleResult> again = Parse(list);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->graph.at(again->graph.root).items.size(), 70000u);
 }
 
 }  // namespace

@@ -139,7 +139,8 @@ void RemoveTemporaryOutputs();
 
 // Stopping long work on request, for a program that runs jobs in-process (the
 // Python package on KeyboardInterrupt): after RequestCancellation() every
-// output write and every block of tensor values read fails with kCancelled,
+// output write, every block of tensor values read, and every 2^16 pickle
+// opcodes or zip directory records read fails with kCancelled,
 // so the job ends through its ordinary failure path and leaves no output.
 // Process-wide; ClearCancellation() before the next job.
 void RequestCancellation();
