@@ -98,16 +98,22 @@ int RunDcpOutput(const DcpOutputFlags& f, std::string_view command, CommandOutpu
       if (on) TellOthersOnInterrupt({});
     }
   } untell{coordinator != nullptr};
+  // A fault another process's silence or abort caused cancels this one's work
+  // (Coordinator::Fault): that, not "cancelled", is what to say.
+  auto failed = [&](const Status& status) {
+    std::string fault = coordinator ? coordinator->Fault() : std::string();
+    return ReportError(output, command, fault.empty() ? status : IoError(fault), f.json);
+  };
   Status opened = open();
   Status ready = coordinator ? AgreeToStart(*coordinator, opened) : opened;
-  if (!ready.ok()) return ReportError(output, command, ready, f.json);
+  if (!ready.ok()) return failed(ready);
   DcpWriteOptions wo;
   wo.world_size = f.world_size;
   wo.durability = f.no_sync ? Durability::kUnsynced : Durability::kSynced;
   bool reports = !coordinator || coordinator->rank() == 0;  // one report per job
   if (!f.quiet && !f.json && reports) wo.progress = PercentProgress(output.err, command);
   auto report = write(wo, coordinator.get());
-  if (!report.ok()) return ReportError(output, command, report.status(), f.json);
+  if (!report.ok()) return failed(report.status());
   if (reports) WriteReport(output, f, *report);
   return kExitOk;
 }

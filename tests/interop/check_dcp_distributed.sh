@@ -3,7 +3,8 @@
 # (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, rank 0 serving the c10d store) and by
 # torch 1.13's torchrun (its c10d rendezvous, and its static one where the agent
 # serves the store), write exactly the bytes one process writes; a process that
-# cannot open its input makes the whole job fail fast, leaving nothing behind.
+# cannot open its input makes the whole job fail fast, leaving nothing behind;
+# Ctrl-C and SIGKILL to either rank end the job within seconds.
 # Usage: tests/interop/check_dcp_distributed.sh OPTSTATE_BINARY
 set -uo pipefail
 bin=$(readlink -f "$1")
@@ -109,6 +110,52 @@ for victim in 0 1; do
     fail "Ctrl-C to rank $victim (exit codes $rc0 $rc1)"; cat "$scratch"/int$victim.*.err; ls -a "$scratch"
   fi
 done
+
+# SIGKILL (the OOM killer, a node lost) gives nobody a chance to say so. A worker
+# killed mid-export: rank 0 notices its heartbeat stopped and exits 2 naming it
+# within the 10 s heartbeat timeout (its own writing cancelled), leaving
+# nothing. Rank 0, which serves the store, killed: the worker exits 2 at once
+# naming the store; rank 0's staging directory is left for the next run to
+# report, and that run writes exactly what one process writes.
+"$bin" export "$scratch/big.pt" -o "$scratch/big.one" --world-size 4 -q > /dev/null || fail "single-process export of big.pt"
+for victim in 1 0; do
+  port=$(free_port) pids=()
+  for r in 0 1; do
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=2 "$bin" export --distributed "$scratch/big.pt" \
+      -o "$scratch/kill$victim" --world-size 4 -q > /dev/null 2> "$scratch/kill$victim.$r.err" &
+    pids+=($!)
+  done
+  ( sleep 120; kill -9 "${pids[@]}" 2> /dev/null ) & watchdog=$!
+  for _ in $(seq 200); do [ -e "$scratch/.kill$victim.partial" ] && break; sleep 0.05; done
+  other=$((1 - victim))
+  killed_at=$(date +%s)
+  kill -9 "${pids[$victim]}"
+  wait "${pids[$other]}"; rc=$?
+  took=$(( $(date +%s) - killed_at ))
+  { wait "${pids[$victim]}"; } 2> /dev/null
+  kill "$watchdog" 2> /dev/null; wait "$watchdog" 2> /dev/null
+  if [ "$victim" = 1 ]; then
+    said="c10d store at 127.0.0.1:$port: process 1 of 2 stopped answering: no heartbeat for 10 s"
+  else
+    said="c10d store at 127.0.0.1:$port"
+  fi
+  if [ "$rc" = 2 ] && [ "$took" -le 30 ] && [ ! -e "$scratch/kill$victim" ] &&
+     grep -qF "$said" "$scratch/kill$victim.$other.err" &&
+     { [ "$victim" = 0 ] || [ ! -e "$scratch/.kill$victim.partial" ]; }; then
+    pass "SIGKILL to rank $victim of a running export: rank $other exits 2 after ${took} s naming it, no output"
+  else
+    fail "SIGKILL to rank $victim (exit $rc after ${took} s)"; cat "$scratch"/kill$victim.*.err; ls -a "$scratch"
+  fi
+done
+if ! by_hand refused 2 export --distributed "$scratch/big.pt" -o "$scratch/kill0" --world-size 4 -q &&
+   grep -qF "$scratch/.kill0.partial: exists: another run is writing $scratch/kill0, or one was interrupted (then remove it)" \
+     "$scratch/refused.0.err" && [ ! -e "$scratch/kill0" ] && rm -r "$scratch/.kill0.partial" &&
+   by_hand rerun 2 export --distributed "$scratch/big.pt" -o "$scratch/kill0" --world-size 4 -q &&
+   diff -r "$scratch/big.one" "$scratch/kill0" > /dev/null; then
+  pass "after rank 0 was killed the next run names its staging directory; once removed, the same bytes as one process"
+else
+  fail "rerun after SIGKILL"; cat "$scratch"/refused.*.err "$scratch"/rerun.*.err
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

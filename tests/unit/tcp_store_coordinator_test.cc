@@ -184,3 +184,43 @@ TEST(TcpStoreCoordinatorTest, SilentProcessTimesOutNamingIt) {
 
 }  // namespace
 }  // namespace optstate
+
+namespace optstate {
+namespace {
+
+// A process that dies without a word (SIGKILL, the OOM killer) stops beating:
+// the one waiting for it fails naming it after heartbeat_timeout, not after
+// the 30-minute timeout. A process that has said its part is not waited for.
+TEST(TcpStoreCoordinatorTest, ProcessThatStopsBeatingIsNamed) {
+  TcpStoreEndpoint e;
+  e.size = 3;
+  e.host = "127.0.0.1";
+  e.port = FreePort();
+  e.job = "test";
+  e.heartbeat_timeout = std::chrono::seconds(2);
+  auto zero = ConnectTcpStore(e);
+  e.rank = 1;
+  auto one = ConnectTcpStore(e);
+  e.rank = 2;
+  auto two = ConnectTcpStore(e);
+  ASSERT_TRUE(zero.ok() && one.ok() && two.ok());
+  auto first = std::async(std::launch::async, [&] { return (*zero)->AllGather("start", "0"); });
+  auto second = std::async(std::launch::async, [&] { return (*two)->AllGather("start", "2"); });
+  ASSERT_TRUE((*one)->AllGather("start", "1").ok());
+  ASSERT_TRUE(first.get().ok() && second.get().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // rank 1 has beaten
+  auto start = std::chrono::steady_clock::now();
+  auto waiting = std::async(std::launch::async, [&] { return (*zero)->AllGather("written", "0"); });
+  auto also = std::async(std::launch::async, [&] { return (*two)->AllGather("written", "2"); });
+  one->reset();  // gone without a word: no abort, no contribution, no more beats
+  StatusOr<std::vector<std::string>> z = waiting.get();
+  ASSERT_FALSE(z.ok());
+  EXPECT_EQ(z.status().ToString(), "I/O error: c10d store at 127.0.0.1:" + std::to_string(e.port) +
+                                       ", step 'written': process 1 of 3 stopped answering: no heartbeat for 2 s "
+                                       "(killed, out of memory, or its host or network is down)");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(6));
+  EXPECT_FALSE(also.get().ok());
+}
+
+}  // namespace
+}  // namespace optstate

@@ -26,6 +26,11 @@ class Coordinator {
   // so that their next or current AllGather fails with `why` instead of
   // waiting for it until the timeout. Best effort; never throws.
   virtual void Abort(const std::string& why) { (void)why; }
+  // Why the job cannot go on, when that was found out between exchanges (a
+  // process stopped answering, another aborted), in which case this process's
+  // own work was also cancelled (RequestCancellation, file_io.h) so that it
+  // stops at its next write; "" otherwise. Say this rather than "cancelled".
+  virtual std::string Fault() const { return {}; }
 };
 
 // A job of one process.

@@ -23,6 +23,11 @@ struct TcpStoreEndpoint {
   bool agent_store = false;
   std::string job;         // key prefix, so several jobs can share a store
   std::chrono::seconds timeout{1800};  // how long to wait for the slowest process
+  // Each process adds to a counter in the store every second from a thread of
+  // its own, busy or not. A process that is waited for and whose counter has
+  // stood still this long is gone (SIGKILL, the OOM killer, its host or link):
+  // the wait fails naming it instead of lasting the whole timeout.
+  std::chrono::seconds heartbeat_timeout{10};
 };
 
 // Connects (rank 0 serving the store unless agent_store). Errors from c10d
