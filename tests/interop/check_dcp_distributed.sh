@@ -87,15 +87,21 @@ fi
 # the other fails at its next exchange with an error naming the store, and
 # nothing is left: neither the output nor the shared staging directory.
 "$bin" regenerate -q --synthetic 512MiB --steps 1 --with-model --no-sync -o "$scratch/big.pt" > /dev/null
-for victim in 0 1; do
+# start_export NAME: ranks 0 and 1 of an export of big.pt to $scratch/NAME, started
+# (pids, port, and a watchdog that kills both after 120 s), once its staging
+# directory exists, i.e. while they write.
+start_export() {
   port=$(free_port) pids=()
   for r in 0 1; do
     MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=2 "$bin" export --distributed "$scratch/big.pt" \
-      -o "$scratch/int$victim" --world-size 4 -q > /dev/null 2> "$scratch/int$victim.$r.err" &
+      -o "$scratch/$1" --world-size 4 -q > /dev/null 2> "$scratch/$1.$r.err" &
     pids+=($!)
   done
   ( sleep 120; kill -9 "${pids[@]}" 2> /dev/null ) & watchdog=$!
-  for _ in $(seq 200); do [ -e "$scratch/.int$victim.partial" ] && break; sleep 0.05; done
+  for _ in $(seq 200); do [ -e "$scratch/.$1.partial" ] && break; sleep 0.05; done
+}
+for victim in 0 1; do
+  start_export "int$victim"
   kill -INT "${pids[$victim]}"
   wait "${pids[0]}"; rc0=$?
   wait "${pids[1]}"; rc1=$?
@@ -119,14 +125,7 @@ done
 # report, and that run writes exactly what one process writes.
 "$bin" export "$scratch/big.pt" -o "$scratch/big.one" --world-size 4 -q > /dev/null || fail "single-process export of big.pt"
 for victim in 1 0; do
-  port=$(free_port) pids=()
-  for r in 0 1; do
-    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=2 "$bin" export --distributed "$scratch/big.pt" \
-      -o "$scratch/kill$victim" --world-size 4 -q > /dev/null 2> "$scratch/kill$victim.$r.err" &
-    pids+=($!)
-  done
-  ( sleep 120; kill -9 "${pids[@]}" 2> /dev/null ) & watchdog=$!
-  for _ in $(seq 200); do [ -e "$scratch/.kill$victim.partial" ] && break; sleep 0.05; done
+  start_export "kill$victim"
   other=$((1 - victim))
   killed_at=$(date +%s)
   kill -9 "${pids[$victim]}"
