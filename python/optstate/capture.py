@@ -160,11 +160,16 @@ def _process() -> Optional[Tuple[int, int]]:
 def write_manifest(model: Any, optimizer: Any, path: PathLike) -> str:
     """Writes the manifest (through a temporary file beside it, then a rename)
     and returns the path written: `path` with ``{rank}`` replaced by this
-    process's rank under torch.distributed (0 outside it)."""
+    process's rank under torch.distributed (0 outside it). Without ``{rank}``
+    in `path` a job of several processes writes one file, rank 0's (the others
+    write nothing and return the same path): what a replicated model (DDP)
+    needs; a sharded one (FSDP, tensor parallel) wants ``{rank}``."""
     text = os.fspath(path)
+    process = _process()
     if "{rank}" in text:
-        process = _process()
         text = text.replace("{rank}", str(process[0] if process else 0))
+    elif process is not None and process[0] != 0:
+        return text
     doc = manifest(model, optimizer)
     tmp = f"{text}.tmp.{os.getpid()}"
     try:

@@ -2,7 +2,8 @@
 2 processes by mp.spawn): a DDP-wrapped model, an FSDP2 (fully_shard) one and
 FSDP1 ones (use_orig_params True and False, fc its own unit), each with AdamW.
 Every rank writes its manifest with write_manifest(...,
-"OUT/<mode>.rank{rank}.json"); the parent then checks each against what torch
+"OUT/<mode>.rank{rank}.json"), and for DDP one for the job ("OUT/ddp.job.json",
+written by rank 0 alone); the parent then checks each against what torch
 itself says of the parameters: names, global shapes, rank and world size, and
 for FSDP2 each rank's piece as torch.chunk cuts dim 0 (local_shape,
 local_offset, placements), data_ptr 0 and the piece's bytes. For FSDP1 each
@@ -110,6 +111,9 @@ def run(rank, port, capture_py, out):
     torch.manual_seed(0)
     ddp = nn.parallel.DistributedDataParallel(Net())
     capture.write_manifest(ddp, torch.optim.AdamW(ddp.parameters()), os.path.join(out, "ddp.rank{rank}.json"))
+    # One file for the job: rank 0's; every rank gets its path back.
+    job = capture.write_manifest(ddp, torch.optim.AdamW(ddp.parameters()), os.path.join(out, "ddp.job.json"))
+    assert job == os.path.join(out, "ddp.job.json"), job
     from torch.distributed.fsdp import fully_shard
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../testdata/gen"))
     from gen_dcp_fsdp2 import patch_cpu_gloo  # FSDP2's forward and backward on CPU need these
@@ -171,6 +175,9 @@ def main():
             assert p["nbytes"] == 4 * numel, p
             if want_rows:  # torch gives an empty piece no meaningful offset
                 assert p["local_offset"] == [start] + [0] * (len(shapes[p["name"]]) - 1), p
+    job = json.load(open(os.path.join(out, "ddp.job.json")))
+    assert (job["rank"], job["world_size"]) == (0, WORLD), job
+    assert [p["name"] for p in job["params"]] == ["module." + n for n in shapes], job
     held = {"fsdp1_orig": {}, "fsdp1_flat": {}}  # elements of each parameter held, over the ranks
     for rank in range(WORLD):
         orig = json.load(open(os.path.join(out, f"fsdp1_orig.rank{rank}.json")))

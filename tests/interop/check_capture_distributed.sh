@@ -16,13 +16,13 @@ code=$?
 import glob, json, sys
 import jsonschema
 schema = json.load(open("schemas/param-manifest.schema.json"))
-files = sorted(glob.glob(sys.argv[1] + "/*.rank*.json"))
-assert len(files) == 8, files
+files = sorted(glob.glob(sys.argv[1] + "/*.rank*.json")) + [sys.argv[1] + "/ddp.job.json"]
+assert len(files) == 9, files
 for f in files:
     jsonschema.validate(json.load(open(f)), schema)
 print(f"ok: {len(files)} manifests follow schemas/param-manifest.schema.json")
 PY
-for m in "$scratch"/*.rank*.json; do
+for m in "$scratch"/*.rank*.json "$scratch/ddp.job.json"; do
   "$bin" regenerate --manifest "$m" --no-sync -q -o "$scratch/regenerated.pt" > /dev/null ||
     { echo "FAIL: optstate does not read $m"; exit 1; }
 done
