@@ -61,16 +61,22 @@ StatusOr<std::unique_ptr<StagingDirectory>> StagingDirectory::Create(const std::
   }
   std::string parent = Parent(final_path).string();
   std::string temp;
+  const std::string shared_path = SharedPath(dir);
+  auto busy = [&] {
+    return InvalidArgumentError(shared_path + ": exists: another run is writing " + dir +
+                                ", or one was interrupted (then remove it)");
+  };
   if (shared) {
-    temp = SharedPath(dir);
+    temp = shared_path;
     if (::mkdir(temp.c_str(), 0755) != 0) {
-      if (errno == EEXIST) {
-        return InvalidArgumentError(temp + ": exists: another run is writing " + dir +
-                                    ", or one was interrupted (then remove it)");
-      }
+      if (errno == EEXIST) return busy();
       return IoError(temp + ": cannot create: " + std::strerror(errno));
     }
   } else {
+    // A job of several processes is writing this output now, or one was
+    // killed: a second writer would race it for the name (and a leftover
+    // holds as much as the output).
+    if (std::filesystem::exists(shared_path, ec)) return busy();
     temp = (Parent(final_path) / (TemporaryPrefix(final_path.filename().string()) + "XXXXXX")).string();
     if (::mkdtemp(temp.data()) == nullptr) {
       return IoError(temp + ": cannot create a temporary directory: " + std::strerror(errno));

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "fixtures.h"
+#include "io/staging_directory.h"
 
 namespace optstate {
 namespace {
@@ -234,6 +235,32 @@ TEST(AtomicFileWriterTest, MissingDirectoryIsNotFound) {
   EXPECT_EQ(w.status().message(),
             "/nonexistent-dir/out.pt: cannot create a temporary file beside it: No such file or "
             "directory");
+}
+
+}  // namespace
+}  // namespace optstate
+
+namespace optstate {
+namespace {
+
+// The staging directory a job of several processes shares (or a killed one
+// left) makes every other writer of that output refuse, one process or many,
+// saying what to do; nothing is created or removed.
+TEST(StagingDirectoryTest, SharedStagingLeftBehindStopsEveryWriter) {
+  TempDir dir;
+  fs::create_directory(dir / ".out.partial");
+  const std::string said = (dir / ".out.partial") + ": exists: another run is writing " + (dir / "out") +
+                           ", or one was interrupted (then remove it)";
+  for (bool shared : {true, false}) {
+    auto staging = StagingDirectory::Create(dir / "out", shared);
+    ASSERT_FALSE(staging.ok());
+    EXPECT_EQ(staging.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(staging.status().message(), said);
+  }
+  EXPECT_EQ(dir.Count(), 1u);
+  fs::remove(dir / ".out.partial");
+  auto alone = StagingDirectory::Create(dir / "out", /*shared=*/false);
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
 }
 
 }  // namespace
