@@ -22,6 +22,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fixture_io import write_json  # noqa: E402
+from tar_format import tar_member, tar_then_legacy  # noqa: E402
 from hostile_ops import (op_global, op_str, put, splice, state_with, torch_save_bytes,  # noqa: E402
                          zip_with_data_pkl)
 
@@ -64,31 +65,6 @@ def zip_renamed(case, name):
     return out.getvalue()
 
 
-def tar_header(name, size, typeflag=b"0", ustar=True):
-    """One 512-byte tar header as tarfile parses it: only the checksum must be right."""
-    h = bytearray(512)
-    h[0:len(name)] = name
-    h[100:108] = b"0000644\0"
-    h[108:116] = b"0000000\0"
-    h[116:124] = b"0000000\0"
-    h[124:136] = f"{size:011o}\0".encode()
-    h[136:148] = b"00000000000\0"
-    h[156:157] = typeflag
-    if ustar:
-        h[257:265] = b"ustar\x0000"
-    return checksummed(h)
-
-
-def checksummed(h):
-    h[148:156] = b" " * 8
-    h[148:156] = f"{sum(h):06o}\0 ".encode()
-    return bytes(h)
-
-
-def tar_member(name, data, **kw):
-    return tar_header(name, len(data), **kw) + data + b"\0" * (-len(data) % 512)
-
-
 def old_members(case):
     """The three members torch's pre-0.4 reader extracts; 'storages' is read first and calls."""
     return {"storages": system_call(case), "tensors": pickle.dumps(0, protocol=2),
@@ -118,24 +94,11 @@ def tar_last_wins(case):
 
 
 def legacy_tar_polyglot(case):
-    """A benign legacy checkpoint whose first bytes are also a valid tar: its magic-number pickle
-    starts with BINBYTES covering the whole tar, then POP, then the magic number. torch.load tries
-    tarfile first, which needs only a header checksum: the tar's 'storages' runs."""
+    """A benign legacy checkpoint whose first bytes are also a valid tar whose 'storages' calls
+    (tar_format.tar_then_legacy)."""
     buf = io.BytesIO()
     torch.save(state_with(0), buf, _use_new_zipfile_serialization=False)
-    legacy = buf.getvalue()
-    magic_len = legacy.index(b".") + 1  # PROTO 2, LONG1 of 10 bytes (no 0x2e among them), STOP
-    assert legacy[:4] == b"\x80\x02\x8a\x0a" and magic_len == 15
-    m = old_members(case)
-    body = b"".join(tar_member(n.encode(), d) for n, d in m.items()) + b"\0" * 1024
-    first = bytearray(tar_header(b"x", 0))
-    tar = bytes(first) + body
-    n = len(tar) - 7  # BINBYTES' bytes: everything of the tar after its own 7 opcode bytes
-    first[0:7] = b"\x80\x02B" + struct.pack("<I", n)
-    first[7:100] = b"\0" * 93  # the member's name ends at the first NUL
-    tar = checksummed(first) + body
-    assert len(tar) - 7 == n
-    return tar + pickle.POP + legacy[2:magic_len] + legacy[magic_len:]
+    return tar_then_legacy(list(old_members(case).items()), buf.getvalue())
 
 
 def rebuild_list_args(case):

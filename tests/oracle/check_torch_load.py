@@ -9,11 +9,13 @@ run), the container it took, the zip record it unpickled. Then `optstate validat
 and per file and torch:
   globals    every global torch resolved that torch 2.6's weights_only allowlist does not hold is
              named by a finding of optstate's report ("global"), at warning or error;
-  container  a file torch hands to torch.jit.load (TorchScript) is reported as such
+  container  the container optstate read is the one torch took: a zip torch.load opened as a
+             zip, a legacy pickle stream as legacy, a pre-0.4 tar as a tar (read or scanned as
+             one; a refusal, exit 2, is judged by the globals alone); a file torch hands to torch.jit.load (TorchScript) is reported as such
              (torchscript-archive), since optstate does not read TorchScript code.
 With --mutations N, also N seeded structured mutations of the real torch.save zips under
 testdata/good (payload records, case variants, duplicates, deflate, reordering, junk around the
-archive; mutate_for_torch_load.py), each disagreement printed with its steps and seed.
+archive, tar/legacy/zip polyglots; mutate_for_torch_load.py), each disagreement printed with its steps and seed.
 A disagreement fails unless FILE (JSON {"<torch> <path>": reason}) lists it. Prints
 "torch.load oracle (<torch>): N/M files agree". Exit 1 on a disagreement, 2 on a broken run.
 """
@@ -89,6 +91,25 @@ def py3_name(g):
     return g
 
 
+# What optstate's report says of a container torch took: its "format", or for a file it could
+# not read, the words of what it scanned instead (read_error.scanned).
+CONTAINER_WORDS = {"zip": ("zip", "zip"), "legacy": ("legacy", "legacy"), "tar": (None, "tar checkpoint")}
+
+
+def container_read(seen, report):
+    """'' when optstate read the file as the container torch took, else what it read."""
+    want = CONTAINER_WORDS.get(seen["container"])
+    if want is None or report.get("format") in ("zstd", "dcp", "safetensors", "deepspeed-zero"):
+        return ""
+    fmt, words = want
+    if report.get("format") == fmt and fmt is not None:
+        return ""
+    scanned = report.get("read_error", {}).get("scanned", "")
+    if report.get("format") == "unreadable" and words in scanned:
+        return ""
+    return f"torch took it as {seen['container']}; optstate read {report.get('format')} ({scanned[:80]})"
+
+
 def judge(seen, allowlist, code, doc, err):
     if doc is None:
         resolved = [g for g in seen["globals"] if g not in allowlist]
@@ -103,6 +124,8 @@ def judge(seen, allowlist, code, doc, err):
                         "; optstate names none of them")
     if seen["container"] == "torchscript" and not any(f["rule"] == "torchscript-archive" for f in findings):
         problems.append("torch hands it to torch.jit.load; optstate does not say so")
+    if len(reports) == 1 and "error" not in reports[0] and (other := container_read(seen, reports[0])):
+        problems.append(other)
     return "; ".join(problems)
 
 

@@ -9,7 +9,8 @@ or after the STOP), then applies one to three steps: the payload as data.pkl, as
 beside it (before or after), as an exact duplicate record, deflated; the records reordered; junk
 before or after the archive; data.pkl's local header naming another case of it than the central
 directory does. A called payload sometimes passes its arguments in a list
-(_rebuild_from_type_v2 spreads any iterable). Writes OUTDIR/m<i>.pt and
+(_rebuild_from_type_v2 spreads any iterable). One in five is a polyglot instead (see polyglot):
+a tar before a zip, a legacy file before a zip, a legacy file that is also a tar. Writes OUTDIR/m<i>.pt and
 OUTDIR/mutations.json ({file: [steps]}). check_torch_load.py then holds optstate's findings to
 what torch resolves of each, in torch 2.6 and 1.13.
 """
@@ -20,6 +21,9 @@ import random
 import struct
 import sys
 import zipfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testdata", "gen"))
+from tar_format import tar_of, tar_then_legacy  # noqa: E402
 
 
 def op_global(module, name):
@@ -143,7 +147,32 @@ def mutate_legacy(base, rng):
     return out, steps
 
 
-def mutate(base, rng):
+def polyglot(base, legacy_bases, rng):
+    """One file that two readers take for two formats. torch.load decides by the first bytes: a
+    zip's local-header magic at offset 0, else a tar if tarfile parses one (only the header
+    checksum must hold; V7 or ustar), else the legacy pickle stream. A reader that looks for a
+    zip's end record first sees the zip in all three."""
+    pay, what = payload(rng)
+    members = [("storages", pay), ("tensors", b"\x80\x02K\x00."), ("pickle", b"\x80\x02}q\x00.")]
+    kind = rng.choice(["tar_then_zip", "legacy_then_zip", "tar_then_legacy"])
+    with open(rng.choice(legacy_bases), "rb") as f:
+        legacy = f.read()
+    with open(base, "rb") as f:
+        archive = f.read() if zipfile.is_zipfile(base) else write_zip([("archive/data.pkl", b"\x80\x02}q\x00.")])
+    if kind == "tar_then_zip":  # the payload in the tar torch takes; the zip behind it benign
+        out = tar_of(members, ustar=rng.random() < 0.5) + archive
+    elif kind == "legacy_then_zip":  # the payload as the legacy file's main pickle
+        spans = legacy_pickles(legacy)
+        start, end = spans[3]
+        out = legacy[:start] + pay + legacy[end:] + archive
+    else:  # a benign legacy file whose first bytes are a tar that calls
+        out = tar_then_legacy(members, legacy)
+    return out, [f"payload {what}", kind]
+
+
+def mutate(base, rng, legacy_bases=()):
+    if legacy_bases and rng.random() < 0.2:
+        return polyglot(base, legacy_bases, rng)
     if not zipfile.is_zipfile(base):
         return mutate_legacy(base, rng)
     items = records(base)
@@ -200,10 +229,11 @@ def main():
     out, count, seed, bases = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
     os.makedirs(out, exist_ok=True)
     rng = random.Random(seed)
+    legacy_bases = [b for b in bases if not zipfile.is_zipfile(b)]
     index = {}
     for i in range(count):
         base = rng.choice(bases)
-        data, steps = mutate(base, rng)
+        data, steps = mutate(base, rng, legacy_bases)
         name = f"m{i:04d}.pt"
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
