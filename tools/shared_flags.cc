@@ -88,6 +88,12 @@ void AddReadLimitFlags(CLI::App& cmd, ReadOptions& read) {
                    "state and its weight in the file is ~30 while it is read, as recurring ints,\n"
                    "short strs and tuples of them are one object each, and ~9 once its tensors are)")
       ->capture_default_str();
+  limits
+      ->add_option("--max-stack", read.pickle.max_stack,
+                   "Objects on the pickle's stack at once (Python writes lists and dicts 1000 items\n"
+                   "at a time: only a tuple or frozenset this large, or a file built to exhaust memory,\n"
+                   "comes near)")
+      ->capture_default_str();
   limits->add_option("--max-string-bytes", read.pickle.max_string_bytes, "One str or bytes value")
       ->capture_default_str();
   limits->add_option("--max-storage-bytes", read.max_storage_bytes, "One tensor storage")->capture_default_str();

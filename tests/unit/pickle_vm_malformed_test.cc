@@ -183,6 +183,24 @@ TEST(PickleVmTest, LimitsAreEnforced) {
       << too_deep.status().ToString();
 }
 
+// A pickle that pushes objects and nests them only afterwards holds them all
+// before the depth limit can see one level: the stack limit stops it first.
+// By default at 2^19 (Python's pickler writes lists 1000 items at a time).
+TEST(PickleVmTest, StackLimitStopsObjectsPushedBeforeTheyNest) {
+  auto pushed = [](size_t n) { return "\x80\x02" + std::string(n, ']') + std::string(n - 1, 'a') + "."; };
+  EXPECT_EQ(PickleLimits{}.max_stack, 524288u);
+  PickleLimits small;
+  small.max_stack = 8;
+  std::string fits = pushed(8), past = pushed(9);
+  ByteCursor a(AsBytes(fits));
+  EXPECT_TRUE(ReadPickle(a, small).ok());
+  ByteCursor b(AsBytes(past));
+  StatusOr<PickleResult> r = ReadPickle(b, small);
+  EXPECT_EQ(r.status().code(), StatusCode::kLimitExceeded);
+  EXPECT_NE(r.status().message().find("offset 10: 0x5d ']': stack deeper than 8 (limit max_stack)"), std::string::npos)
+      << r.status().ToString();
+}
+
 // Memo indices out of CPython's 0, 1, 2, ... order: MEMOIZE numbers its entry
 // by len(memo), an index set before the run it continues joins it, and every
 // read gives what CPython's unpickler gives (8 and (6, 5, 9), checked in Python).

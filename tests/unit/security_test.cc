@@ -65,7 +65,7 @@ TEST(SecurityTest, EveryHostileFileIsRefusedOrFlagged) {
       {"marks_million.pt", "refused: limit exceeded: more than 1000 open marks (limit max_depth)"},
       {"memo_hidden_global.pt", "flagged: error dangerous-global"},
       {"memo_index_2g.pt", "refused: corrupt data: memo index 2147483632 was never stored"},
-      {"nested_million.pt", "refused: limit exceeded: objects nested deeper than 1000 levels (limit max_depth)"},
+      {"nested_million.pt", "refused: limit exceeded: stack deeper than 524288 (limit max_stack)"},
       {"nested_pickle_bytes.pt", "flagged: warning nested-pickle, error dangerous-global"},
       // Nested pickles behind a codec, in protocol 0, after padding, and inside a nested torch zip.
       {"nested_pickle_cp1252.pt", "flagged: warning nested-pickle, error dangerous-global"},

@@ -39,7 +39,11 @@ struct PickleLimits {
   // the earlier 2^23 refused).
   uint64_t max_memo = 1u << 25;           // memo entries
   uint64_t max_nodes = 1u << 25;          // objects in the graph
-  uint64_t max_stack = 1u << 24;          // stack items, i.e. items in one container
+  // Items on the stack at once. Python's pickler writes lists, dicts and sets
+  // in batches of 1000, so only a tuple or frozenset of its own size reaches
+  // this; a million objects pushed and nested only afterwards (each 64 bytes
+  // before the depth limit can see them) do.
+  uint64_t max_stack = 1u << 19;
   uint64_t max_string_bytes = 1ull << 30;  // one str or bytes value
   // One LONG4 integer. Its decimal text costs time quadratic in its length, so
   // it is capped far below strings: 1 KiB is 2466 digits; checkpoints hold
