@@ -37,7 +37,8 @@ def main():
              ("migrate/*/*/manifest.json", "param-manifest.schema.json"),
              ("migrate/resume.json", "heavyball-resume.schema.json"),
              ("torchload/cases.json", "hostile-torchload-cases.schema.json"),
-             ("torchload/markers.*.json", "hostile-torchload-markers.schema.json")]
+             ("torchload/markers.*.json", "hostile-torchload-markers.schema.json"),
+             ("hf_training_args/real_files.json", "hf-training-args-real.schema.json")]
     seen = set()
     for pattern, schema_name in rules:
         paths = glob.glob(os.path.join(REPO, "testdata", "good", "*", pattern))
@@ -45,6 +46,8 @@ def main():
         paths += glob.glob(os.path.join(REPO, "tests", "cli", "inputs", pattern))
         if pattern.startswith("torchload/"):
             paths += glob.glob(os.path.join(REPO, "testdata", "hostile", pattern))
+        elif pattern.startswith("hf_training_args/"):
+            paths += glob.glob(os.path.join(REPO, "testdata", "frameworks", pattern))
         elif "/" in pattern:
             paths += glob.glob(os.path.join(REPO, "testdata", "heavyball", pattern))
         else:

@@ -123,6 +123,16 @@ constexpr std::string_view kKnownDataClasses[] = {
     "torch.distributed._shard.sharded_tensor.metadata.MEM_FORMAT_ENCODING",
     "torch.distributed._shard.sharding_spec.chunk_sharding_spec.ChunkShardingSpec",
     "torch.distributed.remote_device._remote_device",
+    // HF Trainer's training_args.bin, as real files of transformers 4.2x-4.5x, TRL's SFTTrainer
+    // and Seq2SeqTrainer hold it: the arguments are dataclasses (NEWOBJ + BUILD of their
+    // __dict__), the strategies str enums looked up by value, accelerate's PartialState a plain
+    // object whose __dict__ is restored (testdata/frameworks/hf_training_args/real_files.json).
+    "transformers.training_args.TrainingArguments", "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
+    "trl.trainer.sft_config.SFTConfig", "transformers.training_args.OptimizerNames",
+    "transformers.trainer_utils.IntervalStrategy", "transformers.trainer_utils.SaveStrategy",
+    "transformers.trainer_utils.SchedulerType", "transformers.trainer_utils.HubStrategy",
+    "transformers.trainer_pt_utils.AcceleratorConfig", "accelerate.state.PartialState",
+    "accelerate.utils.dataclasses.DistributedType",
 };
 
 bool IsDtypeName(std::string_view name) {

@@ -11,7 +11,8 @@
 #     pytorch-lightning 2.6.5, utilities v0.15.3, torchmetrics v1.8.2
 #   gen_accelerate_state.py -> testdata/frameworks/accelerate_1.12.0/save_state/
 #     accelerate v1.12.0, huggingface_hub v0.36.0
-# HF transformers (training_args.bin) is not here: it is not in Debian and too large to fetch.
+# HF transformers is not here (not in Debian, too large to fetch): training_args.bin replicas come
+# from gen_hf_training_args.py, held to real files by tests/oracle/check_hf_training_args.py.
 set -euo pipefail
 mirrors=${1:?usage: $0 MIRRORS}
 . "$(dirname "$0")/library-source.sh"

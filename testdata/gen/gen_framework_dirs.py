@@ -6,7 +6,8 @@ transformers is too large to fetch; accelerate's save_state is a few torch.save 
   hf_trainer/checkpoint-6/   transformers Trainer._save_checkpoint: model.safetensors
                              (safetensors.torch.save_model), optimizer.pt (AdamW, HF's weight-decay
                              split: no decay for biases and LayerNorm weights), scheduler.pt
-                             (LambdaLR), rng_state.pth ({python, numpy, cpu}), trainer_state.json
+                             (LambdaLR), rng_state.pth ({python, numpy, cpu}), trainer_state.json;
+                             training_args.bin is gen_hf_training_args.py's save_strategy replica
   accelerate/save_state/     accelerate's save_accelerator_state: model.safetensors, optimizer.bin,
                              scheduler.bin, random_states_0.pkl ({step, random_state,
                              numpy_random_seed, torch_manual_seed})
