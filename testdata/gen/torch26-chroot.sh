@@ -49,7 +49,7 @@ fi
 
 partial="$root.partial"
 # Never rm -rf through a leftover bind mount into the host.
-if findmnt -rn -o TARGET | grep -q "^$partial"; then
+if findmnt -rn -o TARGET | grep "^$partial" > /dev/null; then
   say "something is still mounted below $partial; unmount it first"; exit 1
 fi
 rm -rf --one-file-system "$partial"
@@ -63,7 +63,7 @@ mmdebstrap --mode=root --variant=minbase --quiet \
 rm -f "$partial"/var/cache/apt/archives/*.deb
 mkdir -p "$partial/work" "$partial/dev/shm"
 torch_works "$partial" >&2 || { say "torch does not import in the new chroot"; exit 1; }
-if findmnt -rn -o TARGET | grep -q "^$root"; then
+if findmnt -rn -o TARGET | grep "^$root" > /dev/null; then
   say "something is still mounted below $root; unmount it first"; exit 1
 fi
 rm -rf --one-file-system "$root"

@@ -39,10 +39,13 @@ for link in shared static; do
     -DCMAKE_BUILD_TYPE=Release > "$tmp/$link.log" 2>&1 &&
     cmake --build "$tmp/$link" >> "$tmp/$link.log" 2>&1 || { cat "$tmp/$link.log"; fail "building against the $link library"; }
   program=$tmp/$link/optimizer_summary
+  # Not grep -q: it stops reading at the first match, and ldd's SIGPIPE then fails the
+  # pipeline under pipefail (seen on a fresh machine).
+  libs=$(ldd "$program")
   if [ $link = shared ]; then
-    ldd "$program" | grep -q "$prefix/.*liboptstate\.so" || fail "the shared build does not load liboptstate.so from $prefix"
+    grep -q "$prefix/.*liboptstate\.so" <<< "$libs" || fail "the shared build does not load liboptstate.so from $prefix"
   else
-    ! ldd "$program" | grep -q liboptstate || fail "the static build loads a liboptstate"
+    ! grep -q liboptstate <<< "$libs" || fail "the static build loads a liboptstate"
   fi
   bash tests/api/check_example.sh "$program" || fail "the example linked to the $link library"
 done
