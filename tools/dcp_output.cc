@@ -2,11 +2,19 @@
 
 #include <CLI/CLI.hpp>
 
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "cli_layout.h"
 #include "interrupt_cleanup.h"
+#include "optstate/file_io.h"
 #include "optstate/inspect_report.h"
 #include "shared_flags.h"
 
@@ -78,6 +86,50 @@ void AddDcpOutputFlags(CLI::App& cmd, DcpOutputFlags& f, const std::string& inpu
   AddJsonFlag(cmd, f.json, "dcp-write");
 }
 
+namespace {
+
+// A process cut off from the store can be stuck inside a request to it, which
+// TCP retries for minutes, after its coordinator has already named the fault.
+// If the run has not ended a few seconds after that, this says the fault,
+// removes the temporary outputs and ends the process (exit 2) from here.
+class EndRunStuckOnFault {
+ public:
+  EndRunStuckOnFault(const Coordinator& c, std::function<void(const std::string&)> report)
+      : thread_([this, &c, report = std::move(report)] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          auto seen = std::chrono::steady_clock::time_point::max();
+          while (!done_) {
+            ready_.wait_for(lock, std::chrono::milliseconds(200));
+            if (done_) return;
+            std::string fault = c.Fault();
+            if (fault.empty()) continue;
+            const auto now = std::chrono::steady_clock::now();
+            if (seen == std::chrono::steady_clock::time_point::max()) seen = now;
+            if (now - seen > std::chrono::seconds(3)) {
+              report(fault);
+              RemoveTemporaryOutputs();
+              std::_Exit(kExitError);
+            }
+          }
+        }) {}
+  ~EndRunStuckOnFault() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    ready_.notify_one();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  bool done_ = false;  // under mutex_
+  std::thread thread_;
+};
+
+}  // namespace
+
 int RunDcpOutput(const DcpOutputFlags& f, std::string_view command, CommandOutput& output,
                  const std::function<Status()>& open,
                  const std::function<StatusOr<DcpWriteReport>(const DcpWriteOptions&, Coordinator*)>& write) {
@@ -104,6 +156,14 @@ int RunDcpOutput(const DcpOutputFlags& f, std::string_view command, CommandOutpu
     std::string fault = coordinator ? coordinator->Fault() : std::string();
     return ReportError(output, command, fault.empty() ? status : IoError(fault), f.json);
   };
+  std::optional<EndRunStuckOnFault> end_if_stuck;
+  if (coordinator) {
+    end_if_stuck.emplace(*coordinator, [&](const std::string& fault) {
+      ReportError(output, command, IoError(fault), f.json);
+      output.out.flush();
+      output.err.flush();
+    });
+  }
   Status opened = open();
   Status ready = coordinator ? AgreeToStart(*coordinator, opened) : opened;
   if (!ready.ok()) return failed(ready);

@@ -35,11 +35,46 @@ struct Heartbeat {
   c10::intrusive_ptr<c10d::TCPStore> store;
   TcpStoreEndpoint endpoint;
   std::atomic<bool> stop{false};
+  // When the store last answered this process's beat (steady clock, ns).
+  std::atomic<int64_t> answered_at{Now()};
   std::mutex mutex;
   std::string fault;  // under mutex
 
+  static int64_t Now() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
   std::string Key(const std::string& what) const { return "optstate/" + endpoint.job + "/" + what; }
+  // Records the first fault and cancels this process's work; false if one was already recorded.
+  bool SetFault(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!fault.empty()) return false;
+      fault = "c10d store at " + endpoint.host + ":" + std::to_string(endpoint.port) + ": " + why;
+    }
+    RequestCancellation();
+    return true;
+  }
 };
+
+// The other half of the heartbeat, which needs no network: a process cut off
+// from the store (its link down, the store's host gone without a word) sends
+// its beat into a connection that never answers, and would wait on it and on
+// every later request for the whole TCP timeout. This thread sees the beat go
+// unanswered for heartbeat_timeout and records the fault, naming this process.
+void WatchStoreAnswers(std::shared_ptr<Heartbeat> beat) {
+  const TcpStoreEndpoint& e = beat->endpoint;
+  const int64_t limit = std::chrono::duration_cast<std::chrono::nanoseconds>(e.heartbeat_timeout).count();
+  while (!beat->stop.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    if (!beat->stop.load() && Heartbeat::Now() - beat->answered_at.load() > limit) {
+      beat->SetFault("process " + std::to_string(e.rank) + " of " + std::to_string(e.size) +
+                     " (this one) has had no answer from the store for " +
+                     std::to_string(e.heartbeat_timeout.count()) + " s (its network or the store's host is down)");
+      return;
+    }
+  }
+}
 
 void Beat(std::shared_ptr<Heartbeat> beat) {
   const TcpStoreEndpoint& e = beat->endpoint;
@@ -52,6 +87,7 @@ void Beat(std::shared_ptr<Heartbeat> beat) {
   try {
     while (!beat->stop.load()) {
       beat->store->add(beat->Key("beat/" + std::to_string(e.rank)), 1);
+      beat->answered_at.store(Heartbeat::Now());
       std::string fault;
       const std::vector<std::string> abort_key{beat->Key("abort")};
       if (beat->store->check(abort_key)) {
@@ -73,11 +109,7 @@ void Beat(std::shared_ptr<Heartbeat> beat) {
         }
       }
       if (!fault.empty() && !beat->stop.load()) {
-        {
-          std::lock_guard<std::mutex> lock(beat->mutex);
-          beat->fault = "c10d store at " + e.host + ":" + std::to_string(e.port) + ": " + fault;
-        }
-        RequestCancellation();
+        beat->SetFault(fault);
         return;
       }
       for (int i = 0; i < 10 && !beat->stop.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -96,11 +128,18 @@ class TcpStoreCoordinator : public Coordinator {
     heartbeat_->store = std::move(beat_store);
     heartbeat_->endpoint = e;
     std::thread(Beat, heartbeat_).detach();
+    std::thread(WatchStoreAnswers, heartbeat_).detach();
   }
 
   // Rank 0 may be the store's server: it stays until every other process has
   // said it is done reading, or the others' last reads would find it gone.
   ~TcpStoreCoordinator() override {
+    // A failed job says goodbye to nobody: the store may be the thing that
+    // failed, and a request to an unreachable one would wait for minutes.
+    if (!Fault().empty()) {
+      heartbeat_->stop.store(true);
+      return;
+    }
     try {
       std::string prefix = "optstate/" + endpoint_.job + "/exit/";
       if (endpoint_.rank != 0) {

@@ -1,0 +1,142 @@
+#!/bin/bash
+# --distributed across hosts of their own: 4 network namespaces joined by a
+# bridge in a fifth (addresses in 10.231.0.0/24, used only inside them; nothing
+# touches the host's own network), 5 processes started as a launcher would
+# (RANK/WORLD_SIZE, MASTER_ADDR = the first namespace, where rank 0 serves the
+# store; ranks 0 and 4 share that host). On a DCP checkpoint of ~350 MiB:
+#   - reshard and export write exactly the bytes one process writes;
+#   - a worker's host cut off mid-export (its link taken down), then the store's
+#     host: every process exits 2 within 30 s naming the one that failed (the
+#     cut-off ones name themselves), nothing is left, and a rerun gives the same
+#     bytes as one process;
+#   - a slow link (a TCP proxy of ours between the workers and the store: 100 ms
+#     each way, everything stalled 3 s in every 7): the job completes, same bytes.
+# Needs root and iproute2; otherwise it skips (exit 77), except under CI=true.
+# Usage: tests/interop/check_dcp_netns.sh OPTSTATE_BINARY
+set -uo pipefail
+bin=$(readlink -f "$1")
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+skip() {
+  echo "SKIP: $1"
+  [ "${CI:-}" = true ] && exit 1
+  exit 77
+}
+[ "$(id -u)" = 0 ] || skip "not root: network namespaces need it"
+command -v ip > /dev/null || skip "no ip (iproute2)"
+ns=osn$$
+scratch=$(mktemp -d /tmp/optstate-netns.XXXXXX)
+port=$((30000 + $$ % 20000))  # the store's port; each job takes the next one
+proxy=$((port + 100))
+cleanup() {
+  pkill -f "slow_link_proxy.py 10.231.0.1 $proxy " 2> /dev/null
+  for n in br h0 h1 h2 h3; do ip netns del "$ns-$n" 2> /dev/null; done
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+ip netns add "$ns-br" && ip -n "$ns-br" link add br0 type bridge && ip -n "$ns-br" link set br0 up ||
+  skip "cannot make network namespaces here"
+for i in 0 1 2 3; do
+  ip netns add "$ns-h$i" &&
+    ip -n "$ns-h$i" link add eth0 type veth peer name h$i netns "$ns-br" &&
+    ip -n "$ns-br" link set h$i master br0 && ip -n "$ns-br" link set h$i up &&
+    ip -n "$ns-h$i" addr add 10.231.0.$((i + 1))/24 dev eth0 &&
+    ip -n "$ns-h$i" link set eth0 up && ip -n "$ns-h$i" link set lo up || skip "cannot wire namespace h$i"
+done
+cd "$scratch"
+passed=0 failed=0
+pass() { echo "ok   $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1"; failed=$((failed + 1)); }
+hosts=(0 1 2 3 0)
+ms() { date +%s%3N; }
+seconds() { printf '%d.%d' $(($1 / 1000)) $((($1 % 1000) / 100)); }
+
+"$bin" regenerate -q --synthetic 128MiB --steps 1 --with-model --no-sync -o big.pt > /dev/null &&
+  "$bin" export big.pt -o dcp --world-size 4 -q --no-sync > /dev/null &&
+  "$bin" reshard dcp -o reshard.one --world-size 3 -q > /dev/null &&
+  "$bin" export big.pt -o export.one --world-size 4 -q > /dev/null || { echo "FAIL single-process runs"; exit 1; }
+
+# launch NAME PORTS COMMAND...: the 5 processes, each in its host's namespace,
+# rank r connecting to 10.231.0.1:${ports[r]}; each one's exit code and end
+# time land in NAME.r.rc. Returns at once (pids in $pids).
+launch() {
+  local name=$1
+  local -n to=$2
+  shift 2
+  pids=()
+  for r in 0 1 2 3 4; do
+    ( ip netns exec "$ns-h${hosts[$r]}" env MASTER_ADDR=10.231.0.1 MASTER_PORT="${to[$r]}" RANK=$r WORLD_SIZE=5 \
+        timeout 120 "$bin" "$@" > "$name.$r.out" 2> "$name.$r.err"
+      echo "$? $(ms)" > "$name.$r.rc" ) &
+    pids+=($!)
+  done
+}
+direct=($port $port $port $port $port)
+if launch reshard direct reshard --distributed dcp -o reshard.multi --world-size 3 -q && wait "${pids[@]}" &&
+   [ "$(cat reshard.*.rc | cut -d' ' -f1 | sort -u)" = 0 ] && diff -r reshard.one reshard.multi > /dev/null; then
+  pass "reshard on 5 processes over 4 hosts: same bytes as one process"
+else
+  fail "reshard over 4 hosts"; cat reshard.*.err
+fi
+port=$((port + 1)) direct=($port $port $port $port $port)
+if launch export direct export --distributed big.pt -o export.multi --world-size 4 -q && wait "${pids[@]}" &&
+   [ "$(cat export.*.rc | cut -d' ' -f1 | sort -u)" = 0 ] && diff -r export.one export.multi > /dev/null; then
+  pass "export on 5 processes over 4 hosts: same bytes as one process"
+else
+  fail "export over 4 hosts"; cat export.*.err
+fi
+
+# Partitions: host VICTIM's link goes down once the job is writing.
+for victim in 2 0; do
+  name=cut$victim port=$((port + 1)) direct=($port $port $port $port $port)
+  launch "$name" direct export --distributed big.pt -o "$name" --world-size 4 -q
+  for _ in $(seq 400); do [ -e ".$name.partial" ] && break; sleep 0.05; done
+  cut_at=$(ms)
+  ip -n "$ns-br" link set h$victim down
+  wait "${pids[@]}"
+  ip -n "$ns-br" link set h$victim up
+  ok=1 worst=0
+  for r in 0 1 2 3 4; do
+    read -r rc at < "$name.$r.rc"
+    took=$((at - cut_at))
+    [ "$took" -gt "$worst" ] && worst=$took
+    [ "$rc" = 2 ] || ok=0
+    if [ "${hosts[$r]}" = "$victim" ] && [ "$victim" != 0 ]; then
+      said="process $r of 5 (this one) has had no answer from the store for 10 s"
+    elif [ "$victim" = 0 ] && [ "$r" != 0 ] && [ "$r" != 4 ]; then
+      said="process $r of 5 (this one) has had no answer from the store for 10 s"
+    else
+      said="stopped answering: no heartbeat for 10 s"
+    fi
+    grep -qF "c10d store at 10.231.0.1:$port" "$name.$r.err" && grep -qF "$said" "$name.$r.err" || ok=0
+  done
+  [ "$victim" = 0 ] || grep -qF "process 2 of 5 stopped answering" "$name.0.err" || ok=0
+  if [ $ok = 1 ] && [ "$worst" -le 30000 ] && [ ! -e "$name" ] && [ ! -e ".$name.partial" ]; then
+    pass "host h$victim cut off mid-export: all 5 exit 2 within $(seconds "$worst") s naming the process, nothing left"
+  else
+    fail "host h$victim cut off (the last exit $(seconds "$worst") s after)"; head -c 400 "$name".*.err; ls -a
+  fi
+done
+port=$((port + 1)) direct=($port $port $port $port $port)
+if launch rerun direct export --distributed big.pt -o cut0 --world-size 4 -q && wait "${pids[@]}" &&
+   [ "$(cat rerun.*.rc | cut -d' ' -f1 | sort -u)" = 0 ] && diff -r export.one cut0 > /dev/null; then
+  pass "the rerun after the cuts: same bytes as one process"
+else
+  fail "rerun after the cuts"; cat rerun.*.err
+fi
+
+# A slow link: the workers reach the store through the proxy on the first host.
+store=$((port + 1))
+ip netns exec "$ns-h0" /usr/bin/python3 "$repo/tests/interop/slow_link_proxy.py" 10.231.0.1 "$proxy" \
+  10.231.0.1 "$store" 100 4 3 > proxy.log 2>&1 &
+for _ in $(seq 100); do grep -q ready proxy.log 2> /dev/null && break; sleep 0.05; done
+slow=($store $proxy $proxy $proxy $store)
+started=$(ms)
+if launch slow slow reshard --distributed dcp -o reshard.slow --world-size 3 -q && wait "${pids[@]}" &&
+   [ "$(cat slow.*.rc | cut -d' ' -f1 | sort -u)" = 0 ] && diff -r reshard.one reshard.slow > /dev/null; then
+  pass "reshard with the workers on a slow link (100 ms each way, 3 s stalls): same bytes, $(seconds $(($(ms) - started))) s"
+else
+  fail "reshard on a slow link"; cat slow.*.err proxy.log
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
