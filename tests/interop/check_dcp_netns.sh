@@ -89,7 +89,9 @@ fi
 for victim in 2 0; do
   name=cut$victim port=$((port + 1)) direct=($port $port $port $port $port)
   launch "$name" direct export --distributed big.pt -o "$name" --world-size 4 -q
-  for _ in $(seq 400); do [ -e ".$name.partial" ] && break; sleep 0.05; done
+  # Writing: a rank file exists, so every process has passed the 'start' exchange (cut before
+  # it, a worker may hear of rank 0's exit before of the fault: "Broken pipe").
+  for _ in $(seq 400); do compgen -G ".$name.partial/*.distcp" > /dev/null && break; sleep 0.05; done
   cut_at=$(ms)
   ip -n "$ns-br" link set h$victim down
   wait "${pids[@]}"
