@@ -57,8 +57,8 @@ void AddStateKeyFlag(CLI::App& cmd, std::string& state_key,
                      std::string_view help = "Where the optimizer state dict is (default: find it)");
 
 // The "Limits" group: how large an input may be before it is refused
-// (--max-depth, --max-memo, --max-nodes, --max-string-bytes, --max-storage-bytes,
-// --max-decompressed-bytes). The defaults are safe; a checkpoint of 10^6
+// (--max-depth, --max-memo, --max-nodes, --max-stack, --max-string-bytes,
+// --max-storage-bytes, --max-decompressed-bytes). The defaults are safe; a checkpoint of 10^6
 // parameters needs more objects than --max-nodes allows.
 void AddReadLimitFlags(CLI::App& cmd, ReadOptions& read);
 

@@ -45,15 +45,14 @@ struct Heartbeat {
         .count();
   }
   std::string Key(const std::string& what) const { return "optstate/" + endpoint.job + "/" + what; }
-  // Records the first fault and cancels this process's work; false if one was already recorded.
-  bool SetFault(const std::string& why) {
+  // Records the first fault (a later one is dropped) and cancels this process's work.
+  void SetFault(const std::string& why) {
     {
       std::lock_guard<std::mutex> lock(mutex);
-      if (!fault.empty()) return false;
+      if (!fault.empty()) return;
       fault = "c10d store at " + endpoint.host + ":" + std::to_string(endpoint.port) + ": " + why;
     }
     RequestCancellation();
-    return true;
   }
 };
 

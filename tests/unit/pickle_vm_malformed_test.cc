@@ -150,6 +150,12 @@ TEST(PickleVmTest, TruncationAtEveryOffsetFailsCleanly) {
   }
 }
 
+// `lists` empty lists, all pushed first, then each appended to the one below:
+// `lists` objects on the stack at once, nested `lists` - 1 levels deep.
+std::string PushedThenNested(size_t lists) {
+  return "\x80\x02" + std::string(lists, ']') + std::string(lists - 1, 'a') + ".";
+}
+
 TEST(PickleVmTest, LimitsAreEnforced) {
   std::string bytes = ReadFileOrFail("testdata/pickles/p2.pkl");
   PickleLimits small;
@@ -170,10 +176,9 @@ TEST(PickleVmTest, LimitsAreEnforced) {
   // A max_depth above kMaxPickleDepth (5000) acts as it: walks recurse once a
   // level. Lists each appended to the one below, no marks; read without
   // resolving torch objects (that walk recurses).
-  auto nested = [](size_t n) { return "\x80\x02" + std::string(n + 1, ']') + std::string(n, 'a') + "."; };
   small = {};
   small.max_depth = 70000;
-  std::string shallower = nested(4999), deep = nested(5000);
+  std::string shallower = PushedThenNested(5000), deep = PushedThenNested(5001);
   ByteCursor fits(AsBytes(shallower));
   EXPECT_TRUE(ReadPickle(fits, small).ok());
   ByteCursor past(AsBytes(deep));
@@ -187,11 +192,10 @@ TEST(PickleVmTest, LimitsAreEnforced) {
 // before the depth limit can see one level: the stack limit stops it first.
 // By default at 2^19 (Python's pickler writes lists 1000 items at a time).
 TEST(PickleVmTest, StackLimitStopsObjectsPushedBeforeTheyNest) {
-  auto pushed = [](size_t n) { return "\x80\x02" + std::string(n, ']') + std::string(n - 1, 'a') + "."; };
   EXPECT_EQ(PickleLimits{}.max_stack, 524288u);
   PickleLimits small;
   small.max_stack = 8;
-  std::string fits = pushed(8), past = pushed(9);
+  std::string fits = PushedThenNested(8), past = PushedThenNested(9);
   ByteCursor a(AsBytes(fits));
   EXPECT_TRUE(ReadPickle(a, small).ok());
   ByteCursor b(AsBytes(past));
