@@ -8,20 +8,8 @@
 #include <CLI/CLI.hpp>
 
 #include "cli_layout.h"
-#include "collisions_command.h"
-#include "consolidate_command.h"
-#include "diff_command.h"
-#include "export_command.h"
-#include "inspect_command.h"
-#include "migrate_command.h"
-#include "regenerate_command.h"
-#include "remap_command.h"
-#include "repack_command.h"
-#include "reshard_command.h"
+#include "commands.h"
 #include "terminal_safe_stream.h"
-#include "unshard_command.h"
-#include "validate_command.h"
-#include "verify_command.h"
 
 namespace optstate::tools {
 namespace {
@@ -56,19 +44,7 @@ int RunCli(int argc, const char* const* argv, CommandOutput& output) {
     auto all = app.get_subcommands([](const CLI::App*) { return true; });
     commands.emplace_back(all.back(), std::move(runner));
   };
-  add(AddInspectCommand(app));
-  add(AddCollisionsCommand(app));
-  add(AddRemapCommand(app));
-  add(AddMigrateCommand(app));
-  add(AddRepackCommand(app));
-  add(AddRegenerateCommand(app));
-  add(AddVerifyCommand(app));
-  add(AddConsolidateCommand(app));
-  add(AddReshardCommand(app));
-  add(AddExportCommand(app));
-  add(AddValidateCommand(app));
-  add(AddDiffCommand(app));
-  add(AddUnshardCommand(app));
+  for (CommandAdder add_command : kCommandAdders) add(add_command(app));
 
   try {
     app.parse(argc, argv);

@@ -1,9 +1,13 @@
-#include "collisions_command.h"
+// `optstate collisions FILE [--manifest M | --model F]`: which optimizer state belongs to which
+// parameter, which parameters had their state merged, and what is orphaned.
+#include "commands.h"
 
 #include <cmath>
 #include <iomanip>
-#include <sstream>
 #include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -14,6 +18,11 @@
 
 namespace optstate::tools {
 namespace {
+
+struct CollisionsOptions : StateInputs {
+  std::string path;                  // the first of paths
+  bool json = false;
+};
 
 constexpr const char* kName = "collisions";
 
@@ -184,6 +193,8 @@ bool IsClean(const MatchReport& r) { return r.collisions.empty() && r.orphans.em
 // Several files: one sharded save, matched on global shapes; every rank's
 // match agrees (OpenAndMatchRankSet checks), so rank 0's is the report --
 // unless the ranks hold different entries, when each rank's is reported.
+// Exit 0 when every state entry belongs to exactly one parameter, 1 when there
+// are collisions, orphans or ambiguous keys, 2 when the job cannot be done.
 int RunRankSet(const CollisionsOptions& o, CommandOutput& output) {
   auto set = OpenAndMatchRankSet(o);
   if (!set.ok()) return ReportError(output, kName, set.status(), o.json);
@@ -218,8 +229,6 @@ int RunRankSet(const CollisionsOptions& o, CommandOutput& output) {
   return clean ? kExitOk : kExitFindings;
 }
 
-}  // namespace
-
 int RunCollisions(const CollisionsOptions& o, CommandOutput& output) {
   if (o.paths.size() > 1 || o.models.size() > 1) return RunRankSet(o, output);
   ParamSource source = o.params;
@@ -241,6 +250,8 @@ int RunCollisions(const CollisionsOptions& o, CommandOutput& output) {
   }
   return IsClean(report) ? kExitOk : kExitFindings;
 }
+
+}  // namespace
 
 CommandRunner AddCollisionsCommand(CLI::App& parent) {
   auto o = std::make_shared<CollisionsOptions>();

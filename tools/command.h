@@ -1,8 +1,9 @@
 // What every subcommand shares: where it writes, and what its exit code means.
 //
-// A subcommand is one small file pair tools/<name>_command.{h,cc} with
+// A subcommand is one file tools/<name>_command.cc with, in its anonymous namespace,
 //   struct <Name>Options { ... };                       // parsed flags
-//   int Run<Name>(const <Name>Options&, CommandOutput&); // callable from tests
+//   int Run<Name>(const <Name>Options&, CommandOutput&); // the job, rendered
+// and, declared in commands.h,
 //   CommandRunner Add<Name>Command(CLI::App& parent);    // flags, help, examples
 // Run* turns library results (structs and Status) into text or JSON; it never
 // touches std::cout/std::cerr directly, so tests capture both streams in-process.

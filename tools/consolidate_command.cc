@@ -1,18 +1,33 @@
-#include "consolidate_command.h"
+// `optstate consolidate DIR -o FILE`: a DCP checkpoint directory as one
+// torch.save file, equal to what torch's dcp_to_torch_save writes (--to fqn,
+// the default), or with optimizer state keyed 0..N-1 in param_groups order so
+// that torch.optim's load_state_dict takes it directly (--to index).
+#include "commands.h"
 
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "optstate/dcp.h"
+#include "optstate/inspect_report.h"
 #include "optstate/validate.h"
 #include "optstate/zero.h"
-#include "optstate/inspect_report.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {
 namespace {
+
+struct ConsolidateCommandOptions {
+  std::string input;
+  std::string output;
+  std::string to = "fqn";
+  bool json = false;
+  bool no_sync = false;
+  bool verify_crc = false;
+  bool quiet = false;
+};
 
 constexpr const char* kName = "consolidate";
 
@@ -37,24 +52,23 @@ int RunConsolidateZero(const ConsolidateCommandOptions& o, const std::string& ta
   if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.output), o.json);
   const ZeroCheckpoint& z = **zero;
   if (o.json) {
-    WriteJson(output, {{"input", o.input},
-                       {"output", o.output},
-                       {"keys", o.to},
-                       {"format", "deepspeed-zero"},
-                       {"zero_stage", z.stage},
-                       {"world_size", z.world_size},
-                       {"trainable_params", report->trainable},
-                       {"frozen_params", report->frozen},
-                       {"frozen_params_not_listed", report->unlisted_frozen},
-                       {"buffers", report->buffers},
-                       {"shared_params", report->shared},
-                       {"state_entries", report->state_entries},
-                       {"state_fields", report->state_fields},
-                       {"pieces", report->pieces},
-                       {"tensor_bytes", report->tensor_bytes},
-                       {"bytes", report->write.bytes},
-                       {"weights_only_loadable", report->write.unsafe_globals.empty()},
-                       {"unsafe_globals", report->write.unsafe_globals}});
+    nlohmann::ordered_json doc = {{"input", o.input},
+                                  {"output", o.output},
+                                  {"keys", o.to},
+                                  {"format", "deepspeed-zero"},
+                                  {"zero_stage", z.stage},
+                                  {"world_size", z.world_size},
+                                  {"trainable_params", report->trainable},
+                                  {"frozen_params", report->frozen},
+                                  {"frozen_params_not_listed", report->unlisted_frozen},
+                                  {"buffers", report->buffers},
+                                  {"shared_params", report->shared},
+                                  {"state_entries", report->state_entries},
+                                  {"state_fields", report->state_fields},
+                                  {"pieces", report->pieces},
+                                  {"tensor_bytes", report->tensor_bytes}};
+    AppendWrittenFileJson(report->write, doc);
+    WriteJson(output, doc);
     return kExitOk;
   }
   output.out << o.output << ": " << HumanBytes(report->write.bytes) << " from " << o.input << " (DeepSpeed ZeRO-"
@@ -74,8 +88,6 @@ int RunConsolidateZero(const ConsolidateCommandOptions& o, const std::string& ta
   return kExitOk;
 }
 
-}  // namespace
-
 int RunConsolidate(const ConsolidateCommandOptions& o, CommandOutput& output) {
   std::error_code ec;
   if (std::filesystem::is_directory(o.input, ec) && !IsDcpDirectory(o.input)) {
@@ -92,20 +104,19 @@ int RunConsolidate(const ConsolidateCommandOptions& o, CommandOutput& output) {
   auto report = ConsolidateDcp(**dcp, o.output, co);
   if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.output), o.json);
   if (o.json) {
-    WriteJson(output, {{"input", o.input},
-                       {"output", o.output},
-                       {"keys", o.to},
-                       {"tensors", report->tensors},
-                       {"chunks", report->chunks},
-                       {"bytes_items", report->bytes_items},
-                       {"tensor_bytes", report->tensor_bytes},
-                       {"largest_assembled_tensor_bytes", report->largest_tensor_bytes},
-                       {"optimizer_states_rekeyed", report->optimizer_states},
-                       {"unlisted_state", report->unlisted_state},
-                       {"unflattened_optimizers", report->unflattened},
-                       {"bytes", report->write.bytes},
-                       {"weights_only_loadable", report->write.unsafe_globals.empty()},
-                       {"unsafe_globals", report->write.unsafe_globals}});
+    nlohmann::ordered_json doc = {{"input", o.input},
+                                  {"output", o.output},
+                                  {"keys", o.to},
+                                  {"tensors", report->tensors},
+                                  {"chunks", report->chunks},
+                                  {"bytes_items", report->bytes_items},
+                                  {"tensor_bytes", report->tensor_bytes},
+                                  {"largest_assembled_tensor_bytes", report->largest_tensor_bytes},
+                                  {"optimizer_states_rekeyed", report->optimizer_states},
+                                  {"unlisted_state", report->unlisted_state},
+                                  {"unflattened_optimizers", report->unflattened}};
+    AppendWrittenFileJson(report->write, doc);
+    WriteJson(output, doc);
     return kExitOk;
   }
   output.out << o.output << ": " << HumanBytes(report->write.bytes) << " from " << o.input << "\n"
@@ -125,6 +136,8 @@ int RunConsolidate(const ConsolidateCommandOptions& o, CommandOutput& output) {
   output.out << "  torch.load(weights_only=True) " << WeightsOnlyVerdict(report->write) << "\n";
   return kExitOk;
 }
+
+}  // namespace
 
 CommandRunner AddConsolidateCommand(CLI::App& parent) {
   auto o = std::make_shared<ConsolidateCommandOptions>();

@@ -1,16 +1,28 @@
-#include "diff_command.h"
+// `optstate diff A B`: two checkpoints of one run compared, parameter by
+// parameter: did it move, did its state step on; hyperparameter changes.
+#include "commands.h"
 
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "optstate/checkpoint_diff.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {
 namespace {
+
+struct DiffCommandOptions {
+  std::vector<std::string> positional;  // A B: files or DCP directories
+  DiffSide a, b;                        // --a / --b (rank files), --model-a / --model-b
+  DiffOptions diff;
+  bool json = false;
+};
 
 constexpr const char* kName = "diff";
 
@@ -91,8 +103,8 @@ nlohmann::ordered_json ToJson(const DiffReport& r) {
           {"not_compared", r.not_compared}, {"frozen", r.frozen}};
 }
 
-}  // namespace
-
+// Exit 0 when no parameter stood still while its state stepped, 1 when some
+// did (frozen parameters), 2 when the job cannot be done.
 int RunDiff(const DiffCommandOptions& o, CommandOutput& output) {
   DiffSide a = o.a, b = o.b;
   if (!o.positional.empty()) {
@@ -121,6 +133,8 @@ int RunDiff(const DiffCommandOptions& o, CommandOutput& output) {
   }
   return r->frozen == 0 ? kExitOk : kExitFindings;
 }
+
+}  // namespace
 
 CommandRunner AddDiffCommand(CLI::App& parent) {
   auto o = std::make_shared<DiffCommandOptions>();

@@ -1,18 +1,29 @@
-#include "export_command.h"
+// `optstate export FILE -o DIR --world-size M`: a torch.save file as a DCP
+// checkpoint of M ranks, flattened as DCP flattens a state dict, so that
+// dcp.load (e.g. into an FSDP2 model of world size M) takes it.
+#include "commands.h"
 
 #include <memory>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
-#include "optstate/dcp.h"
-#include "optstate/params.h"
-#include "optstate/optimizer_state.h"
 #include "optstate/collisions.h"
+#include "optstate/dcp.h"
+#include "optstate/optimizer_state.h"
+#include "optstate/params.h"
 #include "optstate/unshard.h"
+#include "dcp_output.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {
 namespace {
+
+struct ExportFlags : DcpOutputFlags {
+  std::string keys = "auto";  // auto | fqn | index: what index-keyed optimizer state becomes
+  ParamSource params;         // where the FQNs come from
+  std::string state_key;
+};
 
 constexpr const char* kName = "export";
 
@@ -108,8 +119,6 @@ Status RekeyToFqn(ExportFlags& o, std::unique_ptr<CheckpointFile>& own, std::uni
   return Status();
 }
 
-}  // namespace
-
 int RunExport(ExportFlags o, CommandOutput& output) {
   o.input = o.inputs.at(0);
   const bool rank_set = o.inputs.size() > 1;
@@ -159,6 +168,8 @@ int RunExport(ExportFlags o, CommandOutput& output) {
   };
   return RunDcpOutput(o, kName, output, open, write);
 }
+
+}  // namespace
 
 CommandRunner AddExportCommand(CLI::App& parent) {
   auto o = std::make_shared<ExportFlags>();

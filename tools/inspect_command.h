@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "command.h"
+#include "commands.h"
 #include "optstate/checkpoint.h"
 #include "optstate/inspect_report.h"
 
@@ -21,7 +21,6 @@ struct InspectOptions {
 };
 
 int RunInspect(const InspectOptions& options, CommandOutput& output);
-CommandRunner AddInspectCommand(CLI::App& parent);
 
 // Rendering (inspect_render.cc).
 void WriteInspectText(const InspectOptions& options, const Checkpoint& checkpoint,

@@ -1,18 +1,34 @@
-#include "migrate_command.h"
+// `optstate migrate FILE... [--manifest M | --model F...] --to heavyball3 -o OUT`:
+// legacy HeavyBall optimizer state rewritten as today's HeavyBall saves it.
+#include "commands.h"
 
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
-#include "cli_layout.h"
 #include "optstate/checkpoint_writer.h"
 #include "optstate/inspect_report.h"
 #include "optstate/state_migrate.h"
 #include "optstate/unshard.h"
+#include "cli_layout.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {
 namespace {
+
+struct MigrateCommandOptions : StateInputs {
+  std::string output;
+  std::string to = "heavyball3";
+  std::string on_collision = "fail";
+  std::optional<int64_t> steps;
+  std::optional<int64_t> precondition_frequency;
+  std::string report;
+  bool json = false;
+  bool no_sync = false;
+};
 
 constexpr const char* kName = "migrate";
 
@@ -31,8 +47,8 @@ nlohmann::ordered_json ReportJson(const MigrateCommandOptions& o, const MatchedS
            {"state_path", m.state.path}, {"input_scheme", KeyKindName(m.state.scheme)}, {"algorithm", r.algorithm},
            {"steps", r.steps}, {"steps_from", r.steps_from}, {"on_collision", o.on_collision},
            {"moved", e.moved}, {"shared", e.shared}, {"reset", e.reset}, {"dropped", e.dropped},
-           {"renamed", r.renamed}, {"notes", r.notes}, {"bytes", w.bytes},
-           {"weights_only_loadable", w.unsafe_globals.empty()}, {"unsafe_globals", w.unsafe_globals}};
+           {"renamed", r.renamed}, {"notes", r.notes}};
+  AppendWrittenFileJson(w, doc);
   doc["entries"] = RemapEntriesJson(e.entries);
   return doc;
 }
@@ -57,8 +73,8 @@ void WriteText(const MigrateCommandOptions& o, const MatchedState& m, const Migr
   out << "  torch.load(weights_only=True) " << WeightsOnlyVerdict(w) << "\n";
 }
 
-}  // namespace
-
+// Exit 0 written; 1 refused because state cannot be attributed, or nothing
+// would be carried over; 2 could not do the job (unsupported algorithm, bad input).
 int RunMigrate(const MigrateCommandOptions& o, CommandOutput& output) {
   Status refused = RefuseInputAsOutput(o.paths, o.output);
   if (!refused.ok()) return ReportError(output, kName, refused, o.json);
@@ -148,6 +164,8 @@ int RunMigrate(const MigrateCommandOptions& o, CommandOutput& output) {
   }
   return kExitOk;
 }
+
+}  // namespace
 
 CommandRunner AddMigrateCommand(CLI::App& parent) {
   auto o = std::make_shared<MigrateCommandOptions>();

@@ -1,18 +1,46 @@
-#include "regenerate_command.h"
+// `optstate regenerate (--synthetic SIZE | --manifest M | --model F) -o OUT`:
+// a realistic optimizer checkpoint (AdamW, Adam, SGD, Adagrad or RMSprop), in
+// any key scheme, without Python.
+#include "commands.h"
 
 #include <chrono>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "optstate/checkpoint.h"
 #include "optstate/inspect_report.h"
-#include "optstate/params.h"
 #include "optstate/optimizer_state.h"
+#include "optstate/params.h"
+#include "optstate/regenerate.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {
 namespace {
+
+struct RegenerateCommandOptions {
+  std::string output;
+  std::string synthetic;   // a size: "4GiB"
+  std::string manifest;
+  std::string model;
+  std::string model_key;
+  std::string key_scheme = "index";
+  std::string manifest_out;  // where to write the parameters with their data_ptr
+  int threads = 0;
+  std::string isa = "auto";
+  bool no_sync = false;
+  bool zstd = false;
+  bool json = false;
+  bool quiet = false;
+  std::string optimizer = "adamw";
+  RegenerateOptions run;
+  // The numeric hyperparameter options: one not given takes the default of
+  // the --optimizer chosen (torch's), not AdamW's.
+  std::vector<std::pair<CLI::Option*, double OptimizerHyper::*>> numbers;
+};
 
 constexpr const char* kName = "regenerate";
 
@@ -52,8 +80,7 @@ StatusOr<std::vector<ParamInfo>> LoadParams(const RegenerateCommandOptions& o, M
 }
 
 
-}  // namespace
-
+// Exit 0 written; 2 could not do the job.
 int RunRegenerate(const RegenerateCommandOptions& o, CommandOutput& output) {
   ModelSource model;
   auto params = LoadParams(o, model);
@@ -102,6 +129,8 @@ int RunRegenerate(const RegenerateCommandOptions& o, CommandOutput& output) {
   if (!o.quiet) output.err << "optstate regenerate: done in " << static_cast<int>(seconds * 10) / 10.0 << " s\n";
   return kExitOk;
 }
+
+}  // namespace
 
 CommandRunner AddRegenerateCommand(CLI::App& parent) {
   auto o = std::make_shared<RegenerateCommandOptions>();

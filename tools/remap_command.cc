@@ -1,18 +1,33 @@
-#include "remap_command.h"
+// `optstate remap FILE [--manifest M | --model F] -o OUT`: write a checkpoint whose optimizer
+// state torch.optim maps to the right parameters.
+#include "commands.h"
 
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "optstate/checkpoint_writer.h"
+#include "optstate/collisions.h"
 #include "optstate/inspect_report.h"
 #include "optstate/params.h"
-#include "optstate/collisions.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {
 namespace {
+
+struct RemapCommandOptions : StateInputs {
+  std::string input;                 // the first of paths
+  std::string output;                // a file; a directory for several inputs
+  std::string to = "index";          // index | fqn
+  std::string on_collision = "fail";  // fail | reset | share | drop
+  std::string report;                // conservation report (JSON) path
+  bool json = false;
+  bool zstd = false;
+  bool no_sync = false;
+};
 
 constexpr const char* kName = "remap";
 
@@ -22,9 +37,9 @@ nlohmann::ordered_json ReportJson(const RemapCommandOptions& o, const std::strin
   const OptimizerState& st = m.state;
   J doc = {{"input", input}, {"output", output}, {"params_source", ParamSourceJson(m)}, {"state_path", st.path},
            {"input_scheme", KeyKindName(st.scheme)}, {"to", o.to}, {"on_collision", o.on_collision},
-           {"moved", r.moved}, {"shared", r.shared}, {"reset", r.reset}, {"dropped", r.dropped}, {"bytes", w.bytes},
-           {"weights_only_loadable", w.unsafe_globals.empty()}, {"unsafe_globals", w.unsafe_globals},
-           {"loadable_after_dtensor_import", w.loadable_after_dtensor_import}};
+           {"moved", r.moved}, {"shared", r.shared}, {"reset", r.reset}, {"dropped", r.dropped}};
+  AppendWrittenFileJson(w, doc);
+  doc["loadable_after_dtensor_import"] = w.loadable_after_dtensor_import;
   doc["entries"] = RemapEntriesJson(r.entries);
   return doc;
 }
@@ -88,6 +103,8 @@ WriteOptions ToWriteOptions(const RemapCommandOptions& o) {
 // Several inputs: one sharded save. Every rank is matched and remapped before
 // anything is written, so a refusal leaves no output; each rank's file goes to
 // OUTPUT/<its input's name>, its DTensor shards kept as they were.
+// Exit 0 written; 1 refused because state cannot be attributed (collisions under
+// --on-collision fail, ambiguous keys); 2 could not do the job.
 int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
   auto set = OpenAndMatchRankSet(o);
   if (!set.ok()) return ReportError(output, kName, set.status(), o.json);
@@ -154,8 +171,6 @@ int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
   return kExitOk;
 }
 
-}  // namespace
-
 int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   if (o.paths.size() > 1 || o.models.size() > 1) return RunRankSet(o, output);
   Status refused = RefuseInputAsOutput({o.input}, o.output);
@@ -199,6 +214,8 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   WriteText(o, o.output, *m, *remapped, *written, output.out);
   return kExitOk;
 }
+
+}  // namespace
 
 CommandRunner AddRemapCommand(CLI::App& parent) {
   auto o = std::make_shared<RemapCommandOptions>();

@@ -1,17 +1,33 @@
-#include "repack_command.h"
+// `optstate repack IN -o OUT`: rewrite a checkpoint through optstate's own
+// writer as a canonical torch.save zip (protocol 2, 64-byte aligned stored
+// records): legacy-format and .zst files become ordinary zips, and the report
+// says whether torch.load(weights_only=True) will accept the result.
+#include "commands.h"
 
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "optstate/checkpoint.h"
 #include "optstate/checkpoint_writer.h"
-#include "optstate/inspect_report.h"
 #include "optstate/collisions.h"
+#include "optstate/inspect_report.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {
 namespace {
+
+struct RepackOptions {
+  std::string input;                // used when inputs is empty (callers that set one)
+  std::vector<std::string> inputs;  // several: the per-rank files of one sharded save
+  std::string output;
+  bool json = false;
+  bool no_sync = false;
+  ReadOptions read;
+};
 
 constexpr const char* kName = "repack";
 
@@ -75,8 +91,6 @@ int RunRankSet(const RepackOptions& o, CommandOutput& output) {
   return kExitOk;
 }
 
-}  // namespace
-
 int RunRepack(const RepackOptions& o, CommandOutput& output) {
   if (o.inputs.size() > 1) return RunRankSet(o, output);
   const std::string& input = o.inputs.empty() ? o.input : o.inputs[0];
@@ -95,6 +109,8 @@ int RunRepack(const RepackOptions& o, CommandOutput& output) {
   WriteText(o.output, *report, output.out);
   return kExitOk;
 }
+
+}  // namespace
 
 CommandRunner AddRepackCommand(CLI::App& parent) {
   auto o = std::make_shared<RepackOptions>();

@@ -1,17 +1,20 @@
-#include "reshard_command.h"
+// `optstate reshard DIR -o DIR2 --world-size M`: a DCP checkpoint rewritten for
+// M ranks (tensors split on dim 0 as FSDP2 shards them), bytes items carried
+// over unchanged; memory holds one output chunk at a time.
+#include "commands.h"
 
 #include <memory>
 
 #include <CLI/CLI.hpp>
 
 #include "optstate/dcp.h"
+#include "dcp_output.h"
 
 namespace optstate::tools {
 namespace {
 
-constexpr const char* kName = "reshard";
 
-}  // namespace
+constexpr const char* kName = "reshard";
 
 int RunReshard(const DcpOutputFlags& o, CommandOutput& output) {
   std::unique_ptr<DcpCheckpoint> dcp;
@@ -26,6 +29,8 @@ int RunReshard(const DcpOutputFlags& o, CommandOutput& output) {
   };
   return RunDcpOutput(o, kName, output, open, write);
 }
+
+}  // namespace
 
 CommandRunner AddReshardCommand(CLI::App& parent) {
   auto o = std::make_shared<DcpOutputFlags>();

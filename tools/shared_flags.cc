@@ -101,6 +101,12 @@ void AddReadLimitFlags(CLI::App& cmd, ReadOptions& read) {
       ->capture_default_str();
 }
 
+void AppendWrittenFileJson(const WriteReport& written, nlohmann::ordered_json& doc) {
+  doc["bytes"] = written.bytes;
+  doc["weights_only_loadable"] = written.unsafe_globals.empty();
+  doc["unsafe_globals"] = written.unsafe_globals;
+}
+
 nlohmann::ordered_json ParamSourceJson(const MatchedState& m) {
   nlohmann::ordered_json j = {{"from", m.params_from}, {"order", m.order}, {"tied", m.tied}, {"buffers", m.buffers}};
   if (!m.frozen.empty()) j["frozen"] = m.frozen;

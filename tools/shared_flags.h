@@ -15,6 +15,7 @@
 
 #include "command.h"
 #include "optstate/checkpoint.h"
+#include "optstate/checkpoint_writer.h"
 #include "optstate/collisions.h"
 
 namespace CLI {
@@ -64,6 +65,10 @@ void AddReadLimitFlags(CLI::App& cmd, ReadOptions& read);
 
 // {"from", "order", "tied", "buffers"} (the "params_source" object of the schemas).
 nlohmann::ordered_json ParamSourceJson(const MatchedState& m);
+
+// The written file's part of a writing command's JSON report, appended to `doc`:
+// "bytes", "weights_only_loadable" and "unsafe_globals" (torch.load's verdict on it).
+void AppendWrittenFileJson(const WriteReport& written, nlohmann::ordered_json& doc);
 
 // Every input entry's fate (the "entries" array of remap's and migrate's reports).
 nlohmann::ordered_json RemapEntriesJson(const std::vector<RemapEntry>& entries);

@@ -1,6 +1,10 @@
-#include "unshard_command.h"
+// `optstate unshard FILE... -o OUT`: the per-rank files of one sharded save
+// (DTensor shards) as one torch.save file of whole tensors.
+#include "commands.h"
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -11,9 +15,16 @@
 namespace optstate::tools {
 namespace {
 
-constexpr const char* kName = "unshard";
+struct UnshardCommandOptions {
+  std::vector<std::string> inputs;
+  std::string output;
+  bool no_sync = false;
+  bool verify_crc = false;
+  bool quiet = false;
+  bool json = false;
+};
 
-}  // namespace
+constexpr const char* kName = "unshard";
 
 int RunUnshard(const UnshardCommandOptions& o, CommandOutput& output) {
   Status refused = RefuseInputAsOutput(o.inputs, o.output);
@@ -25,17 +36,16 @@ int RunUnshard(const UnshardCommandOptions& o, CommandOutput& output) {
   auto r = UnshardRankFiles(o.inputs, o.output, uo);
   if (!r.ok()) return ReportError(output, kName, r.status(), o.json);
   if (o.json) {
-    WriteJson(output, {{"inputs", r->files},
-                       {"output", o.output},
-                       {"dtensors", r->dtensors},
-                       {"plain_tensors", r->plain_tensors},
-                       {"rank_local_tensors", r->rank_local},
-                       {"dtensor_bytes", r->dtensor_bytes},
-                       {"steps_separated", r->steps_separated},
-                       {"largest_assembled_tensor_bytes", r->largest_assembled_bytes},
-                       {"bytes", r->write.bytes},
-                       {"weights_only_loadable", r->write.unsafe_globals.empty()},
-                       {"unsafe_globals", r->write.unsafe_globals}});
+    nlohmann::ordered_json doc = {{"inputs", r->files},
+                                  {"output", o.output},
+                                  {"dtensors", r->dtensors},
+                                  {"plain_tensors", r->plain_tensors},
+                                  {"rank_local_tensors", r->rank_local},
+                                  {"dtensor_bytes", r->dtensor_bytes},
+                                  {"steps_separated", r->steps_separated},
+                                  {"largest_assembled_tensor_bytes", r->largest_assembled_bytes}};
+    AppendWrittenFileJson(r->write, doc);
+    WriteJson(output, doc);
     return kExitOk;
   }
   output.out << o.output << ": " << HumanBytes(r->write.bytes) << " from " << r->files.size() << " ranks\n";
@@ -60,6 +70,8 @@ int RunUnshard(const UnshardCommandOptions& o, CommandOutput& output) {
   output.out << "  torch.load(weights_only=True) " << WeightsOnlyVerdict(r->write) << "\n";
   return kExitOk;
 }
+
+}  // namespace
 
 CommandRunner AddUnshardCommand(CLI::App& parent) {
   auto o = std::make_shared<UnshardCommandOptions>();

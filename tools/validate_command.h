@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "command.h"
+#include "commands.h"
 #include "shared_flags.h"
 #include "optstate/validate.h"
 
@@ -24,7 +24,6 @@ struct ValidateCommandOptions : StateInputs {
 };
 
 int RunValidate(const ValidateCommandOptions& options, CommandOutput& output);
-CommandRunner AddValidateCommand(CLI::App& parent);
 
 // The JUnit XML document for one report (validate_junit.cc).
 std::string ValidationJUnit(const ValidationReport& report);
