@@ -89,23 +89,22 @@ __attribute__((target("vpclmulqdq,avx2,pclmul,sse4.1"))) uint32_t Crc32UpdateWid
   const __m256i by1024 = _mm256_set_epi64x(
       static_cast<int64_t>(FoldConstant(1024 - 32)), static_cast<int64_t>(FoldConstant(1024 + 32)),
       static_cast<int64_t>(FoldConstant(1024 - 32)), static_cast<int64_t>(FoldConstant(1024 + 32)));
-  __m256i y0 = _mm256_xor_si256(Load256(p), _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(reg))));
-  __m256i y1 = Load256(p + 32), y2 = Load256(p + 64), y3 = Load256(p + 96);
-  p += 128;
-  n -= 128;
-  while (n >= 128) {
-    y0 = _mm256_xor_si256(Fold256(y0, by1024), Load256(p));
-    y1 = _mm256_xor_si256(Fold256(y1, by1024), Load256(p + 32));
-    y2 = _mm256_xor_si256(Fold256(y2, by1024), Load256(p + 64));
-    y3 = _mm256_xor_si256(Fold256(y3, by1024), Load256(p + 96));
-    p += 128;
-    n -= 128;
+  __m256i y[4];
+  // Unrolled (here and below) so that each lane stays in a register.
+  #pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) y[i] = Load256(p + 32 * i);
+  y[0] = _mm256_xor_si256(y[0], _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(reg))));
+  for (p += 128, n -= 128; n >= 128; p += 128, n -= 128) {
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) y[i] = _mm256_xor_si256(Fold256(y[i], by1024), Load256(p + 32 * i));
   }
-  // Lanes in message order: y0 low, y0 high, y1 low, ...
-  const __m128i lanes[8] = {_mm256_castsi256_si128(y0), _mm256_extracti128_si256(y0, 1),
-                            _mm256_castsi256_si128(y1), _mm256_extracti128_si256(y1, 1),
-                            _mm256_castsi256_si128(y2), _mm256_extracti128_si256(y2, 1),
-                            _mm256_castsi256_si128(y3), _mm256_extracti128_si256(y3, 1)};
+  // Lanes in message order: y[0] low, y[0] high, y[1] low, ...
+  __m128i lanes[8];
+  #pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    lanes[2 * i] = _mm256_castsi256_si128(y[i]);
+    lanes[2 * i + 1] = _mm256_extracti128_si256(y[i], 1);
+  }
   return FoldLanesAndFinish(lanes, 8, p, n);
 }
 
@@ -117,21 +116,16 @@ bool Crc32ClmulSupported() {
 __attribute__((target("pclmul,sse4.1"))) uint32_t Crc32UpdateClmul(uint32_t reg, const std::byte* p, size_t n) {
   const __m128i by512 = _mm_set_epi64x(static_cast<int64_t>(FoldConstant(512 - 32)),
                                        static_cast<int64_t>(FoldConstant(512 + 32)));
+  __m128i x[4];
+  #pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) x[i] = Load(p + 16 * i);
   // The register enters as the first four bytes' xor (CRC linearity).
-  __m128i x0 = _mm_xor_si128(Load(p), _mm_cvtsi32_si128(static_cast<int>(reg)));
-  __m128i x1 = Load(p + 16), x2 = Load(p + 32), x3 = Load(p + 48);
-  p += 64;
-  n -= 64;
-  while (n >= 64) {
-    x0 = _mm_xor_si128(Fold(x0, by512), Load(p));
-    x1 = _mm_xor_si128(Fold(x1, by512), Load(p + 16));
-    x2 = _mm_xor_si128(Fold(x2, by512), Load(p + 32));
-    x3 = _mm_xor_si128(Fold(x3, by512), Load(p + 48));
-    p += 64;
-    n -= 64;
+  x[0] = _mm_xor_si128(x[0], _mm_cvtsi32_si128(static_cast<int>(reg)));
+  for (p += 64, n -= 64; n >= 64; p += 64, n -= 64) {
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) x[i] = _mm_xor_si128(Fold(x[i], by512), Load(p + 16 * i));
   }
-  const __m128i lanes[4] = {x0, x1, x2, x3};
-  return FoldLanesAndFinish(lanes, 4, p, n);
+  return FoldLanesAndFinish(x, 4, p, n);
 }
 
 }  // namespace optstate::internal

@@ -10,6 +10,16 @@
 
 namespace optstate {
 namespace pickle_internal {
+namespace {
+
+// An opcode whose operand is one number: `act` on it once read, or the read's error.
+template <typename T, typename Act>
+Status WithOperand(StatusOr<T> operand, Act act) {
+  if (!operand.ok()) return std::move(operand).status();
+  return act(*operand);
+}
+
+}  // namespace
 
 Status Machine::Step(uint8_t op) {
   switch (op) {
@@ -56,18 +66,9 @@ Status Machine::Step(uint8_t op) {
     case 'N': return PushShared(none_, NodeKind::kNone, false);
     case 0x88: return PushShared(true_, NodeKind::kBool, true);
     case 0x89: return PushShared(false_, NodeKind::kBool, false);
-    case 'J': {
-      OPTSTATE_ASSIGN_OR_RETURN(int32_t v, in_.ReadI32LE("BININT argument"));
-      return PushInt(v);
-    }
-    case 'K': {
-      OPTSTATE_ASSIGN_OR_RETURN(uint8_t v, in_.ReadU8("BININT1 argument"));
-      return PushInt(v);
-    }
-    case 'M': {
-      OPTSTATE_ASSIGN_OR_RETURN(uint16_t v, in_.ReadU16LE("BININT2 argument"));
-      return PushInt(v);
-    }
+    case 'J': return WithOperand(in_.ReadI32LE("BININT argument"), [this](int64_t v) { return PushInt(v); });
+    case 'K': return WithOperand(in_.ReadU8("BININT1 argument"), [this](int64_t v) { return PushInt(v); });
+    case 'M': return WithOperand(in_.ReadU16LE("BININT2 argument"), [this](int64_t v) { return PushInt(v); });
     case 0x8a: {  // LONG1
       OPTSTATE_ASSIGN_OR_RETURN(uint8_t n, in_.ReadU8("LONG1 length"));
       OPTSTATE_ASSIGN_OR_RETURN(ByteSpan b, in_.ReadBytes(n, "LONG1 digits"));
@@ -231,37 +232,13 @@ Status Machine::Step(uint8_t op) {
       return MakeSequence(NodeKind::kFrozenSet, items);
     }
     // Memo.
-    case 'g': {
-      OPTSTATE_ASSIGN_OR_RETURN(uint64_t i, DecimalLine("GET index"));
-      return MemoGet(i);
-    }
-    case 'h': {
-      OPTSTATE_ASSIGN_OR_RETURN(uint8_t i, in_.ReadU8("BINGET index"));
-      return MemoGet(i);
-    }
-    case 'j': {
-      OPTSTATE_ASSIGN_OR_RETURN(uint32_t i, in_.ReadU32LE("LONG_BINGET index"));
-      return MemoGet(i);
-    }
-    case 'p': {
-      OPTSTATE_ASSIGN_OR_RETURN(uint64_t i, DecimalLine("PUT index"));
-      OPTSTATE_ASSIGN_OR_RETURN(NodeId top, Top());
-      return Memoize(i, top);
-    }
-    case 'q': {
-      OPTSTATE_ASSIGN_OR_RETURN(uint8_t i, in_.ReadU8("BINPUT index"));
-      OPTSTATE_ASSIGN_OR_RETURN(NodeId top, Top());
-      return Memoize(i, top);
-    }
-    case 'r': {
-      OPTSTATE_ASSIGN_OR_RETURN(uint32_t i, in_.ReadU32LE("LONG_BINPUT index"));
-      OPTSTATE_ASSIGN_OR_RETURN(NodeId top, Top());
-      return Memoize(i, top);
-    }
-    case 0x94: {  // MEMOIZE
-      OPTSTATE_ASSIGN_OR_RETURN(NodeId top, Top());
-      return Memoize(memo_.size(), top);
-    }
+    case 'g': return WithOperand(DecimalLine("GET index"), [this](uint64_t i) { return MemoGet(i); });
+    case 'h': return WithOperand(in_.ReadU8("BINGET index"), [this](uint64_t i) { return MemoGet(i); });
+    case 'j': return WithOperand(in_.ReadU32LE("LONG_BINGET index"), [this](uint64_t i) { return MemoGet(i); });
+    case 'p': return WithOperand(DecimalLine("PUT index"), [this](uint64_t i) { return MemoizeTop(i); });
+    case 'q': return WithOperand(in_.ReadU8("BINPUT index"), [this](uint64_t i) { return MemoizeTop(i); });
+    case 'r': return WithOperand(in_.ReadU32LE("LONG_BINPUT index"), [this](uint64_t i) { return MemoizeTop(i); });
+    case 0x94: return MemoizeTop(memo_.size());  // MEMOIZE
     // Globals and calls: recorded, never performed.
     case 'c': {
       OPTSTATE_ASSIGN_OR_RETURN(std::string module, LineArg("GLOBAL module"));
