@@ -37,6 +37,7 @@ void WriteReport(CommandOutput& output, const DcpOutputFlags& f, const DcpWriteR
                                     {"tensor_bytes", r.tensor_bytes}, {"largest_chunk_bytes", r.largest_chunk_bytes},
                                     {"metadata_bytes", r.metadata_bytes}, {"files", files},
                                     {"leftovers", r.leftovers}});
+    if (!r.unconfirmed.empty()) j["unconfirmed"] = r.unconfirmed;
     if (!f.rekeyed.is_null()) j["optimizer_keys"] = f.rekeyed;
     WriteJson(output, j);
     return;
@@ -61,6 +62,10 @@ void WriteReport(CommandOutput& output, const DcpOutputFlags& f, const DcpWriteR
   for (const std::string& left : r.leftovers) {
     output.err << "note: " << left << " was left by an interrupted run writing " << dir
                << "; remove it to free its space\n";
+  }
+  if (!r.unconfirmed.empty()) {
+    output.err << "note: " << dir << " is complete (every process wrote its part, then .metadata was written and "
+               << "the directory renamed into place), but not every process heard so: " << r.unconfirmed << "\n";
   }
 }
 

@@ -262,9 +262,18 @@ StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const
       return staging->Keep(options.durability);
     }();
   }
-  OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::string> finished,
-                            Gather(co, "done", done, std::to_string(all.metadata_bytes)));
-  all.metadata_bytes = std::stoull(finished[0]);
+  auto finished = Gather(co, "done", done, std::to_string(all.metadata_bytes));
+  if (!finished.ok()) {
+    // Every part was written and rank 0 has committed the output: a process
+    // lost now does not make it any less complete.
+    if (co.rank() == 0 && done.ok()) {
+      const std::string fault = co.Fault();
+      all.unconfirmed = fault.empty() ? finished.status().ToString() : fault;
+      return all;
+    }
+    return finished.status();
+  }
+  all.metadata_bytes = std::stoull((*finished)[0]);
   return all;
 }
 

@@ -11,6 +11,7 @@
 
 #include "fixtures.h"
 #include "graph_compare.h"
+#include "optstate/coordinator.h"
 #include "optstate/dcp.h"
 
 namespace optstate {
@@ -188,6 +189,51 @@ TEST(DcpWriterTest, LeftoverStagingDirectoriesAreReportedNotRemoved) {
   EXPECT_EQ(report->leftovers, std::vector<std::string>{parent + "/.out.tmp-Ab12Cd"});
   EXPECT_TRUE(fs::exists(parent + "/.out.tmp-Ab12Cd/inner"));
   EXPECT_TRUE(fs::exists(parent + "/out/.metadata"));
+}
+
+// A job's coordinator whose exchange `lost_at` fails the way a process lost
+// between exchanges makes it fail (the other processes are not simulated: this
+// one does every rank's work).
+class LosingCoordinator : public SoloCoordinator {
+ public:
+  explicit LosingCoordinator(std::string lost_at) : lost_at_(std::move(lost_at)) {}
+  StatusOr<std::vector<std::string>> AllGather(const std::string& step, const std::string& mine) override {
+    if (step == lost_at_) return IoError("process 1 of 2 stopped answering");
+    return SoloCoordinator::AllGather(step, mine);
+  }
+
+ private:
+  std::string lost_at_;
+};
+
+// Lost before every part is written: nothing appears.
+TEST(DcpWriterTest, ProcessLostBeforeTheLastWriteLeavesNothing) {
+  std::string parent = Scratch("lost_written");
+  fs::create_directories(parent);
+  LosingCoordinator co("written");
+  DcpWriteOptions o;
+  o.durability = Durability::kUnsynced;
+  auto report = WriteDcp({OnesTensor("a", 4)}, parent + "/out", o, &co);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().ToString(), "I/O error: process 1 of 2 stopped answering");
+  EXPECT_TRUE(fs::is_empty(parent));
+}
+
+// Lost once only the commit remains: rank 0 commits, the output is whole, and
+// the report says who did not hear of it.
+TEST(DcpWriterTest, ProcessLostAfterTheLastWriteStillCommits) {
+  std::string parent = Scratch("lost_done");
+  fs::create_directories(parent);
+  LosingCoordinator co("done");
+  DcpWriteOptions o;
+  o.durability = Durability::kUnsynced;
+  auto report = WriteDcp({OnesTensor("a", 4)}, parent + "/out", o, &co);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->unconfirmed, "I/O error: process 1 of 2 stopped answering");
+  EXPECT_GT(report->metadata_bytes, 0u);
+  EXPECT_TRUE(fs::exists(parent + "/out/.metadata"));
+  ASSERT_TRUE(WriteDcp({OnesTensor("a", 4)}, parent + "/alone", o).ok());
+  EXPECT_EQ(Consolidated(parent + "/out"), Consolidated(parent + "/alone"));
 }
 
 }  // namespace

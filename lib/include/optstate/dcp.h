@@ -241,6 +241,9 @@ struct DcpWriteReport {
   // Staging directories beside the output that killed runs left behind
   // (".<name>.tmp-XXXXXX"): listed for the user to remove, never touched.
   std::vector<std::string> leftovers;
+  // Rank 0 only: why some process did not hear that the output was committed,
+  // when a fault came after every process had written its part ("" when all heard).
+  std::string unconfirmed;
 };
 
 // Refuses an existing `dir`: choose a new one (nothing is ever overwritten).
@@ -248,8 +251,11 @@ struct DcpWriteReport {
 // options), process p writes the files of ranks p, p + P, ... into a staging
 // directory on a filesystem they share; rank 0 makes it, gathers everyone's
 // item locations, writes .metadata last and renames the directory into place.
-// The bytes are the same whatever P is. If any process fails, all fail and
-// nothing appears.
+// The bytes are the same whatever P is. If any process fails before every one
+// has written its part, all fail and nothing appears. After that only rank 0's
+// commit remains: a fault then (a process killed or cut off) does not stop it;
+// rank 0 succeeds with `unconfirmed` saying who did not hear, and the others
+// fail naming the fault.
 StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const std::string& dir,
                                   const DcpWriteOptions& options, Coordinator* coordinator = nullptr);
 
