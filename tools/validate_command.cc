@@ -177,6 +177,24 @@ int RunFrameworkDir(const ValidateCommandOptions& o, const ValidateOptions& vo, 
   return failed ? kExitFindings : kExitOk;
 }
 
+// The library's options from the flags, the rules file read.
+StatusOr<ValidateOptions> ValidateOptionsFrom(const ValidateCommandOptions& o) {
+  ValidateOptions vo;
+  vo.scan_values = !o.no_values;
+  vo.read = o.read;
+  vo.state_key = o.state_key;
+  if (!o.params.manifest.empty() || !o.params.model.empty() || !o.params.model_key.empty()) vo.params = o.params;
+  if (!o.rules.empty()) {
+    auto file = MappedFile::Open(o.rules);
+    if (!file.ok()) return file.status();
+    auto rules = ParseRulesFile(AsChars(file->bytes()));
+    if (!rules.ok()) return std::move(rules).status().WithContext(o.rules);
+    vo.severities = std::move(rules->severities);
+    vo.allowed_globals = std::move(rules->allowed_globals);
+  }
+  return vo;
+}
+
 }  // namespace
 
 int RunValidate(const ValidateCommandOptions& o, CommandOutput& output) {
@@ -192,19 +210,13 @@ int RunValidate(const ValidateCommandOptions& o, CommandOutput& output) {
     return kExitOk;
   }
   if (o.path.empty()) return ReportError(output, kName, InvalidArgumentError("give a checkpoint file or DCP directory"), o.json);
-  ValidateOptions vo;
-  vo.scan_values = !o.no_values;
-  vo.read = o.read;
-  vo.state_key = o.state_key;
-  if (!o.params.manifest.empty() || !o.params.model.empty() || !o.params.model_key.empty()) vo.params = o.params;
-  if (!o.rules.empty()) {
-    auto file = MappedFile::Open(o.rules);
-    if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
-    auto rules = ParseRulesFile(AsChars(file->bytes()));
-    if (!rules.ok()) return ReportError(output, kName, std::move(rules).status().WithContext(o.rules), o.json);
-    vo.severities = std::move(rules->severities);
-    vo.allowed_globals = std::move(rules->allowed_globals);
-  }
+  auto vo = ValidateOptionsFrom(o);
+  if (!vo.ok()) return ReportError(output, kName, vo.status(), o.json);
+  if (o.each) return RunValidateEach(o, *vo, output);
+  return ValidateOne(o, *vo, output);
+}
+
+int ValidateOne(const ValidateCommandOptions& o, const ValidateOptions& vo, CommandOutput& output) {
   bool rank_set = o.paths.size() > 1 || o.models.size() > 1;
   std::error_code ec;
   if (!rank_set && std::filesystem::is_directory(o.path, ec) && !IsDcpDirectory(o.path)) {
@@ -248,6 +260,12 @@ CommandRunner AddValidateCommand(CLI::App& parent) {
   cmd->add_option("--junit", o->junit, "Also write a JUnit XML report here (one test case per rule)");
   cmd->add_flag("--no-values", o->no_values, "Structure only: do not read tensor bytes (rules that need them are skipped)");
   cmd->add_flag("--list-rules", o->list_rules, "List every rule with its default severity, and exit");
+  cmd->add_flag("--each", o->each,
+                "Every path its own checkpoint (not the ranks of one save); a directory that is no checkpoint\n"
+                "itself is searched for checkpoints (files, DCP and framework directories): one report each,\n"
+                "in the order found, then a summary; exit 2 if any could not be read, else 1 if any failed");
+  cmd->add_option("-j,--jobs", o->jobs, "With --each: checkpoints checked at once (default: one per core)")
+      ->check(CLI::Range(1u, 1024u));
   AddJsonFlag(*cmd, o->json, "validate");
   AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
@@ -259,6 +277,7 @@ CommandRunner AddValidateCommand(CLI::App& parent) {
       "  optstate validate --manifest params.json heavyball_fsdp.pt     (counts, groups, collisions, orphans, shapes)\n"
       "  optstate validate --model model.pt checkpoints/step_1000       (a DCP directory against a model state_dict)\n"
       "  optstate validate rank0.optim.pt rank1.optim.pt --model rank0.model.pt --model rank1.model.pt\n"
+      "  optstate validate --each -j 2 runs/                                (every checkpoint under runs/)\n"
       "  optstate validate --list-rules");
   return [o](CommandOutput& output) {
     if (!o->paths.empty()) o->path = o->paths.front();

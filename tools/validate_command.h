@@ -21,9 +21,20 @@ struct ValidateCommandOptions : StateInputs {
   bool json = false;
   bool no_values = false;
   bool list_rules = false;
+  bool each = false;   // every path its own checkpoint; directories walked for them
+  unsigned jobs = 0;   // with each: checkpoints checked at once (0: one per core)
 };
 
 int RunValidate(const ValidateCommandOptions& options, CommandOutput& output);
+
+// One checkpoint (a file, DCP or framework directory) or one rank set, as
+// `validate PATH...` without --each checks it.
+int ValidateOne(const ValidateCommandOptions& options, const ValidateOptions& vo, CommandOutput& output);
+
+// --each: every checkpoint FindCheckpoints finds under options.paths, checked
+// by ValidateOne on `jobs` threads, each one's report written in the order found
+// (validate_each.cc).
+int RunValidateEach(const ValidateCommandOptions& options, const ValidateOptions& vo, CommandOutput& output);
 
 // The JUnit XML document for one report (validate_junit.cc).
 std::string ValidationJUnit(const ValidationReport& report);

@@ -150,6 +150,23 @@ struct FrameworkDir {
 // DCP directory is not one: IsDcpDirectory first).
 StatusOr<FrameworkDir> FindFrameworkFiles(const std::string& dir);
 
+// What `validate --each` checks: every checkpoint under some paths.
+struct CheckpointSearch {
+  std::vector<std::string> checkpoints;        // in the order given; a directory's finds in name order
+  std::vector<std::string> skipped;            // files under walked directories that are no checkpoint
+  std::vector<std::string> empty_directories;  // paths given that held no checkpoint at all
+};
+
+// A path given that is a file, a DCP directory or a framework's checkpoint
+// directory is one checkpoint (a file always, so that validate says what it
+// is). Any other directory is walked for them, entries in name order, those
+// named ".*" left out and symlinked directories not followed; a file found so
+// counts when its first bytes are a torch.save zip, legacy or tar file, a zstd
+// frame or a safetensors header (or it cannot be opened: validate says why).
+// Errors: kNotFound for a path that does not exist, kIoError for a directory
+// that cannot be listed, kInvalidArgument past 32 levels.
+StatusOr<CheckpointSearch> FindCheckpoints(const std::vector<std::string>& paths);
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_VALIDATE_H_
