@@ -10,27 +10,20 @@
 
 namespace optstate::tools {
 
-// In the order `optstate --help` lists them.
-CommandRunner AddInspectCommand(CLI::App& parent);
-CommandRunner AddCollisionsCommand(CLI::App& parent);
-CommandRunner AddRemapCommand(CLI::App& parent);
-CommandRunner AddMigrateCommand(CLI::App& parent);
-CommandRunner AddRepackCommand(CLI::App& parent);
-CommandRunner AddRegenerateCommand(CLI::App& parent);
-CommandRunner AddVerifyCommand(CLI::App& parent);
-CommandRunner AddConsolidateCommand(CLI::App& parent);
-CommandRunner AddReshardCommand(CLI::App& parent);
-CommandRunner AddExportCommand(CLI::App& parent);
-CommandRunner AddValidateCommand(CLI::App& parent);
-CommandRunner AddDiffCommand(CLI::App& parent);
-CommandRunner AddUnshardCommand(CLI::App& parent);
+// Every subcommand once, in the order `optstate --help` lists them:
+// X(Inspect) declares AddInspectCommand, defined in inspect_command.cc.
+#define OPTSTATE_COMMANDS(X) \
+  X(Inspect) X(Collisions) X(Remap) X(Migrate) X(Repack) X(Regenerate) X(Verify) X(Consolidate) X(Reshard) \
+  X(Export) X(Validate) X(Diff) X(Unshard)
+
+#define OPTSTATE_DECLARE_COMMAND(name) CommandRunner Add##name##Command(CLI::App& parent);
+OPTSTATE_COMMANDS(OPTSTATE_DECLARE_COMMAND)
+#undef OPTSTATE_DECLARE_COMMAND
 
 using CommandAdder = CommandRunner (*)(CLI::App& parent);
-inline constexpr CommandAdder kCommandAdders[] = {
-    &AddInspectCommand, &AddCollisionsCommand, &AddRemapCommand,   &AddMigrateCommand, &AddRepackCommand,
-    &AddRegenerateCommand, &AddVerifyCommand, &AddConsolidateCommand, &AddReshardCommand, &AddExportCommand,
-    &AddValidateCommand, &AddDiffCommand,     &AddUnshardCommand,
-};
+#define OPTSTATE_COMMAND_ADDER(name) &Add##name##Command,
+inline constexpr CommandAdder kCommandAdders[] = {OPTSTATE_COMMANDS(OPTSTATE_COMMAND_ADDER)};
+#undef OPTSTATE_COMMAND_ADDER
 
 }  // namespace optstate::tools
 

@@ -206,14 +206,19 @@ class LosingCoordinator : public SoloCoordinator {
   std::string lost_at_;
 };
 
+// WriteDcp of one tensor to PARENT/out with a process lost at `step`.
+StatusOr<DcpWriteReport> WriteLosingAt(const std::string& step, const std::string& parent) {
+  fs::create_directories(parent);
+  LosingCoordinator co(step);
+  DcpWriteOptions o;
+  o.durability = Durability::kUnsynced;
+  return WriteDcp({OnesTensor("a", 4)}, parent + "/out", o, &co);
+}
+
 // Lost before every part is written: nothing appears.
 TEST(DcpWriterTest, ProcessLostBeforeTheLastWriteLeavesNothing) {
   std::string parent = Scratch("lost_written");
-  fs::create_directories(parent);
-  LosingCoordinator co("written");
-  DcpWriteOptions o;
-  o.durability = Durability::kUnsynced;
-  auto report = WriteDcp({OnesTensor("a", 4)}, parent + "/out", o, &co);
+  auto report = WriteLosingAt("written", parent);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().ToString(), "I/O error: process 1 of 2 stopped answering");
   EXPECT_TRUE(fs::is_empty(parent));
@@ -223,15 +228,13 @@ TEST(DcpWriterTest, ProcessLostBeforeTheLastWriteLeavesNothing) {
 // the report says who did not hear of it.
 TEST(DcpWriterTest, ProcessLostAfterTheLastWriteStillCommits) {
   std::string parent = Scratch("lost_done");
-  fs::create_directories(parent);
-  LosingCoordinator co("done");
-  DcpWriteOptions o;
-  o.durability = Durability::kUnsynced;
-  auto report = WriteDcp({OnesTensor("a", 4)}, parent + "/out", o, &co);
+  auto report = WriteLosingAt("done", parent);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->unconfirmed, "I/O error: process 1 of 2 stopped answering");
   EXPECT_GT(report->metadata_bytes, 0u);
   EXPECT_TRUE(fs::exists(parent + "/out/.metadata"));
+  DcpWriteOptions o;
+  o.durability = Durability::kUnsynced;
   ASSERT_TRUE(WriteDcp({OnesTensor("a", 4)}, parent + "/alone", o).ok());
   EXPECT_EQ(Consolidated(parent + "/out"), Consolidated(parent + "/alone"));
 }
