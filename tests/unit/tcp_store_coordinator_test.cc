@@ -2,6 +2,8 @@
 // rank 1 a client): what one of them sees when the other stops taking part.
 #include "optstate/libtorch/tcp_store_coordinator.h"
 
+#include "optstate/file_io.h"
+
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -171,6 +173,36 @@ TEST(TcpStoreCoordinatorTest, AbortGoesOutWhileAnotherRequestIsUnanswered) {
   EXPECT_TRUE(store->Heard("process 1 of 2 was interrupted (SIGINT)"));
   store.reset();  // closing its connections ends the unanswered request
   EXPECT_FALSE(gather.get().ok());
+}
+
+// A process cut off from the store (its link down) sends its beat into a
+// connection that never answers: after heartbeat_timeout it names itself as
+// the one cut off, and its work is cancelled, though every request it made is
+// still waiting.
+TEST(TcpStoreCoordinatorTest, UnansweredBeatNamesThisProcess) {
+  auto store = std::make_unique<SilentStore>();
+  TcpStoreEndpoint e;
+  e.rank = 1;
+  e.size = 2;
+  e.host = "127.0.0.1";
+  e.port = store->port();
+  e.agent_store = true;  // connect as a client only
+  e.job = "test";
+  e.heartbeat_timeout = std::chrono::seconds(2);
+  auto c = ConnectTcpStore(e);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(store->WaitToHear("optstate/test/beat/1"));
+  const auto start = std::chrono::steady_clock::now();
+  while ((*c)->Fault().empty() && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ((*c)->Fault(), "c10d store at 127.0.0.1:" + std::to_string(store->port()) +
+                               ": process 1 of 2 (this one) has had no answer from the store for 2 s "
+                               "(its network or the store's host is down)");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+  EXPECT_TRUE(CancellationRequested());
+  ClearCancellation();
+  store.reset();  // closing its connections ends the unanswered beat
 }
 
 TEST(TcpStoreCoordinatorTest, SilentProcessTimesOutNamingIt) {
