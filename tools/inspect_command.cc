@@ -8,6 +8,7 @@
 #include "optstate/dcp.h"
 #include "optstate/validate.h"
 #include "optstate/checkpoint.h"
+#include "each_checkpoint.h"
 #include "shared_flags.h"
 #include "terminal_safe_stream.h"
 
@@ -40,6 +41,20 @@ int RunInspect(const InspectOptions& given, CommandOutput& output) {
   InspectOptions options = given;
   if (options.paths.empty()) options.paths.push_back(options.path);  // callers that set only path
   options.path = options.paths[0];
+  if (options.each) {
+    EachOptions each;
+    each.command = kName;
+    each.paths = options.paths;
+    each.find.framework_directories = false;  // HF Trainer's and accelerate's files one by one
+    each.jobs = options.jobs;
+    each.json = options.json;
+    return RunEach(each, output, [&](const std::string& path, CommandOutput& one_output) {
+      InspectOptions one = options;
+      one.each = false;
+      one.paths = {path};
+      return RunInspect(one, one_output);
+    });
+  }
   if (options.paths.size() > 1) return RunInspectRankSet(options, output);
   if (IsDcpDirectory(options.path)) return RunInspectDcp(options, output);
   std::error_code ec;
@@ -89,6 +104,12 @@ CommandRunner AddInspectCommand(CLI::App& parent) {
   cmd->add_flag("--records", o->records,
                 "List every zip record with size, data offset and CRC-32 (reads every local header)");
   cmd->add_flag("--verify-crc", o->read.verify_crc, "Recompute every record's CRC-32 (torch.load never does)");
+  cmd->add_flag("--each", o->each,
+                "Every path its own checkpoint (not the ranks of one save); a directory that is no checkpoint\n"
+                "itself is searched for files, DCP and DeepSpeed directories: each one shown in the order\n"
+                "found, then a summary; with --json one document (exit 2 if any could not be read)");
+  cmd->add_option("-j,--jobs", o->jobs, "With --each: checkpoints read at once (default: one per core)")
+      ->check(CLI::Range(1u, 1024u));
   AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
       "\nExamples:\n"
@@ -99,7 +120,8 @@ CommandRunner AddInspectCommand(CLI::App& parent) {
       "  optstate inspect --json checkpoint.pt.zst | jq .optimizers\n"
       "  optstate inspect checkpoints/step_1000        (a DCP directory: files, chunks, rebuilt tree)\n"
       "  optstate inspect ds_out/global_step3          (DeepSpeed ZeRO: ranks, partitions, fragments)\n"
-      "  optstate inspect ckpt/optim_rank*.pt            (one sharded save: layout, then every rank)");
+      "  optstate inspect ckpt/optim_rank*.pt            (one sharded save: layout, then every rank)\n"
+      "  optstate inspect --each --json runs/ > zoo.json (every checkpoint under runs/, on every core)");
   return [o](CommandOutput& output) { return RunInspect(*o, output); };
 }
 

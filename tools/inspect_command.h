@@ -16,6 +16,8 @@ struct InspectOptions {
   std::vector<std::string> paths;  // as given: one file or DCP directory, or every rank's file
   bool json = false;
   bool records = false;  // list every zip record
+  bool each = false;     // every path its own checkpoint; directories searched for them
+  unsigned jobs = 0;     // with each: checkpoints read at once (0: one per core)
   ReadOptions read;      // limits and --verify-crc
   InspectReportOptions report;
 };

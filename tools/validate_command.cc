@@ -12,6 +12,7 @@
 #include "optstate/dcp.h"
 #include "optstate/file_io.h"
 #include "optstate/validate.h"
+#include "each_checkpoint.h"
 #include "shared_flags.h"
 #include "terminal_safe_stream.h"
 
@@ -193,6 +194,35 @@ StatusOr<ValidateOptions> ValidateOptionsFrom(const ValidateCommandOptions& o) {
     vo.allowed_globals = std::move(rules->allowed_globals);
   }
   return vo;
+}
+
+// --each: ValidateOne on every checkpoint under the paths (each_checkpoint.h).
+int RunValidateEach(const ValidateCommandOptions& o, const ValidateOptions& vo, CommandOutput& output) {
+  if (!o.junit.empty()) {
+    return ReportError(output, kName,
+                       InvalidArgumentError("--junit writes one checkpoint's report: with --each, run validate "
+                                            "--junit once per checkpoint"),
+                       o.json);
+  }
+  if (o.models.size() > 1) {
+    return ReportError(output, kName,
+                       InvalidArgumentError("--each checks every checkpoint against the same parameters: give "
+                                            "--model at most once (several are for the ranks of one save)"),
+                       o.json);
+  }
+  EachOptions each;
+  each.command = kName;
+  each.paths = o.paths;
+  each.jobs = o.jobs;
+  each.json = o.json;
+  each.gate = true;
+  return RunEach(each, output, [&](const std::string& path, CommandOutput& one_output) {
+    ValidateCommandOptions one = o;
+    one.each = false;
+    one.paths = {path};
+    one.path = path;
+    return ValidateOne(one, vo, one_output);
+  });
 }
 
 }  // namespace

@@ -31,10 +31,6 @@ int RunValidate(const ValidateCommandOptions& options, CommandOutput& output);
 // `validate PATH...` without --each checks it.
 int ValidateOne(const ValidateCommandOptions& options, const ValidateOptions& vo, CommandOutput& output);
 
-// --each: every checkpoint FindCheckpoints finds under options.paths, checked
-// by ValidateOne on `jobs` threads, each one's report written in the order found
-// (validate_each.cc).
-int RunValidateEach(const ValidateCommandOptions& options, const ValidateOptions& vo, CommandOutput& output);
 
 // The JUnit XML document for one report (validate_junit.cc).
 std::string ValidationJUnit(const ValidationReport& report);

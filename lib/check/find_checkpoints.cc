@@ -26,10 +26,14 @@ bool LooksLikeCheckpointFile(const std::string& path) {
   return SniffContainerFormat(bytes).has_value() || (bytes.size() >= 512 && IsTarHeader(bytes.first(512)));
 }
 
-// A directory validate takes as one checkpoint.
-bool IsCheckpointDirectory(const std::string& dir) { return IsDcpDirectory(dir) || FindFrameworkFiles(dir).ok(); }
+// A directory taken as one checkpoint.
+bool IsCheckpointDirectory(const std::string& dir, const FindCheckpointsOptions& options) {
+  if (IsDcpDirectory(dir)) return true;
+  auto framework = FindFrameworkFiles(dir);
+  return framework.ok() && (options.framework_directories || framework->layout == "deepspeed");
+}
 
-Status Walk(const std::string& dir, int depth, CheckpointSearch& out) {
+Status Walk(const std::string& dir, int depth, const FindCheckpointsOptions& options, CheckpointSearch& out) {
   // Deeper than any training layout; stops a bind-mount loop all the same.
   if (depth > 32) return InvalidArgumentError(dir + ": more than 32 directories deep");
   std::error_code ec;
@@ -43,10 +47,10 @@ Status Walk(const std::string& dir, int depth, CheckpointSearch& out) {
     if (name.starts_with(".")) continue;  // .git, .cache, a DCP directory's .metadata seen from outside
     const std::string path = entry.path().string();
     if (entry.is_directory(ec) && !entry.is_symlink(ec)) {
-      if (IsCheckpointDirectory(path)) {
+      if (IsCheckpointDirectory(path, options)) {
         out.checkpoints.push_back(path);
       } else {
-        OPTSTATE_RETURN_IF_ERROR(Walk(path, depth + 1, out));
+        OPTSTATE_RETURN_IF_ERROR(Walk(path, depth + 1, options, out));
       }
     } else if (entry.is_regular_file(ec)) {
       (LooksLikeCheckpointFile(path) ? out.checkpoints : out.skipped).push_back(path);
@@ -57,15 +61,16 @@ Status Walk(const std::string& dir, int depth, CheckpointSearch& out) {
 
 }  // namespace
 
-StatusOr<CheckpointSearch> FindCheckpoints(const std::vector<std::string>& paths) {
+StatusOr<CheckpointSearch> FindCheckpoints(const std::vector<std::string>& paths,
+                                           const FindCheckpointsOptions& options) {
   CheckpointSearch out;
   for (const std::string& path : paths) {
     std::error_code ec;
     fs::file_status st = fs::status(path, ec);
     if (ec || !fs::exists(st)) return NotFoundError(path + ": no such file or directory");
-    if (fs::is_directory(st) && !IsCheckpointDirectory(path)) {
+    if (fs::is_directory(st) && !IsCheckpointDirectory(path, options)) {
       const size_t before = out.checkpoints.size();
-      OPTSTATE_RETURN_IF_ERROR(Walk(path, 0, out));
+      OPTSTATE_RETURN_IF_ERROR(Walk(path, 0, options, out));
       if (out.checkpoints.size() == before) {
         out.empty_directories.push_back(path);
       }

@@ -54,6 +54,26 @@ TEST(FindCheckpointsTest, PathsGivenKeepTheirOrderAndFilesAlwaysCount) {
   EXPECT_EQ(found->empty_directories, Paths{root + "/empty"});
 }
 
+// validate checks a framework's directory as one; inspect shows its files.
+TEST(FindCheckpointsTest, FrameworkDirectoriesWholeOrWalked) {
+  const std::string root = ::testing::TempDir() + "/find_checkpoints_framework";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  fs::copy(testing::RepoPath("testdata/frameworks/dirs_torch26/hf_trainer/checkpoint-6"), root + "/checkpoint-6",
+           fs::copy_options::recursive);
+  auto whole = FindCheckpoints({root});
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->checkpoints, Paths{root + "/checkpoint-6"});
+  FindCheckpointsOptions walked;
+  walked.framework_directories = false;
+  auto files = FindCheckpoints({root}, walked);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  const std::string dir = root + "/checkpoint-6/";
+  EXPECT_EQ(files->checkpoints, (Paths{dir + "model.safetensors", dir + "optimizer.pt", dir + "rng_state.pth",
+                                       dir + "scheduler.pt", dir + "training_args.bin"}));
+  EXPECT_EQ(files->skipped, Paths{dir + "trainer_state.json"});
+}
+
 TEST(FindCheckpointsTest, MissingPathIsAnError) {
   const std::string root = MakeTree();
   auto found = FindCheckpoints({root + "/a.pt", root + "/missing"});

@@ -157,15 +157,23 @@ struct CheckpointSearch {
   std::vector<std::string> empty_directories;  // paths given that held no checkpoint at all
 };
 
+struct FindCheckpointsOptions {
+  // Framework directories (HF Trainer, accelerate, DeepSpeed) taken whole, as
+  // validate checks them; false: only DeepSpeed's (whose layout inspect shows),
+  // the others walked for their files.
+  bool framework_directories = true;
+};
+
 // A path given that is a file, a DCP directory or a framework's checkpoint
-// directory is one checkpoint (a file always, so that validate says what it
+// directory is one checkpoint (a file always, so that the command says what it
 // is). Any other directory is walked for them, entries in name order, those
 // named ".*" left out and symlinked directories not followed; a file found so
 // counts when its first bytes are a torch.save zip, legacy or tar file, a zstd
 // frame or a safetensors header (or it cannot be opened: validate says why).
 // Errors: kNotFound for a path that does not exist, kIoError for a directory
 // that cannot be listed, kInvalidArgument past 32 levels.
-StatusOr<CheckpointSearch> FindCheckpoints(const std::vector<std::string>& paths);
+StatusOr<CheckpointSearch> FindCheckpoints(const std::vector<std::string>& paths,
+                                           const FindCheckpointsOptions& options = {});
 
 }  // namespace optstate
 

@@ -1,7 +1,5 @@
-// `optstate validate --each PATH...`: many checkpoints in one run (a model zoo,
-// a sweep's outputs, every checkpoint-N/ of a run), checked on several threads.
-// Reports come out in the order the checkpoints were found whatever order the
-// threads finish in, so the output of -j 1 and -j 8 is the same bytes.
+#include "each_checkpoint.h"
+
 #include <algorithm>
 #include <condition_variable>
 #include <functional>
@@ -13,15 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "optstate/validate.h"
-#include "validate_command.h"
+#include "shared_flags.h"
 
 namespace optstate::tools {
 namespace {
 
-constexpr const char* kName = "validate";
-
-// One checkpoint's run, as `validate PATH` alone would have printed it.
+// One checkpoint's run, as the command alone on its path would have printed it.
 struct CheckedOne {
   std::string out;
   std::string err;
@@ -29,11 +24,12 @@ struct CheckedOne {
   bool done = false;
 };
 
-// Runs ValidateOne on each path, `jobs` at a time, and hands each result to
+// Runs `run_one` on each path, `jobs` at a time, and hands each result to
 // `emit` in path order as soon as it and every one before it are done (the
 // caller's thread emits; results are dropped once emitted).
-void CheckInOrder(const ValidateCommandOptions& o, const ValidateOptions& vo, const std::vector<std::string>& paths,
-                  unsigned jobs, const std::function<void(size_t, const CheckedOne&)>& emit) {
+void CheckInOrder(const std::vector<std::string>& paths, unsigned jobs,
+                  const std::function<int(const std::string&, CommandOutput&)>& run_one,
+                  const std::function<void(size_t, const CheckedOne&)>& emit) {
   std::vector<CheckedOne> results(paths.size());
   std::mutex mutex;
   std::condition_variable finished;
@@ -46,13 +42,9 @@ void CheckInOrder(const ValidateCommandOptions& o, const ValidateOptions& vo, co
         if (next == paths.size()) return;
         i = next++;
       }
-      ValidateCommandOptions one = o;
-      one.each = false;
-      one.paths = {paths[i]};
-      one.path = paths[i];
       std::ostringstream out, err;
       CommandOutput captured{out, err};
-      const int code = ValidateOne(one, vo, captured);
+      const int code = run_one(paths[i], captured);
       std::lock_guard<std::mutex> lock(mutex);
       results[i] = {out.str(), err.str(), code, true};
       finished.notify_all();
@@ -77,24 +69,14 @@ int WorstExit(int a, int b) { return a == kExitError || b == kExitError ? kExitE
 
 }  // namespace
 
-int RunValidateEach(const ValidateCommandOptions& o, const ValidateOptions& vo, CommandOutput& output) {
-  if (!o.junit.empty()) {
-    return ReportError(output, kName,
-                       InvalidArgumentError("--junit writes one checkpoint's report: with --each, run validate "
-                                            "--junit once per checkpoint"),
-                       o.json);
-  }
-  if (o.models.size() > 1) {
-    return ReportError(output, kName,
-                       InvalidArgumentError("--each checks every checkpoint against the same parameters: give "
-                                            "--model at most once (several are for the ranks of one save)"),
-                       o.json);
-  }
-  auto found = FindCheckpoints(o.paths);
-  if (!found.ok()) return ReportError(output, kName, found.status(), o.json);
+int RunEach(const EachOptions& o, CommandOutput& output,
+            const std::function<int(const std::string& path, CommandOutput& output)>& run_one) {
+  const std::string command(o.command);
+  auto found = FindCheckpoints(o.paths, o.find);
+  if (!found.ok()) return ReportError(output, command, found.status(), o.json);
   const std::vector<std::string>& paths = found->checkpoints;
   if (paths.empty()) {
-    return ReportError(output, kName, NotFoundError("no checkpoint under " + FirstNames(o.paths)), o.json);
+    return ReportError(output, command, NotFoundError("no checkpoint under " + FirstNames(o.paths)), o.json);
   }
   unsigned jobs = o.jobs != 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   jobs = static_cast<unsigned>(std::min<size_t>(jobs, paths.size()));
@@ -105,7 +87,7 @@ int RunValidateEach(const ValidateCommandOptions& o, const ValidateOptions& vo, 
   std::vector<std::string> failed, unread;
   int exit_code = kExitOk;
   bool wrote_report = false;
-  CheckInOrder(o, vo, paths, jobs, [&](size_t i, const CheckedOne& r) {
+  CheckInOrder(paths, jobs, run_one, [&](size_t i, const CheckedOne& r) {
     passed += r.exit_code == kExitOk;
     if (r.exit_code == kExitFindings) failed.push_back(paths[i]);
     if (r.exit_code == kExitError) unread.push_back(paths[i]);
@@ -132,7 +114,8 @@ int RunValidateEach(const ValidateCommandOptions& o, const ValidateOptions& vo, 
     return exit_code;
   }
   output.out << "\n" << paths.size() << (paths.size() == 1 ? " checkpoint: " : " checkpoints: ") << passed
-             << " passed, " << failed.size() << " FAILED, " << unread.size() << " could not be read";
+             << (o.gate ? " passed, " + std::to_string(failed.size()) + " FAILED, " : " read, ") << unread.size()
+             << " could not be read";
   if (!found->skipped.empty()) output.out << "; " << found->skipped.size() << " other files not checkpoints";
   output.out << "\n";
   for (const std::string& path : failed) output.out << "  FAILED: " << path << "\n";
