@@ -86,9 +86,9 @@ fi
 # Rank 1's filesystem fills up (a shim that fails its file writes with ENOSPC,
 # which a small tmpfs cannot do for one process of several sharing a directory):
 # both fail naming it, nothing is left, and the rerun writes the same bytes.
-shim=$scratch/full_disk_shim.so
-if ! cc -shared -fPIC -O2 -o "$shim" tests/faults/full_disk_shim.c -ldl; then
-  fail "building tests/faults/full_disk_shim.c"
+shim=$scratch/write_faults_shim.so
+if ! cc -shared -fPIC -O2 -o "$shim" tests/faults/write_faults_shim.c -ldl; then
+  fail "building tests/faults/write_faults_shim.c"
 else
   port=$(free_port)
   MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=2 timeout 60 "$bin" export --distributed "$pt" \

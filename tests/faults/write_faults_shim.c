@@ -1,14 +1,19 @@
-/* LD_PRELOAD shim for tests: this process's writes to regular files fail with
- * ENOSPC once OPTSTATE_TEST_FULL_AFTER bytes have gone through write() and
- * copy_file_range() (the two calls optstate writes outputs with), as if its
- * filesystem filled up. Other processes of the same job, sharing the
- * directory, are not affected, which no small tmpfs can do. Standard streams
- * (fds 0-2) are exempt so the error can still be reported.
- * Build: cc -shared -fPIC -o full_disk_shim.so full_disk_shim.c -ldl */
+/* LD_PRELOAD shim for tests: faults in this process's writes to regular files
+ * through write() and copy_file_range() (the two calls optstate writes outputs
+ * with), leaving the other processes of a job, which share the directory,
+ * alone (no small tmpfs can do that):
+ *   OPTSTATE_TEST_FULL_AFTER=N    ENOSPC once N bytes are written, as if the
+ *                                 filesystem filled up;
+ *   OPTSTATE_TEST_FIRST_WRITE_DELAY_MS=N  the first write waits N ms, so that
+ *                                 a test can act while this process is known
+ *                                 to be writing (before it says it is done).
+ * Standard streams (fds 0-2) are exempt so errors can still be reported.
+ * Build: cc -shared -fPIC -o write_faults_shim.so write_faults_shim.c -ldl */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -19,6 +24,13 @@ static long long remaining = -2; /* -2: not read yet; -1: no limit */
 static int full(int fd, size_t n) {
   struct stat st;
   if (fd <= 2 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  static int delayed = 0;
+  if (!__atomic_exchange_n(&delayed, 1, __ATOMIC_RELAXED)) {
+    const char* delay = getenv("OPTSTATE_TEST_FIRST_WRITE_DELAY_MS");
+    long ms = delay ? atol(delay) : 0;
+    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+    if (ms > 0) nanosleep(&pause, NULL);
+  }
   if (__atomic_load_n(&remaining, __ATOMIC_RELAXED) == -2) {
     const char* limit = getenv("OPTSTATE_TEST_FULL_AFTER");
     __atomic_store_n(&remaining, limit ? atoll(limit) : -1, __ATOMIC_RELAXED);
