@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "shared_flags.h"
@@ -68,6 +69,12 @@ void CheckInOrder(const std::vector<std::string>& paths, unsigned jobs,
 int WorstExit(int a, int b) { return a == kExitError || b == kExitError ? kExitError : std::max(a, b); }
 
 }  // namespace
+
+void AddEachFlags(CLI::App& cmd, bool& each, unsigned& jobs, std::string_view each_help, std::string_view what) {
+  cmd.add_flag("--each", each, std::string(each_help));
+  cmd.add_option("-j,--jobs", jobs, "With --each: checkpoints " + std::string(what) + " at once (default: one per core)")
+      ->check(CLI::Range(1u, 1024u));
+}
 
 int RunEach(const EachOptions& o, CommandOutput& output,
             const std::function<int(const std::string& path, CommandOutput& output)>& run_one) {

@@ -13,7 +13,15 @@
 #include "command.h"
 #include "optstate/validate.h"
 
+namespace CLI {
+class App;
+}
+
 namespace optstate::tools {
+
+// --each (its help: what each path is searched for and shown as) and -j,--jobs;
+// `what` is what a job does to a checkpoint ("checked", "read").
+void AddEachFlags(CLI::App& cmd, bool& each, unsigned& jobs, std::string_view each_help, std::string_view what);
 
 struct EachOptions {
   std::string_view command;  // "validate": error messages

@@ -104,12 +104,11 @@ CommandRunner AddInspectCommand(CLI::App& parent) {
   cmd->add_flag("--records", o->records,
                 "List every zip record with size, data offset and CRC-32 (reads every local header)");
   cmd->add_flag("--verify-crc", o->read.verify_crc, "Recompute every record's CRC-32 (torch.load never does)");
-  cmd->add_flag("--each", o->each,
-                "Every path its own checkpoint (not the ranks of one save); a directory that is no checkpoint\n"
-                "itself is searched for files, DCP and DeepSpeed directories: each one shown in the order\n"
-                "found, then a summary; with --json one document (exit 2 if any could not be read)");
-  cmd->add_option("-j,--jobs", o->jobs, "With --each: checkpoints read at once (default: one per core)")
-      ->check(CLI::Range(1u, 1024u));
+  AddEachFlags(*cmd, o->each, o->jobs,
+               "Every path its own checkpoint (not the ranks of one save); a directory that is no checkpoint\n"
+               "itself is searched for files, DCP and DeepSpeed directories: each one shown in the order\n"
+               "found, then a summary; with --json one document (exit 2 if any could not be read)",
+               "read");
   AddReadLimitFlags(*cmd, o->read);
   cmd->footer(
       "\nExamples:\n"

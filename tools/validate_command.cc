@@ -290,12 +290,11 @@ CommandRunner AddValidateCommand(CLI::App& parent) {
   cmd->add_option("--junit", o->junit, "Also write a JUnit XML report here (one test case per rule)");
   cmd->add_flag("--no-values", o->no_values, "Structure only: do not read tensor bytes (rules that need them are skipped)");
   cmd->add_flag("--list-rules", o->list_rules, "List every rule with its default severity, and exit");
-  cmd->add_flag("--each", o->each,
-                "Every path its own checkpoint (not the ranks of one save); a directory that is no checkpoint\n"
-                "itself is searched for checkpoints (files, DCP and framework directories): one report each,\n"
-                "in the order found, then a summary; exit 2 if any could not be read, else 1 if any failed");
-  cmd->add_option("-j,--jobs", o->jobs, "With --each: checkpoints checked at once (default: one per core)")
-      ->check(CLI::Range(1u, 1024u));
+  AddEachFlags(*cmd, o->each, o->jobs,
+               "Every path its own checkpoint (not the ranks of one save); a directory that is no checkpoint\n"
+               "itself is searched for checkpoints (files, DCP and framework directories): one report each,\n"
+               "in the order found, then a summary; exit 2 if any could not be read, else 1 if any failed",
+               "checked");
   AddJsonFlag(*cmd, o->json, "validate");
   AddReadLimitFlags(*cmd, o->read);
   cmd->footer(

@@ -98,6 +98,18 @@ class SilentStore {
   std::thread thread_;
 };
 
+// Rank 1 of 2 of job "test", a client of `store` (as under torchrun's agent store).
+TcpStoreEndpoint ClientOf(const SilentStore& store) {
+  TcpStoreEndpoint e;
+  e.rank = 1;
+  e.size = 2;
+  e.host = "127.0.0.1";
+  e.port = store.port();
+  e.agent_store = true;  // connect as a client only
+  e.job = "test";
+  return e;
+}
+
 struct Pair {
   std::unique_ptr<Coordinator> rank0, rank1;
   uint16_t port = 0;
@@ -154,13 +166,7 @@ TEST(TcpStoreCoordinatorTest, AbortEndsTheOthersWait) {
 // request: it has a connection of its own.
 TEST(TcpStoreCoordinatorTest, AbortGoesOutWhileAnotherRequestIsUnanswered) {
   auto store = std::make_unique<SilentStore>();
-  TcpStoreEndpoint e;
-  e.rank = 1;
-  e.size = 2;
-  e.host = "127.0.0.1";
-  e.port = store->port();
-  e.agent_store = true;  // connect as a client only
-  e.job = "test";
+  TcpStoreEndpoint e = ClientOf(*store);
   e.timeout = std::chrono::seconds(60);
   auto c = ConnectTcpStore(e);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -181,13 +187,7 @@ TEST(TcpStoreCoordinatorTest, AbortGoesOutWhileAnotherRequestIsUnanswered) {
 // still waiting.
 TEST(TcpStoreCoordinatorTest, UnansweredBeatNamesThisProcess) {
   auto store = std::make_unique<SilentStore>();
-  TcpStoreEndpoint e;
-  e.rank = 1;
-  e.size = 2;
-  e.host = "127.0.0.1";
-  e.port = store->port();
-  e.agent_store = true;  // connect as a client only
-  e.job = "test";
+  TcpStoreEndpoint e = ClientOf(*store);
   e.heartbeat_timeout = std::chrono::seconds(2);
   auto c = ConnectTcpStore(e);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
