@@ -282,11 +282,7 @@ class Machine {
   }
 
   // PUT, BINPUT, LONG_BINPUT, MEMOIZE: the top of the stack under `index`.
-  Status MemoizeTop(uint64_t index) {
-    OPTSTATE_ASSIGN_OR_RETURN(NodeId top, Top());
-    return Memoize(index, top);
-  }
-
+  Status MemoizeTop(uint64_t index);
   Status Memoize(uint64_t index, NodeId id) {
     if (memo_.size() >= limits_.max_memo && !memo_.contains(index)) {
       return LimitExceededError(Where() + "more than " + std::to_string(limits_.max_memo) +

@@ -21,6 +21,11 @@ Status WithOperand(StatusOr<T> operand, Act act) {
 
 }  // namespace
 
+Status Machine::MemoizeTop(uint64_t index) {
+  OPTSTATE_ASSIGN_OR_RETURN(NodeId top, Top());
+  return Memoize(index, top);
+}
+
 Status Machine::Step(uint8_t op) {
   switch (op) {
     // Framing and protocol.
