@@ -66,8 +66,6 @@ void CheckInOrder(const std::vector<std::string>& paths, unsigned jobs,
   for (std::thread& t : threads) t.join();
 }
 
-int WorstExit(int a, int b) { return a == kExitError || b == kExitError ? kExitError : std::max(a, b); }
-
 }  // namespace
 
 void AddEachFlags(CLI::App& cmd, bool& each, unsigned& jobs, std::string_view each_help, std::string_view what) {
@@ -78,12 +76,11 @@ void AddEachFlags(CLI::App& cmd, bool& each, unsigned& jobs, std::string_view ea
 
 int RunEach(const EachOptions& o, CommandOutput& output,
             const std::function<int(const std::string& path, CommandOutput& output)>& run_one) {
-  const std::string command(o.command);
   auto found = FindCheckpoints(o.paths, o.find);
-  if (!found.ok()) return ReportError(output, command, found.status(), o.json);
+  if (!found.ok()) return ReportError(output, o.command, found.status(), o.json);
   const std::vector<std::string>& paths = found->checkpoints;
   if (paths.empty()) {
-    return ReportError(output, command, NotFoundError("no checkpoint under " + FirstNames(o.paths)), o.json);
+    return ReportError(output, o.command, NotFoundError("no checkpoint under " + FirstNames(o.paths)), o.json);
   }
   unsigned jobs = o.jobs != 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   jobs = static_cast<unsigned>(std::min<size_t>(jobs, paths.size()));
@@ -98,7 +95,7 @@ int RunEach(const EachOptions& o, CommandOutput& output,
     passed += r.exit_code == kExitOk;
     if (r.exit_code == kExitFindings) failed.push_back(paths[i]);
     if (r.exit_code == kExitError) unread.push_back(paths[i]);
-    exit_code = WorstExit(exit_code, r.exit_code);
+    exit_code = std::max(exit_code, r.exit_code);  // the exit codes rank ok < findings < error
     if (o.json) {
       // Each run wrote one JSON document (its report, or an error document).
       J result = J::parse(r.out, nullptr, /*allow_exceptions=*/false);
