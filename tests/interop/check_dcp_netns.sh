@@ -99,9 +99,15 @@ else
 fi
 
 # Partitions: host VICTIM's link goes down once the job is writing, while the
-# victim's processes are still in their delayed first write.
+# processes of a host that has not reported its part are still in their delayed
+# first write.
 for victim in 2 0; do
-  name=cut$victim port=$((port + 1)) direct=($port $port $port $port $port) slow_host=$victim
+  # The slow host must be one whose process cannot report its part once the cut
+  # is made: the victim itself, or for the store's own host (whose processes
+  # still reach the store) a worker host beyond it.
+  slow_host=$victim
+  [ "$victim" = 0 ] && slow_host=1
+  name=cut$victim port=$((port + 1)) direct=($port $port $port $port $port)
   launch "$name" direct export --distributed big.pt -o "$name" --world-size 4 -q
   slow_host=-1
   # Writing: a rank file exists, so every process has passed the 'start' exchange (cut before
