@@ -14,7 +14,7 @@
 #include "cli_app.h"
 #include "command.h"
 #include "interrupt_cleanup.h"
-#include "optstate/libtorch/tcp_store_coordinator.h"
+#include "optstate/coordinator.h"
 
 namespace {
 

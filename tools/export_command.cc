@@ -8,12 +8,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "dcp_output.h"
 #include "optstate/collisions.h"
 #include "optstate/dcp.h"
-#include "optstate/optimizer_state.h"
 #include "optstate/params.h"
 #include "optstate/unshard.h"
-#include "dcp_output.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {

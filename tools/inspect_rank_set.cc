@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include "inspect_command.h"
-#include "optstate/dtype.h"
 #include "optstate/torch_objects.h"
 #include "optstate/unshard.h"
 

@@ -124,11 +124,12 @@ void WriteInspectText(const InspectOptions& options, const Checkpoint& cp, const
       << HumanBytes(r.storage_bytes) << " of data\n";
   const ContainerInfo& c = cp.container;
   if (c.format == ContainerFormat::kZip) {
-    out << "  records   " << c.zip.entries.size() << (c.crc_checked ? ", all CRC-32 verified" : "")
+    const ZipListing zip = ListZipRecords(c);
+    out << "  records   " << zip.records.size() << (c.crc_checked ? ", all CRC-32 verified" : "")
         << (c.version ? ", version " + *c.version : "")
         << (c.serialization_id ? ", serialization_id " + *c.serialization_id : "") << "\n";
     if (options.records) {
-      for (const ZipEntry& e : c.zip.entries) {
+      for (const ZipRecordView& e : zip.records) {
         out << "    " << std::left << std::setw(44) << OneLine(e.name) << std::right << std::setw(10) << e.size
             << std::setw(10) << e.data_offset << "  " << std::hex << std::setw(8) << std::setfill('0')
             << e.crc32 << std::dec << std::setfill(' ') << "\n";
@@ -159,10 +160,10 @@ nlohmann::ordered_json InspectJson(const InspectOptions& options, const Checkpoi
   doc["format"] = ContainerFormatName(c.format);
   doc["file_size"] = c.file_size;
   auto opt = [](const std::optional<std::string>& s) { return s ? J(*s) : J(nullptr); };
-  if (!c.zip.entries.empty()) {
+  if (const ZipListing zip = ListZipRecords(c); !zip.records.empty()) {
     J& z = doc["zip"];
-    z["prefix"] = c.zip.prefix;
-    z["zip64"] = c.zip.zip64;
+    z["prefix"] = zip.prefix;
+    z["zip64"] = zip.zip64;
     z["version"] = opt(c.version);
     z["byteorder"] = opt(c.byteorder);
     z["serialization_id"] = opt(c.serialization_id);
@@ -170,7 +171,7 @@ nlohmann::ordered_json InspectJson(const InspectOptions& options, const Checkpoi
     z["storage_bytes"] = c.storage_bytes;
     z["crc_checked"] = c.crc_checked;
     z["records"] = J::array();
-    for (const ZipEntry& e : c.zip.entries) {
+    for (const ZipRecordView& e : zip.records) {
       z["records"].push_back({{"name", e.name}, {"size", e.size},
                               {"data_offset", e.data_offset_known ? J(e.data_offset) : J(nullptr)},
                               {"crc32", e.crc32}, {"method", e.method}});

@@ -13,9 +13,8 @@
 
 #include "optstate/checkpoint.h"
 #include "optstate/inspect_report.h"
-#include "optstate/optimizer_state.h"
+#include "optstate/optimizer.h"
 #include "optstate/params.h"
-#include "optstate/regenerate.h"
 #include "shared_flags.h"
 
 namespace optstate::tools {

@@ -11,8 +11,8 @@
 
 #include "optstate/collisions.h"
 #include "optstate/dcp.h"
+#include "optstate/optimizer.h"
 #include "optstate/validate.h"
-#include "optstate/verify.h"
 #include "optstate/zero.h"
 #include "shared_flags.h"
 #include "terminal_safe_stream.h"

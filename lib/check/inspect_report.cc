@@ -5,9 +5,9 @@
 #include <map>
 #include <set>
 
-#include "optstate/optimizer_state.h"
-#include "torch/shard_layout.h"
+#include "optstate/params.h"
 #include "pickle/graph_walk.h"
+#include "torch/shard_layout.h"
 
 namespace optstate {
 namespace {

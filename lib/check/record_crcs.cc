@@ -5,6 +5,7 @@
 #include <string>
 
 #include "check/validate_checkpoint.h"
+#include "torch/container.h"
 
 namespace optstate {
 
@@ -16,7 +17,7 @@ void ReportRecordCrcs(const Checkpoint& cp, const std::vector<const ZipEntry*>& 
   // but its bytes cannot be checked; skip_data's storages are besides all
   // zero, a file with the structure and none of the values.
   size_t unrecorded = 0, storages = 0, skipped_storages = 0;
-  const std::string data_dir = cp.container.zip.prefix + "/data/";
+  const std::string data_dir = ZipDirectory(cp.container).prefix + "/data/";
   for (size_t i = 0; i < records.size(); ++i) {
     const bool storage = records[i]->name.starts_with(data_dir);
     storages += storage;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "check/validate_checkpoint.h"
-#include "optstate/optimizer_state.h"
+#include "optstate/params.h"
 #include "pickle/graph_walk.h"
 
 namespace optstate {

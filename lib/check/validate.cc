@@ -11,9 +11,10 @@
 #include "check/validate_params.h"
 #include "optstate/dcp.h"
 #include "optstate/file_io.h"
-#include "optstate/optimizer_state.h"
-#include "torch/security.h"
+#include "optstate/params.h"
 #include "optstate/torch_objects.h"
+#include "torch/container.h"
+#include "torch/security.h"
 
 namespace optstate {
 namespace {
@@ -181,7 +182,7 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
   };
   std::vector<const ZipEntry*> records;  // stored whole in the file: their CRCs are checked
   if (o.scan_values) {
-    for (const ZipEntry& e : cp.container.zip.entries) {
+    for (const ZipEntry& e : ZipDirectory(cp.container).entries) {
       if (e.method == 0 && e.data_offset_known && e.data_offset <= file->bytes().size() &&
           e.size <= file->bytes().size() - e.data_offset) {
         records.push_back(&e);

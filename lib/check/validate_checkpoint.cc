@@ -9,10 +9,10 @@
 #include <set>
 
 #include "check/value_scan.h"
-#include "optstate/optimizer_state.h"
+#include "optstate/params.h"
 #include "pickle/graph_walk.h"
 #include "state/optimizer_family.h"
-#include "torch/half_float.h"
+#include "torch/element_values.h"
 
 namespace optstate {
 namespace {

@@ -9,8 +9,8 @@
 #include "check/value_scan.h"
 #include "optstate/checkpoint.h"
 #include "optstate/inspect_report.h"
-#include "optstate/optimizer_state.h"
-#include "optstate/zip_archive.h"
+#include "optstate/params.h"
+#include "zip/zip_archive.h"
 
 namespace optstate {
 

@@ -9,7 +9,7 @@
 #include "io/crc32.h"
 #include "io/parallel_for.h"
 #include "optstate/file_io.h"
-#include "torch/half_float.h"
+#include "torch/element_values.h"
 
 namespace optstate {
 namespace {

@@ -10,9 +10,9 @@
 #include <optional>
 #include <vector>
 
-#include "optstate/byte_cursor.h"
-#include "optstate/dtype.h"
+#include "io/byte_cursor.h"
 #include "optstate/file_io.h"
+#include "optstate/torch_objects.h"
 
 namespace optstate {
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "dcp/box_copy.h"
+#include "io/byte_cursor.h"
+#include "torch/container.h"
 #include "torch/graph_builder.h"
 
 namespace optstate {

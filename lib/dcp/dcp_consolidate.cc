@@ -7,7 +7,7 @@
 
 #include "dcp/flattened_optimizer.h"
 #include "io/staging_directory.h"
-#include "optstate/optimizer_state.h"
+#include "optstate/params.h"
 #include "pickle/graph_walk.h"
 #include "torch/graph_builder.h"
 

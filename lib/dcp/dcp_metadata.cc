@@ -10,8 +10,10 @@
 
 #include "dcp/dcp_layout.h"
 #include "dcp/metadata_calls.h"
+#include "io/byte_cursor.h"
 #include "optstate/pickle_graph.h"
 #include "optstate/torch_objects.h"
+#include "pickle/pickle_vm.h"
 
 namespace optstate {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "optstate/dtype.h"
+#include "optstate/torch_objects.h"
 
 namespace optstate {
 namespace {

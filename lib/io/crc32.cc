@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "io/byte_cursor.h"
 #include "io/crc32_kernels.h"
 
 namespace optstate {

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "optstate/byte_cursor.h"
+#include "io/byte_cursor.h"
 
 namespace optstate {
 

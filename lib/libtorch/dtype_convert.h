@@ -9,9 +9,9 @@
 
 #include <span>
 
-#include "optstate/byte_cursor.h"
-#include "optstate/dtype.h"
+#include "io/byte_cursor.h"
 #include "optstate/status.h"
+#include "optstate/torch_objects.h"
 
 namespace optstate {
 

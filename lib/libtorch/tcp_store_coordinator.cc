@@ -1,4 +1,4 @@
-#include "optstate/libtorch/tcp_store_coordinator.h"
+#include "optstate/coordinator.h"
 
 #include <algorithm>
 #include <atomic>

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "optstate/optimizer.h"
-#include "torch/half_float.h"
+#include "torch/element_values.h"
 
 namespace optstate {
 Status AdamWStepReference(std::span<const AdamWTensor> tensors, const AdamWHyper& h) {

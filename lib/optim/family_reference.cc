@@ -7,7 +7,7 @@
 
 #include "optim/optimizer_checks.h"
 #include "optstate/optimizer.h"
-#include "torch/half_float.h"
+#include "torch/element_values.h"
 
 namespace optstate {
 namespace {

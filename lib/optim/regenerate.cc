@@ -1,4 +1,4 @@
-#include "optstate/regenerate.h"
+#include "optstate/optimizer.h"
 
 #include <algorithm>
 #include <map>
@@ -9,8 +9,8 @@
 #include "optim/group_fields.h"
 #include "optim/synthetic_values.h"
 #include "optstate/checkpoint.h"
+#include "torch/element_values.h"
 #include "torch/graph_builder.h"
-#include "torch/half_float.h"
 
 namespace optstate {
 namespace {

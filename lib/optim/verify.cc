@@ -1,4 +1,3 @@
-#include "optstate/verify.h"
 
 #include <cmath>
 #include <cstring>
@@ -7,12 +6,12 @@
 #include <set>
 #include <sstream>
 
-#include "state/optimizer_family.h"
 #include "optim/replay_steps.h"
 #include "optim/synthetic_values.h"
 #include "optim/verify_unreplayed.h"
-#include "optstate/optimizer_state.h"
 #include "optstate/optimizer.h"
+#include "optstate/params.h"
+#include "state/optimizer_family.h"
 
 namespace optstate {
 namespace {

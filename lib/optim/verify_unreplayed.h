@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "optstate/optimizer.h"
 #include "state/optimizer_family.h"
-#include "optstate/verify.h"
 
 namespace optstate {
 

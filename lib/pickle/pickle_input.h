@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
-#include "optstate/byte_cursor.h"
-#include "optstate/pickle_vm.h"
+#include "io/byte_cursor.h"
+#include "pickle/pickle_vm.h"
 
 namespace optstate::pickle_internal {
 

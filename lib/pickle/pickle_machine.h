@@ -10,11 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "io/byte_cursor.h"
 #include "optstate/file_io.h"
-#include "optstate/pickle_vm.h"
 #include "pickle/pickle_input.h"
 #include "pickle/pickle_memo.h"
 #include "pickle/pickle_text.h"
+#include "pickle/pickle_vm.h"
 #include "pickle/recent_values.h"
 
 namespace optstate::pickle_internal {

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "optstate/byte_cursor.h"
+#include "io/byte_cursor.h"
 #include "optstate/status.h"
 
 namespace optstate {

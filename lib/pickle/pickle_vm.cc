@@ -1,11 +1,12 @@
 // The pickle machine: a stack, a mark stack and a memo, as in Python's pickle
 // module, except that nothing is ever imported or called. Opcode semantics follow
 // the pickle specification (Lib/pickletools.py documents each opcode).
-#include "optstate/pickle_vm.h"
+#include "pickle/pickle_vm.h"
 
 #include <cstdlib>
 #include <string>
 
+#include "io/byte_cursor.h"
 #include "pickle/pickle_machine.h"
 
 namespace optstate {

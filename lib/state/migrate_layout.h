@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "optstate/optimizer_state.h"
 #include "optstate/params.h"
 #include "optstate/state_migrate.h"
 #include "torch/graph_builder.h"

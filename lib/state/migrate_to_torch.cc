@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "optstate/optimizer_state.h"
+#include "optstate/params.h"
 #include "optstate/state_migrate.h"
 #include "torch/graph_builder.h"
 

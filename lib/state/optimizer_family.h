@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "optstate/optimizer_state.h"
+#include "optstate/params.h"
 
 namespace optstate {
 

@@ -1,4 +1,4 @@
-#include "optstate/optimizer_state.h"
+#include "optstate/params.h"
 
 #include <algorithm>
 #include <cstring>

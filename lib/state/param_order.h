@@ -8,7 +8,6 @@
 
 #include "optstate/checkpoint.h"
 #include "optstate/params.h"
-#include "optstate/optimizer_state.h"
 
 namespace optstate {
 

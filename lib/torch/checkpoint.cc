@@ -11,8 +11,9 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "io/byte_cursor.h"
 #include "torch/container.h"
-#include "torch/half_float.h"
+#include "torch/element_values.h"
 #include "torch/legacy_format.h"
 #include "torch/safetensors_format.h"
 #include "torch/security.h"
@@ -22,7 +23,7 @@ namespace optstate {
 namespace {
 
 Status ParseZipCheckpoint(const ByteCursor& whole, const ReadOptions& options, Checkpoint& out) {
-  const ZipArchive& zip = out.container.zip;
+  const ZipArchive& zip = ZipDirectory(out.container);
   const ZipEntry* pkl = zip.Find("data.pkl");  // InspectContainer checked it exists
   out.pickle_record = pkl->name;
   OPTSTATE_ASSIGN_OR_RETURN(ByteSpan pickle, ZipEntryData(whole, *pkl));
@@ -184,7 +185,7 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
   copts.verify_crc = options.verify_crc;
   copts.resolve_offsets = options.resolve_offsets;
   copts.done_with = options.done_with;
-  copts.zip = options.zip;
+  copts.zip.max_entries = options.max_zip_entries;
   OPTSTATE_ASSIGN_OR_RETURN(out.container, InspectContainer(cursor, copts));
   switch (out.container.format) {
     case ContainerFormat::kZip: OPTSTATE_RETURN_IF_ERROR(ParseZipCheckpoint(cursor, options, out)); break;
@@ -201,7 +202,7 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
   ScanGlobals(out.globals, where, /*nested=*/false, out.findings, &called, &lookups);
   ScanAllocationClaims(out.graph, out.globals, where, cursor.size(), out.findings);
   ScanNestedPickles(out.graph, options.pickle, options.max_nested_pickle_depth, out.findings);
-  for (const ZipEntry& e : out.container.zip.entries) ScanZipName(e.name, out.findings);
+  for (const ZipEntry& e : ZipDirectory(out.container).entries) ScanZipName(e.name, out.findings);
   if (out.container.format == ContainerFormat::kZip) ScanRecordsBesideTheMainPickle(cursor, options.pickle, out);
   ReleaseTensorCalls(out.graph, out.tensors);
   return out;
@@ -263,7 +264,7 @@ StatusOr<ByteSpan> StorageBytes(ByteSpan bytes, const Checkpoint& checkpoint, co
   if (!s.located) return CorruptError("storage '" + s.key + "' has no data");
   uint64_t offset = s.data_offset;
   if (s.zip_entry >= 0) {
-    const ZipEntry& e = checkpoint.container.zip.entries[static_cast<size_t>(s.zip_entry)];
+    const ZipEntry& e = ZipDirectory(checkpoint.container).entries[static_cast<size_t>(s.zip_entry)];
     OPTSTATE_ASSIGN_OR_RETURN(offset, ZipEntryDataOffset(ByteCursor(bytes), e));
   }
   if (offset > bytes.size() || s.nbytes > bytes.size() - offset) {
@@ -274,7 +275,7 @@ StatusOr<ByteSpan> StorageBytes(ByteSpan bytes, const Checkpoint& checkpoint, co
 
 std::optional<uint32_t> StorageRecordCrc(const Checkpoint& checkpoint, const StorageRef& s) {
   if (s.zip_entry < 0) return std::nullopt;
-  const ZipEntry& e = checkpoint.container.zip.entries[static_cast<size_t>(s.zip_entry)];
+  const ZipEntry& e = ZipDirectory(checkpoint.container).entries[static_cast<size_t>(s.zip_entry)];
   if (e.method != 0 || e.size != s.nbytes) return std::nullopt;
   return e.crc32;
 }

@@ -4,8 +4,9 @@
 #include <filesystem>
 #include <string>
 
-#include "optstate/zip_writer.h"
+#include "torch/container.h"
 #include "torch/pickle_writer.h"
+#include "zip/zip_writer.h"
 
 namespace optstate {
 namespace {
@@ -136,7 +137,7 @@ StatusOr<WriteReport> WriteCheckpoint(const CheckpointFile& input, const Checkpo
     // as wrong as it was; --verify-crc checks the input first.) CRC 0 is what
     // torch writes where it computed none (set_crc32_options(False)): summed here.
     if (s.zip_entry >= 0) {
-      const ZipEntry& e = cp.container.zip.entries[static_cast<size_t>(s.zip_entry)];
+      const ZipEntry& e = ZipDirectory(cp.container).entries[static_cast<size_t>(s.zip_entry)];
       if (e.method == 0 && e.size == d.bytes.size() && e.crc32 != 0) d.crc = e.crc32;
     }
     if (d.bytes.size() < kSmallRecordBytes) {

@@ -2,6 +2,7 @@
 
 #include <zstd.h>
 
+#include "io/byte_cursor.h"
 #include "torch/safetensors_format.h"
 #include "torch/tar_format.h"
 
@@ -57,33 +58,33 @@ std::string TrimmedRecord(const ByteCursor& cursor, const ZipEntry& e) {
 }
 
 Status DescribeZip(const ByteCursor& cursor, const ContainerOptions& options, ContainerInfo& info) {
-  OPTSTATE_ASSIGN_OR_RETURN(info.zip, ReadZipDirectory(cursor, options.zip));
+  OPTSTATE_ASSIGN_OR_RETURN(ZipArchive zip, ReadZipDirectory(cursor, options.zip));
   // Its entries are copied out (the directory is 28 MB at 4 * 10^5 records).
-  if (options.done_with && info.zip.directory_offset <= cursor.data().size()) {
+  if (options.done_with && zip.directory_offset <= cursor.data().size()) {
     options.done_with(cursor.data().subspan(
-        info.zip.directory_offset,
-        std::min<uint64_t>(info.zip.directory_size, cursor.data().size() - info.zip.directory_offset)));
+        zip.directory_offset,
+        std::min<uint64_t>(zip.directory_size, cursor.data().size() - zip.directory_offset)));
   }
-  const ZipEntry* pkl = info.zip.Find("data.pkl");
+  const ZipEntry* pkl = zip.Find("data.pkl");
   if (pkl == nullptr) {
-    return CorruptError("no '" + info.zip.prefix + "/data.pkl' record: not a torch.save file");
+    return CorruptError("no '" + zip.prefix + "/data.pkl' record: not a torch.save file");
   }
   OPTSTATE_ASSIGN_OR_RETURN(ByteSpan pickle, ZipEntryData(cursor, *pkl));
   if (pickle.size() >= 2 && static_cast<uint8_t>(pickle[0]) == 0x80) {
     info.pickle_protocol = static_cast<uint8_t>(pickle[1]);
   }
-  if (const ZipEntry* e = info.zip.Find("version")) info.version = TrimmedRecord(cursor, *e);
-  if (const ZipEntry* e = info.zip.Find("byteorder")) info.byteorder = TrimmedRecord(cursor, *e);
-  if (const ZipEntry* e = info.zip.Find(".data/serialization_id")) {
+  if (const ZipEntry* e = zip.Find("version")) info.version = TrimmedRecord(cursor, *e);
+  if (const ZipEntry* e = zip.Find("byteorder")) info.byteorder = TrimmedRecord(cursor, *e);
+  if (const ZipEntry* e = zip.Find(".data/serialization_id")) {
     info.serialization_id = TrimmedRecord(cursor, *e);
   }
   if (options.resolve_offsets || options.verify_crc) {
     // Each local header read faults in its page (a large folio, often): at
     // 4 * 10^5 records, every page of the file, unless released as we go.
-    OPTSTATE_RETURN_IF_ERROR(ResolveZipDataOffsets(cursor, info.zip, options.done_with));
+    OPTSTATE_RETURN_IF_ERROR(ResolveZipDataOffsets(cursor, zip, options.done_with));
   }
-  std::string data_dir = info.zip.prefix + "/data/";
-  for (const ZipEntry& e : info.zip.entries) {
+  std::string data_dir = zip.prefix + "/data/";
+  for (const ZipEntry& e : zip.entries) {
     if (e.name.starts_with(data_dir)) {
       ++info.storage_records;
       info.storage_bytes += e.size;
@@ -96,6 +97,7 @@ Status DescribeZip(const ByteCursor& cursor, const ContainerOptions& options, Co
       }
     }
   }
+  info.zip = std::make_shared<const ZipArchive>(std::move(zip));
   info.crc_checked = options.verify_crc;
   return Status();
 }
@@ -162,6 +164,23 @@ StatusOr<ContainerInfo> InspectContainer(const ByteCursor& cursor, const Contain
     case ContainerFormat::kSafetensors: break;  // its header: safetensors_format.cc
   }
   return info;
+}
+
+const ZipArchive& ZipDirectory(const ContainerInfo& info) {
+  static const ZipArchive kNone;
+  return info.zip ? *info.zip : kNone;
+}
+
+ZipListing ListZipRecords(const ContainerInfo& info) {
+  ZipListing listing;
+  if (!info.zip) return listing;
+  listing.prefix = info.zip->prefix;
+  listing.zip64 = info.zip->zip64;
+  listing.records.reserve(info.zip->entries.size());
+  for (const ZipEntry& e : info.zip->entries) {
+    listing.records.push_back({e.name, e.size, e.data_offset, e.data_offset_known, e.crc32, e.method});
+  }
+  return listing;
 }
 
 }  // namespace optstate

@@ -13,10 +13,11 @@
 #include <optional>
 #include <string>
 
-#include "optstate/byte_cursor.h"
+#include "io/byte_cursor.h"
 #include "optstate/checkpoint.h"
 #include "optstate/status.h"
-#include "optstate/zip_archive.h"
+#include "torch/container.h"
+#include "zip/zip_archive.h"
 
 namespace optstate {
 
@@ -37,6 +38,13 @@ struct ContainerOptions {
 // a file that is none of the formats above (naming what its first bytes look
 // like), and the zip layer's errors.
 StatusOr<ContainerInfo> InspectContainer(const ByteCursor& cursor, const ContainerOptions& options);
+
+// A zip checkpoint's directory; an empty one for the other formats.
+const ZipArchive& ZipDirectory(const ContainerInfo& info);
+
+// Parses the zip or legacy checkpoint that fills `cursor` (OpenCheckpoint's
+// work after the bytes are in hand; DCP items are parsed in place this way).
+StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions& options = {});
 
 }  // namespace optstate
 

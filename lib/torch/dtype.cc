@@ -1,4 +1,4 @@
-#include "optstate/dtype.h"
+#include "optstate/torch_objects.h"
 
 #include <array>
 

@@ -1,7 +1,9 @@
 // float32 / bfloat16 / float16 element conversions, rounding exactly as c10
 // does (bfloat16: round to nearest even, NaN to the canonical quiet NaN;
 // float16: IEEE round to nearest even via _Float16). The one copy the AdamW
-// kernels, their reference, regenerate and the tensor reader all use.
+// kernels, their reference, regenerate and the tensor reader all use. Free of
+// the object model: the kernels, compiled once per instruction set, must
+// share no inline symbol with the rest (tests/build/check_kernel_variants.sh).
 // Internal to lib/.
 #ifndef OPTSTATE_HALF_FLOAT_H_
 #define OPTSTATE_HALF_FLOAT_H_
@@ -11,8 +13,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-
-#include "optstate/dtype.h"
 
 namespace optstate {
 
@@ -54,47 +54,6 @@ inline uint16_t FloatToHalf(float f) { return std::bit_cast<uint16_t>(static_cas
 inline float HalfToFloat(uint16_t bits) { return PortableHalfToFloat(bits); }
 inline uint16_t FloatToHalf(float f) { return PortableFloatToHalf(f); }
 #endif
-
-// Element i of a float32, bfloat16 or float16 array (any other dtype reads as float32).
-inline float LoadAsFloat(const void* base, DType dtype, size_t i) {
-  const auto* bytes = static_cast<const std::byte*>(base);
-  if (dtype == DType::kBFloat16) {
-    uint16_t h;
-    std::memcpy(&h, bytes + 2 * i, 2);
-    return Bf16ToFloat(h);
-  }
-  if (dtype == DType::kFloat16) {
-    uint16_t h;
-    std::memcpy(&h, bytes + 2 * i, 2);
-    return HalfToFloat(h);
-  }
-  float f;
-  std::memcpy(&f, bytes + 4 * i, 4);
-  return f;
-}
-
-// Element i of any floating array (float64 included) as double, exactly.
-inline double LoadAsDouble(const void* base, DType dtype, size_t i) {
-  if (dtype == DType::kFloat64) {
-    double d;
-    std::memcpy(&d, static_cast<const std::byte*>(base) + 8 * i, 8);
-    return d;
-  }
-  return LoadAsFloat(base, dtype, i);
-}
-
-inline void StoreFromFloat(void* base, DType dtype, size_t i, float value) {
-  auto* bytes = static_cast<std::byte*>(base);
-  if (dtype == DType::kBFloat16) {
-    uint16_t h = FloatToBf16(value);
-    std::memcpy(bytes + 2 * i, &h, 2);
-  } else if (dtype == DType::kFloat16) {
-    uint16_t h = FloatToHalf(value);
-    std::memcpy(bytes + 2 * i, &h, 2);
-  } else {
-    std::memcpy(bytes + 4 * i, &value, 4);
-  }
-}
 
 }  // namespace optstate
 

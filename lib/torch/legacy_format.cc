@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "io/byte_cursor.h"
 #include "torch/security.h"
 
 namespace optstate {

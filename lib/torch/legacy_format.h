@@ -12,6 +12,7 @@
 #ifndef OPTSTATE_LIB_LEGACY_FORMAT_H_
 #define OPTSTATE_LIB_LEGACY_FORMAT_H_
 
+#include "io/byte_cursor.h"
 #include "optstate/checkpoint.h"
 
 namespace optstate {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "io/byte_cursor.h"
 #include "torch/graph_builder.h"
 
 namespace optstate {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "io/byte_cursor.h"
 #include "optstate/checkpoint.h"
 
 namespace optstate {

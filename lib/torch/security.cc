@@ -5,10 +5,11 @@
 #include <string_view>
 #include <vector>
 
+#include "io/byte_cursor.h"
 #include "io/enum_names.h"
 #include "optstate/torch_objects.h"
-#include "optstate/zip_archive.h"
 #include "pickle/graph_walk.h"
+#include "zip/zip_archive.h"
 
 namespace optstate {
 namespace {

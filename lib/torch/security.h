@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "io/byte_cursor.h"
 #include "optstate/checkpoint.h"
 #include "optstate/pickle_graph.h"
-#include "optstate/pickle_vm.h"
+#include "pickle/pickle_vm.h"
 
 namespace optstate {
 

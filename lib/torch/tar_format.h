@@ -4,7 +4,7 @@
 #ifndef OPTSTATE_LIB_TAR_FORMAT_H_
 #define OPTSTATE_LIB_TAR_FORMAT_H_
 
-#include "optstate/byte_cursor.h"
+#include "io/byte_cursor.h"
 
 namespace optstate {
 

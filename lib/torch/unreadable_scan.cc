@@ -14,11 +14,12 @@
 
 #include "torch/tar_format.h"
 
-#include "optstate/dtype.h"
+#include "io/byte_cursor.h"
 #include "optstate/file_io.h"
 #include "optstate/pickle_graph.h"
+#include "optstate/torch_objects.h"
 #include "torch/security.h"
-#include "optstate/zip_archive.h"
+#include "zip/zip_archive.h"
 
 namespace optstate {
 namespace {

@@ -4,9 +4,8 @@
 #include <array>
 #include <string_view>
 
-#include "pickle/pickle_machine.h"
-#include "optstate/dtype.h"
 #include "optstate/torch_objects.h"
+#include "pickle/pickle_machine.h"
 
 namespace optstate {
 namespace {

@@ -5,8 +5,10 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "io/byte_cursor.h"
+#include "torch/container.h"
 #include "torch/security.h"
-#include "optstate/zip_archive.h"
+#include "zip/zip_archive.h"
 
 namespace optstate {
 
@@ -14,7 +16,7 @@ namespace optstate {
 // name held twice loads a different checkpoint in each: an error. Every record
 // named data.pkl is scanned, whichever one a torch version unpickles.
 void ScanRecordsBesideTheMainPickle(const ByteCursor& whole, const PickleLimits& limits, Checkpoint& out) {
-  const ZipArchive& zip = out.container.zip;
+  const ZipArchive& zip = ZipDirectory(out.container);
   // torch's zip reader matches names ignoring ASCII case: names that differ
   // only so are one record to it, and which it takes is the reader's choice.
   std::unordered_map<std::string, std::string_view> seen;

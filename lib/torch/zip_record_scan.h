@@ -6,8 +6,9 @@
 #ifndef OPTSTATE_LIB_ZIP_RECORD_SCAN_H_
 #define OPTSTATE_LIB_ZIP_RECORD_SCAN_H_
 
+#include "io/byte_cursor.h"
 #include "optstate/checkpoint.h"
-#include "optstate/pickle_vm.h"
+#include "pickle/pickle_vm.h"
 
 namespace optstate {
 

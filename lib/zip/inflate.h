@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "optstate/byte_cursor.h"
+#include "io/byte_cursor.h"
 #include "optstate/status.h"
 
 namespace optstate {

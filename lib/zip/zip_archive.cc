@@ -1,8 +1,9 @@
-#include "optstate/zip_archive.h"
+#include "zip/zip_archive.h"
 
 #include <algorithm>
 #include <string>
 
+#include "io/byte_cursor.h"
 #include "io/crc32.h"
 #include "optstate/file_io.h"
 #include "zip/inflate.h"

@@ -1,4 +1,4 @@
-#include "optstate/zip_writer.h"
+#include "zip/zip_writer.h"
 
 #include "io/crc32.h"
 

@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "optstate/checkpoint.h"
-#include "optstate/optimizer_state.h"
+#include "optstate/params.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) return std::fprintf(stderr, "usage: optimizer_summary FILE\n"), 2;

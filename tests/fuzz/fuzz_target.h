@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "optstate/byte_cursor.h"
+#include "io/byte_cursor.h"
 
 namespace optstate::fuzz {
 

@@ -2,9 +2,11 @@
 // objects, security findings, optimizer state and the report with its step
 // reads.
 #include "fuzz_target.h"
+#include "io/byte_cursor.h"
 #include "optstate/checkpoint.h"
 #include "optstate/inspect_report.h"
-#include "optstate/optimizer_state.h"
+#include "optstate/params.h"
+#include "torch/container.h"
 
 OPTSTATE_FUZZ_TARGET(inspect) {
   using namespace optstate;

@@ -1,5 +1,6 @@
 // The legacy (pre-1.6) torch.save layout: five pickles and raw storages.
 #include "fuzz_target.h"
+#include "io/byte_cursor.h"
 #include "torch/legacy_format.h"
 
 OPTSTATE_FUZZ_TARGET(legacy) {

@@ -2,8 +2,9 @@
 // limits, and never call anything. On success the graph is walked the way
 // reports walk it.
 #include "fuzz_target.h"
-#include "optstate/pickle_vm.h"
+#include "io/byte_cursor.h"
 #include "pickle/graph_walk.h"
+#include "pickle/pickle_vm.h"
 
 OPTSTATE_FUZZ_TARGET(pickle_vm) {
   using namespace optstate;

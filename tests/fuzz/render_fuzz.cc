@@ -15,9 +15,11 @@
 
 #include "fuzz_target.h"
 #include "inspect_command.h"
+#include "io/byte_cursor.h"
 #include "optstate/checkpoint.h"
 #include "optstate/inspect_report.h"
 #include "terminal_safe_stream.h"
+#include "torch/container.h"
 #include "validate_command.h"
 
 namespace {

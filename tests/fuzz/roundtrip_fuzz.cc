@@ -5,9 +5,11 @@
 
 #include "fuzz_target.h"
 #include "graph_signature.h"
+#include "io/byte_cursor.h"
 #include "optstate/checkpoint.h"
 #include "optstate/checkpoint_writer.h"
 #include "optstate/file_io.h"
+#include "torch/container.h"
 
 namespace {
 

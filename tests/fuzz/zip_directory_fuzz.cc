@@ -1,6 +1,7 @@
 // The zip layer: central directory, local headers, data ranges and CRCs.
 #include "fuzz_target.h"
-#include "optstate/zip_archive.h"
+#include "io/byte_cursor.h"
+#include "zip/zip_archive.h"
 
 OPTSTATE_FUZZ_TARGET(zip_directory) {
   using namespace optstate;

@@ -1,7 +1,9 @@
 // A .zst checkpoint: frames decompressed under a cap (a bomb is refused at the
 // cap, never allocated beyond it), then parsed as any checkpoint.
 #include "fuzz_target.h"
+#include "io/byte_cursor.h"
 #include "optstate/checkpoint.h"
+#include "torch/container.h"
 
 OPTSTATE_FUZZ_TARGET(zstd) {
   using namespace optstate;

@@ -1,4 +1,4 @@
-#include "optstate/byte_cursor.h"
+#include "io/byte_cursor.h"
 
 #include <gtest/gtest.h>
 

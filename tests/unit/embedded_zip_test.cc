@@ -6,7 +6,9 @@
 #include <string>
 
 #include "fixtures.h"
+#include "io/byte_cursor.h"
 #include "optstate/checkpoint.h"
+#include "torch/container.h"
 
 namespace optstate {
 namespace {
@@ -29,7 +31,7 @@ TEST(EmbeddedZipTest, EveryDcpItemParsesInPlace) {
     StatusOr<Checkpoint> cp = ParseCheckpoint(*slice);
     std::string fqn = item["fqn"].get<std::string>();
     ASSERT_TRUE(cp.ok()) << fqn << ": " << cp.status().ToString();
-    EXPECT_EQ(cp->container.zip.prefix, "archive") << fqn;
+    EXPECT_EQ(ZipDirectory(cp->container).prefix, "archive") << fqn;
     const Node& root = cp->graph.at(cp->graph.root);
     if (meta[fqn]["kind"].get<std::string>() == "bytes") {
       EXPECT_NE(root.kind, NodeKind::kTensor) << fqn;

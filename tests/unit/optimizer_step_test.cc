@@ -10,10 +10,10 @@
 #include <random>
 
 #include "fixtures.h"
-#include "parity_file.h"
 #include "optstate/checkpoint.h"
-#include "optstate/optimizer_state.h"
-#include "torch/half_float.h"
+#include "optstate/params.h"
+#include "parity_file.h"
+#include "torch/element_values.h"
 
 namespace optstate {
 namespace {

@@ -7,8 +7,9 @@
 
 #include <string>
 
-#include "optstate/pickle_vm.h"
+#include "io/byte_cursor.h"
 #include "optstate/torch_objects.h"
+#include "pickle/pickle_vm.h"
 
 namespace optstate::testing {
 

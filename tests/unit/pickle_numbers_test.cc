@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "fixtures.h"
-#include "optstate/pickle_vm.h"
 #include "parse_pickle.h"
 #include "pickle/graph_walk.h"
 #include "pickle/pickle_text.h"
+#include "pickle/pickle_vm.h"
 
 namespace optstate {
 namespace {

@@ -6,9 +6,10 @@
 #include <string>
 
 #include "fixtures.h"
-#include "optstate/pickle_vm.h"
-#include "torch/security.h"
+#include "io/byte_cursor.h"
 #include "parse_pickle.h"
+#include "pickle/pickle_vm.h"
+#include "torch/security.h"
 
 namespace optstate {
 namespace {

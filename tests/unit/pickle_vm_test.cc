@@ -2,7 +2,7 @@
 // testdata/pickles), on DCP's protocol-4 .metadata, and on byte surgery of those
 // files for the opcodes Python 3 never writes (Python 2 strings, INST/OBJ, DUP,
 // POP, PERSID) and for corruption.
-#include "optstate/pickle_vm.h"
+#include "pickle/pickle_vm.h"
 
 #include <gtest/gtest.h>
 
@@ -11,12 +11,13 @@
 
 #include "fixtures.h"
 #include "graph_compare.h"
-#include "parse_pickle.h"
-#include "torch/security.h"
+#include "io/byte_cursor.h"
 #include "optstate/file_io.h"
 #include "optstate/torch_objects.h"
+#include "parse_pickle.h"
 #include "pickle/graph_walk.h"
 #include "pickle/pickle_text.h"
+#include "torch/security.h"
 
 namespace optstate {
 namespace {

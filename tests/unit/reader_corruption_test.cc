@@ -6,7 +6,9 @@
 #include <string>
 
 #include "fixtures.h"
+#include "io/byte_cursor.h"
 #include "optstate/checkpoint.h"
+#include "torch/container.h"
 
 namespace optstate {
 namespace {

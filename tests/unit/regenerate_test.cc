@@ -1,7 +1,6 @@
 // regenerate: sizes parse, synthetic models have the size asked for, output is
 // reproducible bit for bit whatever kernel runs, and each key scheme reads
 // back as that scheme.
-#include "optstate/regenerate.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,8 +11,8 @@
 
 #include "optim/synthetic_values.h"
 #include "optstate/checkpoint.h"
-#include "optstate/optimizer_state.h"
 #include "optstate/optimizer.h"
+#include "optstate/params.h"
 
 namespace optstate {
 namespace {

@@ -7,6 +7,9 @@
 
 #include "optstate/checkpoint.h"
 
+#include "io/byte_cursor.h"
+#include "torch/container.h"
+
 namespace optstate {
 namespace {
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "fixtures.h"
+#include "io/byte_cursor.h"
 #include "optstate/checkpoint.h"
 #include "optstate/torch_objects.h"
 

@@ -9,7 +9,7 @@
 
 #include "check/finding_sink.h"
 #include "check/validate_checkpoint.h"
-#include "optstate/optimizer_state.h"
+#include "optstate/params.h"
 #include "torch/graph_builder.h"
 
 namespace optstate {

@@ -1,6 +1,6 @@
 // Two processes' coordinators in one test process (rank 0 serving the store,
 // rank 1 a client): what one of them sees when the other stops taking part.
-#include "optstate/libtorch/tcp_store_coordinator.h"
+#include "optstate/coordinator.h"
 
 #include "optstate/file_io.h"
 

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "fixtures.h"
-#include "optstate/validate.h"
 #include "optstate/collisions.h"
-#include "optstate/verify.h"
+#include "optstate/optimizer.h"
+#include "optstate/validate.h"
 
 namespace optstate {
 namespace {

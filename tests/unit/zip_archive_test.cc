@@ -1,4 +1,4 @@
-#include "optstate/zip_archive.h"
+#include "zip/zip_archive.h"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,10 @@
 #include <vector>
 
 #include "fixtures.h"
-#include "torch/container.h"
+#include "io/byte_cursor.h"
 #include "io/crc32.h"
-#include "optstate/zip_writer.h"
+#include "torch/container.h"
+#include "zip/zip_writer.h"
 
 namespace optstate {
 namespace {

@@ -16,16 +16,17 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "optstate/byte_cursor.h"
 #include "optstate/file_io.h"
-#include "optstate/pickle_vm.h"
+#include "optstate/pickle_graph.h"
 #include "optstate/status.h"
 #include "optstate/torch_objects.h"
-#include "optstate/zip_archive.h"
 
 namespace optstate {
+
+struct ZipArchive;  // lib/zip/zip_archive.h
 
 // The container: what kind of file a checkpoint is, and its facts that can be
 // had without parsing the pickle (the first layer of `optstate inspect`).
@@ -42,7 +43,7 @@ struct ContainerInfo {
   uint64_t file_size = 0;
 
   // zip only.
-  ZipArchive zip;
+  std::shared_ptr<const ZipArchive> zip;  // its directory (lib-internal)
   int pickle_protocol = -1;              // of data.pkl; -1 when it has no PROTO opcode
   std::optional<std::string> version;    // content of the 'version' record, trimmed
   std::optional<std::string> byteorder;  // 'byteorder' record (torch >= 2.1)
@@ -55,6 +56,23 @@ struct ContainerInfo {
   std::optional<uint64_t> zstd_content_size;       // when the frame header declares it
   std::optional<ContainerFormat> zstd_inner_format;  // from the first decompressed bytes
 };
+
+// A zip checkpoint's directory as listings show it (`inspect --records`).
+struct ZipRecordView {
+  std::string_view name;
+  uint64_t size = 0;              // uncompressed
+  uint64_t data_offset = 0;       // where its data starts, when data_offset_known
+  bool data_offset_known = false;  // ReadOptions::resolve_offsets reads every local header
+  uint32_t crc32 = 0;             // from the central directory
+  uint16_t method = 0;            // 0 stored, 8 deflated, ...
+};
+struct ZipListing {
+  std::string_view prefix;        // the archive's top directory
+  bool zip64 = false;
+  std::vector<ZipRecordView> records;  // central directory order
+};
+// Empty for the other formats. Views into `info`, valid while it lives.
+ZipListing ListZipRecords(const ContainerInfo& info);
 
 // What a checkpoint would make Python do on an ordinary torch.load, judged
 // without doing it (the scans are lib/torch/security.h).
@@ -92,7 +110,9 @@ std::optional<UnreadableScan> ScanWhatTorchLoadWouldRunOf(const std::string& pat
 
 struct ReadOptions {
   PickleLimits pickle;
-  ZipLimits zip;
+  // A torch.save of 10^6 parameters with Adam state holds 4 * 10^6 records; each
+  // takes at least 46 bytes of central directory, checked before anything is kept.
+  uint64_t max_zip_entries = 16'000'000;
   bool verify_crc = false;                          // recompute every zip record's CRC
   bool resolve_offsets = false;                     // read every zip local header (listings)
   std::function<void(ByteSpan)> done_with;          // see ContainerOptions::done_with
@@ -149,9 +169,6 @@ StatusOr<std::unique_ptr<CheckpointFile>> OpenCheckpoint(const std::string& path
 // The content of zstd frames, refused with kLimitExceeded as soon as it would
 // pass `max_bytes` (a bomb costs at most that much memory).
 StatusOr<std::vector<std::byte>> DecompressZstd(ByteSpan compressed, uint64_t max_bytes);
-
-// Parses the zip or legacy checkpoint that fills `cursor`.
-StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions& options = {});
 
 // The bytes of one storage within `bytes` (the buffer the checkpoint was parsed
 // from), checked against its bounds.

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "optstate/checkpoint.h"
-#include "optstate/zip_writer.h"
+#include "optstate/file_io.h"
 
 namespace optstate {
 

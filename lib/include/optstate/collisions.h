@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "optstate/checkpoint.h"
-#include "optstate/optimizer_state.h"
 #include "optstate/params.h"
 
 namespace optstate {

@@ -17,7 +17,6 @@
 #include "optstate/dcp_metadata.h"
 #include "optstate/file_io.h"
 #include "optstate/status.h"
-#include "optstate/zip_writer.h"
 
 namespace optstate {
 

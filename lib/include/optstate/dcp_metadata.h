@@ -22,10 +22,10 @@
 #include <string_view>
 #include <vector>
 
-#include "optstate/byte_cursor.h"
-#include "optstate/dtype.h"
-#include "optstate/pickle_vm.h"
+#include "optstate/file_io.h"
+#include "optstate/pickle_graph.h"
 #include "optstate/status.h"
+#include "optstate/torch_objects.h"
 
 namespace optstate {
 

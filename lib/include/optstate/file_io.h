@@ -12,21 +12,42 @@
 #ifndef OPTSTATE_FILE_IO_H_
 #define OPTSTATE_FILE_IO_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
-#include "optstate/byte_cursor.h"
 #include "optstate/status.h"
 
 namespace optstate {
+
+// Bytes in memory.
+using ByteSpan = std::span<const std::byte>;
+
+// Views a string's bytes (for tests and small in-memory inputs).
+inline ByteSpan AsBytes(std::string_view s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+inline std::string_view AsChars(ByteSpan b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
 
 // Bytes of an open file: what copy_file_range needs.
 struct FileRange {
   int fd = -1;
   uint64_t offset = 0;
+};
+
+// One part of a record written from several places (a DCP tensor from its chunks).
+struct RecordPiece {
+  ByteSpan data;                    // the bytes, written from memory unless copied by the kernel
+  std::optional<uint32_t> crc;      // their CRC-32 when already known (from the zip they come from)
+  std::optional<FileRange> source;  // where they lie in a file: with `crc`, the kernel copies them
 };
 
 class MappedFile {

@@ -1,17 +1,22 @@
 // The fused-kernel optimizer: torch.optim's SGD, Adam, AdamW, Adagrad and
-// RMSprop steps on raw memory, each beside a scalar reference.
+// RMSprop steps on raw memory, each beside a scalar reference; and the two jobs
+// it does on checkpoints, regenerate and verify (their contracts further down).
 #ifndef OPTSTATE_OPTIMIZER_H_
 #define OPTSTATE_OPTIMIZER_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "optstate/dtype.h"
+#include "optstate/checkpoint_writer.h"
+#include "optstate/collisions.h"
+#include "optstate/params.h"
 #include "optstate/status.h"
+#include "optstate/torch_objects.h"
 
 namespace optstate {
 
@@ -170,6 +175,114 @@ Status OptimizerStepReference(Algorithm a, std::span<const OptimizerTensor> tens
 // Fresh state as torch creates it before the first step: zeros, Adagrad's
 // sum at initial_accumulator_value, step 0. SGD's buffer is marked fresh.
 void InitOptimizerState(Algorithm a, const OptimizerHyper& h, OptimizerTensor& t);
+
+// Realistic optimizer checkpoints without Python: K fused steps of torch.optim's
+// AdamW (or Adam, SGD, Adagrad, RMSprop: optimizer.h) with
+// seeded synthetic gradients on a list of parameters, written in the key
+// scheme asked for, including the broken layouts optstate exists to repair.
+//
+// Values are a pure function of (seed, parameter index, step), so a checkpoint
+// is reproducible, and tensors are computed one parameter (or one FSDP
+// collision group) at a time while the file is written: memory stays bounded
+// by the largest parameter, not the model.
+enum class KeyScheme {
+  kIndex,        // 0, 1, ...: torch.optim
+  kFqn,          // "layers.0.w": DCP / DSD
+  kStringIndex,  // "0", "1", ...: after a DCP round trip
+  kPtrShape,     // (data_ptr, shape): HeavyBall 0.12.3-0.24, split views included
+  kPtrShapeFsdp, // (0, shape): every pointer 0, same-shape parameters share one merged entry
+};
+// "index", "fqn", "string-index", "ptr-shape", "ptr-shape-fsdp".
+std::string_view KeySchemeName(KeyScheme scheme);
+std::optional<KeyScheme> KeySchemeFromName(std::string_view name);
+
+struct RegenerateOptions {
+  int steps = 3;
+  uint64_t seed = 0;
+  Algorithm algorithm = Algorithm::kAdamW;
+  // Its hyperparameters; written into the param group as torch 2.6 writes that class's.
+  OptimizerHyper hyper = OptimizerHyper::Defaults(Algorithm::kAdamW);
+  KeyScheme scheme = KeyScheme::kIndex;
+  int64_t split_rows = 0;     // ptr-shape: parameters with more rows are split on dim 0 into views
+  bool with_model = false;    // {"model": state_dict, "optimizer": ...} instead of the optimizer alone
+  AdamWOptions kernel;
+  WriteOptions write;
+  // The starting values of parameter i (numel floats), e.g. a model's weights;
+  // without it they are synthetic.
+  std::function<StatusOr<std::vector<float>>(size_t param)> initial_values;
+  // Called as records are written: bytes of tensor data done and in all.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
+struct RegenerateReport {
+  size_t params = 0;
+  size_t state_entries = 0;
+  uint64_t param_bytes = 0;   // of the parameters (their own dtype)
+  uint64_t state_bytes = 0;   // of all state tensors written
+  std::vector<ParamInfo> manifest;  // the parameters with the data_ptr their keys use (ptr-shape)
+  WriteReport write;
+};
+
+// `params` need name, shape and dtype (float32, bfloat16 or float16); with
+// kPtrShape their data_ptr is used when given, else addresses are laid out as
+// an allocator would (64-byte aligned, in order).
+StatusOr<RegenerateReport> Regenerate(const std::vector<ParamInfo>& params, const RegenerateOptions& options,
+                                      const std::string& out_path);
+
+// A transformer-like model of float32 parameters totalling about `bytes`
+// (embedding, per-layer attention and MLP weights, norms and biases; several
+// share a shape, as in real models). At least one layer.
+std::vector<ParamInfo> SyntheticParams(uint64_t bytes);
+
+// "4GiB", "512MiB", "10MB", "123": a size in bytes. kInvalidArgument otherwise.
+StatusOr<uint64_t> ParseSize(std::string_view text);
+
+// Does a checkpoint's optimizer state actually belong to, and act on, the
+// model's parameters? Static checks on every entry, then a replay: one step of
+// the algorithm that saved it (torch.optim's SGD, Adam, AdamW, Adagrad or
+// RMSprop, recognised from the file or named by VerifyOptions::optimizer;
+// optimizer.h) with a fixed probe gradient, once with the loaded state and once with fresh
+// state. A parameter whose two updates come out identical is "cold": its state
+// is missing, zero, or was never mapped to it (what HeavyBall's pointer keys
+// did silently). HeavyBall 3.x's AdamW entries ({0: {update_by_adam_exp_avg_0,
+// ..._sq_0}}, one counter per group in the first parameter's view) are replayed
+// with HeavyBall's step, whose moments carry their bias correction; torch.optim
+// entries with torch's.
+struct VerifyFinding {
+  std::string param;    // "" for findings about the whole state
+  std::string check;    // stable id: "no-state", "non-canonical-keys", "shape", "dtype", "step-mismatch",
+                        // "negative-exp-avg-sq", "negative-accumulator" (Adagrad's sum, RMSprop's
+                        // square_avg), "non-finite", "cold", "non-finite-update", "unreplayable", "no-step"
+  std::string message;
+};
+
+struct VerifyReport {
+  size_t params = 0;
+  size_t replayed = 0;              // parameters whose step was replayed
+  std::vector<std::string> cold;    // parameter names
+  std::vector<VerifyFinding> findings;
+  bool values_from_model = false;   // every replay started from the model's values (else synthetic:
+                                    // a manifest only, or DTensor shards of the model's tensors)
+  std::vector<std::string> notes;   // how the replay differed from the saved hyperparameters
+  // The algorithm the state was saved by (state/optimizer_family.h), or the
+  // one --optimizer named; replayed unless it is "unknown".
+  std::string algorithm;
+  bool replay_applicable = true;
+  // The step each replay ran: "SGD", "Adam", "AdamW" (also for adam-or-adamw),
+  // "Adagrad", "RMSprop", "HeavyBall 3.x AdamW"; "" when not applicable.
+  std::string replayed_with;
+};
+
+struct VerifyOptions {
+  uint64_t probe_seed = 0;  // the probe gradient is a pure function of this and the parameter index
+  std::string optimizer;    // "" = recognised from the file; adam, adamw, sgd, adagrad, rmsprop
+};
+
+// `m` comes from OpenAndMatch. Parameter values are read from the model
+// state_dict the parameters came from (m.model()); with a manifest, they are
+// synthetic (the replay compares updates, which weight decay alone does not
+// make differ). Errors only for input that cannot be read.
+StatusOr<VerifyReport> VerifyState(const MatchedState& m, const VerifyOptions& options = {});
 
 }  // namespace optstate
 

@@ -1,5 +1,5 @@
-// What torch.save's pickle means: storages, tensors and the few Python types
-// torch relies on, recognised in an ObjectGraph without running anything.
+// What torch.save's pickle means: dtypes, storages, tensors and the few Python
+// types torch relies on, recognised in an ObjectGraph without running anything.
 //
 // ResolveTorchObjects rewrites recognised nodes in place (memo sharing is kept,
 // since every reference points at the same node):
@@ -30,14 +30,59 @@
 #include <bitset>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "optstate/dtype.h"
 #include "optstate/pickle_graph.h"
 #include "optstate/status.h"
 
 namespace optstate {
+
+// Tensor element types as they appear in checkpoints, without LibTorch.
+//
+// A checkpoint names a dtype in three ways: a legacy storage class
+// (`torch.FloatStorage`, zip and legacy formats alike), a dtype global
+// (`torch.float32`, in _rebuild_tensor_v3 and DCP metadata), or a Python name
+// ("float32" in our JSON). All three map to one DType.
+enum class DType : uint8_t {
+  kFloat32,
+  kFloat64,
+  kFloat16,
+  kBFloat16,
+  kInt64,
+  kInt32,
+  kInt16,
+  kInt8,
+  kUInt8,
+  kBool,
+  kComplex64,
+  kComplex128,
+  kQInt8,
+  kQUInt8,
+  kQInt32,
+  // No legacy storage class: saved as UntypedStorage + _rebuild_tensor_v3 (torch >= 2.2).
+  kFloat8E4M3FN,
+  kFloat8E5M2,
+  kFloat8E4M3FNUZ,
+  kFloat8E5M2FNUZ,
+  kUInt16,
+  kUInt32,
+  kUInt64,
+  kLast = kUInt64,
+};
+
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name;           // torch's str(dtype) without "torch.": "float32"
+  std::string_view storage_class;  // legacy class in module `torch`: "FloatStorage"; "" if none
+  uint8_t element_size;            // bytes
+};
+
+const DTypeInfo& GetDTypeInfo(DType dtype);
+std::optional<DType> DTypeFromName(std::string_view name);  // "float32", also "float", "half"
+std::optional<DType> DTypeFromStorageClass(std::string_view storage_class);  // "FloatStorage"
 
 struct StorageRef {
   // Compact texts: a key and "cpu" fit in their 8 bytes, and a save of 10^5

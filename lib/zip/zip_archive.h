@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "optstate/byte_cursor.h"
+#include "io/byte_cursor.h"
 #include "optstate/compact_containers.h"
 #include "optstate/status.h"
 

@@ -17,48 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "optstate/byte_cursor.h"
+#include "io/byte_cursor.h"
 #include "optstate/pickle_graph.h"
 #include "optstate/status.h"
 
 namespace optstate {
-
-// Walks of the graph recurse once a level: 5000 levels fit the 8 MiB main
-// stack with room to spare (60000 did not, in a release build). A larger
-// max_depth acts as this.
-inline constexpr uint32_t kMaxPickleDepth = 5000;
-
-struct PickleLimits {
-  uint32_t max_depth = 1000;              // nesting of containers and calls (at most kMaxPickleDepth)
-  // Memory per pickle stays under about 5 GiB whatever the input: a node is
-  // 64 bytes (112 when it is a call, with its out-of-line fields), a memo entry
-  // ~40. A 70B-parameter model's checkpoint has a few hundred thousand nodes,
-  // but the count grows with the tensors: 10^5 parameters with Adam state are
-  // ~3 * 10^6 nodes (recurring ints, short strs and tuples of them share one),
-  // 10^6 parameters ~3 * 10^7, a DCP .metadata of 320 k chunks ~10^7 (which
-  // the earlier 2^23 refused).
-  uint64_t max_memo = 1u << 25;           // memo entries
-  uint64_t max_nodes = 1u << 25;          // objects in the graph
-  // Items on the stack at once. Python's pickler writes lists, dicts and sets
-  // in batches of 1000, so only a tuple or frozenset of its own size reaches
-  // this; a million objects pushed and nested only afterwards (each 64 bytes
-  // before the depth limit can see them) do.
-  uint64_t max_stack = 1u << 19;
-  uint64_t max_string_bytes = 1ull << 30;  // one str or bytes value
-  // One LONG4 integer. Its decimal text costs time quadratic in its length, so
-  // it is capped far below strings: 1 KiB is 2466 digits; checkpoints hold
-  // pointers of 8 bytes and less.
-  uint64_t max_long_bytes = 1024;
-
-  friend bool operator==(const PickleLimits&, const PickleLimits&) = default;
-};
-
-struct GlobalRef {
-  std::string module;
-  std::string name;
-  uint64_t offset;  // of the GLOBAL / STACK_GLOBAL / INST opcode
-  std::string opcode;
-};
 
 // Something in the pickle's structure that no pickler writes and that readers
 // disagree on or that only serves to mislead one: a FRAME whose end falls inside

@@ -14,18 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "optstate/byte_cursor.h"
+#include "io/byte_cursor.h"
 #include "optstate/file_io.h"
 #include "optstate/status.h"
 
 namespace optstate {
-
-// One part of a record written from several places (a DCP tensor from its chunks).
-struct RecordPiece {
-  ByteSpan data;                    // the bytes, written from memory unless copied by the kernel
-  std::optional<uint32_t> crc;      // their CRC-32 when already known (from the zip they come from)
-  std::optional<FileRange> source;  // where they lie in a file: with `crc`, the kernel copies them
-};
 
 class ZipWriter {
  public:

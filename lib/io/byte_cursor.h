@@ -22,19 +22,10 @@
 #include <span>
 #include <string_view>
 
+#include "optstate/file_io.h"
 #include "optstate/status.h"
 
 namespace optstate {
-
-using ByteSpan = std::span<const std::byte>;
-
-// Views a string's bytes (for tests and small in-memory inputs).
-inline ByteSpan AsBytes(std::string_view s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
-inline std::string_view AsChars(ByteSpan b) {
-  return {reinterpret_cast<const char*>(b.data()), b.size()};
-}
 
 class ByteCursor {
  public:
