@@ -137,12 +137,12 @@ int RunZeroDir(const VerifyCommandOptions& o, const std::string& tag_dir, Comman
   auto zero = OpenZeroCheckpoint(tag_dir, o.read);
   if (!zero.ok()) return ReportError(output, kName, zero.status(), o.json);
   std::error_code ec;
-  auto c = ConsolidatedZero::Create(**zero, std::filesystem::temp_directory_path(ec).string());
+  auto c = ConsolidateZeroToScratch(**zero, std::filesystem::temp_directory_path(ec).string());
   if (!c.ok()) return ReportError(output, kName, c.status(), o.json);
-  const ZeroConsolidateReport& r = (*c)->report();
+  const ZeroConsolidateReport& r = c->report;
   ParamSource source = o.params;
   source.state_shapes_when_none = true;
-  return VerifyOne(o, (*c)->path(), o.path, source,
+  return VerifyOne(o, c->file.path, o.path, source,
                    "a DeepSpeed ZeRO-" + std::to_string((*zero)->stage) + " directory of " +
                        std::to_string((*zero)->world_size) + " ranks: verified on its consolidation (" +
                        std::to_string(r.state_entries) + " state entries and " + std::to_string(r.trainable) +
@@ -176,11 +176,11 @@ int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
   if (IsDcpDirectory(path)) {
     ConsolidateOptions co;
     co.read = o.read;
-    auto c = ConsolidatedDcp::Create(path, std::filesystem::temp_directory_path(ec).string(), co);
+    auto c = ConsolidateDcpToScratch(path, std::filesystem::temp_directory_path(ec).string(), co);
     if (!c.ok()) return ReportError(output, kName, c.status(), o.json);  // its messages name the files
-    return VerifyOne(o, (*c)->path(), o.path, source,
-                     "a DCP directory: verified on its consolidation (" + std::to_string((*c)->report().tensors) +
-                         " tensors from " + std::to_string((*c)->report().chunks) +
+    return VerifyOne(o, c->file.path, o.path, source,
+                     "a DCP directory: verified on its consolidation (" + std::to_string(c->report.tensors) +
+                         " tensors from " + std::to_string(c->report.chunks) +
                          " chunks, FQN keys as dcp_to_torch_save gives them), a scratch copy removed after",
                      output);
   }

@@ -221,20 +221,15 @@ StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::
   return report;
 }
 
-ConsolidatedDcp::~ConsolidatedDcp() = default;
-
-StatusOr<std::unique_ptr<ConsolidatedDcp>> ConsolidatedDcp::Create(const std::string& dcp_dir,
-                                                                   const std::string& scratch_parent,
-                                                                   const ConsolidateOptions& options) {
+StatusOr<ConsolidatedDcp> ConsolidateDcpToScratch(const std::string& dcp_dir, const std::string& scratch_parent,
+                                                  const ConsolidateOptions& options) {
   OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<DcpCheckpoint> dcp, OpenDcpCheckpoint(dcp_dir));
-  std::unique_ptr<ConsolidatedDcp> out(new ConsolidatedDcp);
-  OPTSTATE_ASSIGN_OR_RETURN(out->scratch_,
-                            StagingDirectory::Create(scratch_parent + "/optstate-consolidated", false));
+  ConsolidatedDcp out;
+  OPTSTATE_ASSIGN_OR_RETURN(out.file, ScratchFile::Create(scratch_parent + "/optstate-consolidated", "consolidated.pt"));
   ConsolidateOptions o = options;
   o.keys = ConsolidateKeys::kFqn;
   o.write.durability = Durability::kUnsynced;  // scratch, removed when done
-  out->path_ = out->scratch_->path() + "/consolidated.pt";
-  OPTSTATE_ASSIGN_OR_RETURN(out->report_, ConsolidateDcp(*dcp, out->path_, o));
+  OPTSTATE_ASSIGN_OR_RETURN(out.report, ConsolidateDcp(*dcp, out.file.path, o));
   return out;
 }
 

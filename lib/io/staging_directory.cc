@@ -108,4 +108,12 @@ Status StagingDirectory::Keep(Durability durability) {
   return durability == Durability::kSynced ? SyncDirectory(parent_) : Status();
 }
 
+StatusOr<ScratchFile> ScratchFile::Create(const std::string& directory_name, const std::string& file_name) {
+  OPTSTATE_ASSIGN_OR_RETURN(std::unique_ptr<StagingDirectory> directory, StagingDirectory::Create(directory_name, false));
+  ScratchFile file;
+  file.path = directory->path() + "/" + file_name;
+  file.directory = std::move(directory);
+  return file;
+}
+
 }  // namespace optstate

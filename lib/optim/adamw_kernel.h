@@ -43,6 +43,11 @@ struct Chunk {
   StepScalars s;
 };
 
+// Runs one chunk: one entry point per instruction set, each in its own file.
+void RunChunkGeneric(const Chunk& c);
+void RunChunkAvx2(const Chunk& c);
+void RunChunkAvx512(const Chunk& c);
+
 // Everything below is compiled once per instruction set, so it must not be
 // shared between those files: as ordinary inline functions the linker kept one
 // copy (the first file's, the x86-64 baseline) and every "variant" ran it. The
@@ -135,12 +140,6 @@ inline void RunChunkImpl(const Chunk& c) {
 }
 
 }  // namespace
-
-// One per instruction set, each in its own file.
-void RunChunkGeneric(const Chunk& c);
-void RunChunkAvx2(const Chunk& c);
-void RunChunkAvx512(const Chunk& c);
-
 }  // namespace optstate::optim
 
 #endif  // OPTSTATE_OPTIM_ADAMW_KERNEL_H_

@@ -43,6 +43,11 @@ struct FamilyChunk {
   FamilyScalars s;
 };
 
+// As RunChunk* (adamw_kernel.h), for the rest of the family.
+void RunFamilyChunkGeneric(const FamilyChunk& c);
+void RunFamilyChunkAvx2(const FamilyChunk& c);
+void RunFamilyChunkAvx512(const FamilyChunk& c);
+
 namespace {
 
 enum FamilyFlags : int { kFHasGrad = 1, kFDecay = 2, kFMomentum = 4, kFOption = 8, kFOption2 = 16 };
@@ -146,11 +151,6 @@ inline void RunFamilyChunkImpl(const FamilyChunk& c) {
 }
 
 }  // namespace
-
-void RunFamilyChunkGeneric(const FamilyChunk& c);
-void RunFamilyChunkAvx2(const FamilyChunk& c);
-void RunFamilyChunkAvx512(const FamilyChunk& c);
-
 }  // namespace optstate::optim
 
 #endif  // OPTSTATE_OPTIM_FAMILY_KERNEL_H_

@@ -14,9 +14,7 @@ constexpr EnumNames<Algorithm, 5> kAlgorithmNames({{
     {Algorithm::kAdamW, "adamw"}, {Algorithm::kAdam, "adam"}, {Algorithm::kSgd, "sgd"},
     {Algorithm::kAdagrad, "adagrad"}, {Algorithm::kRmsprop, "rmsprop"}}},
     "adamw");
-}  // namespace
 
-namespace {
 using K = GroupFieldKind;
 using H = OptimizerHyper;
 constexpr GroupField kAdamFields[] = {

@@ -96,9 +96,6 @@ NodeId GroupHyperparameters(GraphBuilder& b, Algorithm a, const OptimizerHyper& 
   return group;
 }
 
-}  // namespace
-
-namespace {
 constexpr EnumNames<KeyScheme, 5> kKeySchemeNames({{
     {KeyScheme::kIndex, "index"}, {KeyScheme::kFqn, "fqn"}, {KeyScheme::kStringIndex, "string-index"},
     {KeyScheme::kPtrShape, "ptr-shape"}, {KeyScheme::kPtrShapeFsdp, "ptr-shape-fsdp"}}},

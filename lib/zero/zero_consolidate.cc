@@ -297,17 +297,13 @@ StatusOr<ZeroConsolidateReport> ConsolidateZero(const ZeroCheckpoint& zero, cons
   return c.Write(output);
 }
 
-ConsolidatedZero::~ConsolidatedZero() = default;
-
-StatusOr<std::unique_ptr<ConsolidatedZero>> ConsolidatedZero::Create(const ZeroCheckpoint& zero,
-                                                                     const std::string& scratch_parent,
-                                                                     const ZeroConsolidateOptions& options) {
-  std::unique_ptr<ConsolidatedZero> out(new ConsolidatedZero);
-  OPTSTATE_ASSIGN_OR_RETURN(out->scratch_, StagingDirectory::Create(scratch_parent + "/optstate-consolidated", false));
+StatusOr<ConsolidatedZero> ConsolidateZeroToScratch(const ZeroCheckpoint& zero, const std::string& scratch_parent,
+                                                    const ZeroConsolidateOptions& options) {
+  ConsolidatedZero out;
+  OPTSTATE_ASSIGN_OR_RETURN(out.file, ScratchFile::Create(scratch_parent + "/optstate-consolidated", "consolidated.pt"));
   ZeroConsolidateOptions o = options;
   o.write.durability = Durability::kUnsynced;  // scratch, removed when done
-  out->path_ = out->scratch_->path() + "/consolidated.pt";
-  OPTSTATE_ASSIGN_OR_RETURN(out->report_, ConsolidateZero(zero, out->path_, o));
+  OPTSTATE_ASSIGN_OR_RETURN(out.report, ConsolidateZero(zero, out.file.path, o));
   return out;
 }
 

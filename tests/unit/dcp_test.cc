@@ -194,15 +194,15 @@ TEST(DcpConsolidateTest, ScratchCopyIsRemovedWithIt) {
   std::filesystem::create_directories(parent);
   std::string path;
   {
-    auto c = ConsolidatedDcp::Create(testing::RepoPath("testdata/good/torch26/fsdp2_dcp"), parent, {});
+    auto c = ConsolidateDcpToScratch(testing::RepoPath("testdata/good/torch26/fsdp2_dcp"), parent, {});
     ASSERT_TRUE(c.ok()) << c.status().ToString();
-    path = (*c)->path();
-    EXPECT_EQ((*c)->report().tensors, 36u);
+    path = c->file.path;
+    EXPECT_EQ(c->report.tensors, 36u);
     auto f = OpenCheckpoint(path);
     ASSERT_TRUE(f.ok()) << f.status().ToString();
   }
   EXPECT_FALSE(std::filesystem::exists(path));
-  auto bad = ConsolidatedDcp::Create(testing::RepoPath("testdata/hostile/dcp/missing_file"), parent, {});
+  auto bad = ConsolidateDcpToScratch(testing::RepoPath("testdata/hostile/dcp/missing_file"), parent, {});
   EXPECT_EQ(bad.status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(std::filesystem::is_empty(parent));
   std::filesystem::remove_all(parent);

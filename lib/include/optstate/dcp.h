@@ -170,28 +170,17 @@ StatusOr<std::vector<std::byte>> ReadDcpTensor(const DcpCheckpoint& dcp, const D
 StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::string& output,
                                            const ConsolidateOptions& options = {});
 
-class StagingDirectory;
-
 // A DCP directory consolidated (FQN keys, as dcp_to_torch_save) into a scratch
 // directory under `scratch_parent` (the system's temporary directory for
-// commands that only read), removed with this object: for commands that read
-// one torch.save file (verify). Costs a copy of the tensor bytes on disk while
-// it lives.
-class ConsolidatedDcp {
- public:
-  static StatusOr<std::unique_ptr<ConsolidatedDcp>> Create(const std::string& dcp_dir,
-                                                           const std::string& scratch_parent,
-                                                           const ConsolidateOptions& options);
-  ~ConsolidatedDcp();
-  const std::string& path() const { return path_; }
-  const ConsolidateReport& report() const { return report_; }
-
- private:
-  ConsolidatedDcp() = default;
-  std::unique_ptr<StagingDirectory> scratch_;
-  std::string path_;
-  ConsolidateReport report_;
+// commands that only read), removed with the last copy of this: for commands
+// that read one torch.save file (verify). Costs a copy of the tensor bytes on
+// disk while it lives.
+struct ConsolidatedDcp {
+  ScratchFile file;
+  ConsolidateReport report;
 };
+StatusOr<ConsolidatedDcp> ConsolidateDcpToScratch(const std::string& dcp_dir, const std::string& scratch_parent,
+                                                  const ConsolidateOptions& options);
 
 // Writes a DCP checkpoint directory that torch.distributed.checkpoint (2.6)
 // loads: one `__<rank>_0.distcp` per rank holding complete torch.save zips,

@@ -244,6 +244,17 @@ class OutputGroup {
 // at most 511 bytes, cut if longer) and the offset of `address` in that file.
 bool FindMappedRange(const void* address, const char** path, uint64_t* offset);
 
+class StagingDirectory;  // lib/io/staging_directory.h
+
+// A file to be made in a scratch directory of its own (`directory_name` plus a
+// unique suffix), the directory removed with the last copy of this: a DCP or
+// ZeRO directory consolidated for a command that reads one torch.save file.
+struct ScratchFile {
+  std::shared_ptr<StagingDirectory> directory;
+  std::string path;  // `file_name` in it, not yet written
+  static StatusOr<ScratchFile> Create(const std::string& directory_name, const std::string& file_name);
+};
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_FILE_IO_H_

@@ -163,25 +163,14 @@ struct ZeroConsolidateReport {
 StatusOr<ZeroConsolidateReport> ConsolidateZero(const ZeroCheckpoint& zero, const std::string& output,
                                                 const ZeroConsolidateOptions& options = {});
 
-class StagingDirectory;
-
-// A ZeRO checkpoint consolidated (index keys) into a scratch directory under
-// `scratch_parent`, removed with this object: for commands that read one
-// torch.save file (verify).
-class ConsolidatedZero {
- public:
-  static StatusOr<std::unique_ptr<ConsolidatedZero>> Create(const ZeroCheckpoint& zero, const std::string& scratch_parent,
-                                                            const ZeroConsolidateOptions& options = {});
-  ~ConsolidatedZero();
-  const std::string& path() const { return path_; }
-  const ZeroConsolidateReport& report() const { return report_; }
-
- private:
-  ConsolidatedZero() = default;
-  std::unique_ptr<StagingDirectory> scratch_;
-  std::string path_;
-  ZeroConsolidateReport report_;
+// A ZeRO checkpoint consolidated (index keys) as ConsolidateDcpToScratch
+// consolidates a DCP directory (dcp.h).
+struct ConsolidatedZero {
+  ScratchFile file;
+  ZeroConsolidateReport report;
 };
+StatusOr<ConsolidatedZero> ConsolidateZeroToScratch(const ZeroCheckpoint& zero, const std::string& scratch_parent,
+                                                    const ZeroConsolidateOptions& options = {});
 
 }  // namespace optstate
 
