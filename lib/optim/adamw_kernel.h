@@ -43,11 +43,6 @@ struct Chunk {
   StepScalars s;
 };
 
-// Runs one chunk: one entry point per instruction set, each in its own file.
-void RunChunkGeneric(const Chunk& c);
-void RunChunkAvx2(const Chunk& c);
-void RunChunkAvx512(const Chunk& c);
-
 // Everything below is compiled once per instruction set, so it must not be
 // shared between those files: as ordinary inline functions the linker kept one
 // copy (the first file's, the x86-64 baseline) and every "variant" ran it. The

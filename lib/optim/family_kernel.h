@@ -43,11 +43,6 @@ struct FamilyChunk {
   FamilyScalars s;
 };
 
-// As RunChunk* (adamw_kernel.h), for the rest of the family.
-void RunFamilyChunkGeneric(const FamilyChunk& c);
-void RunFamilyChunkAvx2(const FamilyChunk& c);
-void RunFamilyChunkAvx512(const FamilyChunk& c);
-
 namespace {
 
 enum FamilyFlags : int { kFHasGrad = 1, kFDecay = 2, kFMomentum = 4, kFOption = 8, kFOption2 = 16 };

@@ -134,17 +134,14 @@ StatusOr<std::string> DecodeStringRepr(std::string_view quoted) {
     }
     if (++i >= body.size()) return CorruptError("STRING argument ends in a backslash");
     char e = body[i];
+    // Python's one-character escapes, each followed by the byte it stands for
+    // (the even positions are the escapes, so a match there is one).
+    static constexpr std::string_view kSimpleEscapes("\\\\''\"\"n\nr\rt\ta\ab\bf\fv\v", 20);
+    if (size_t at = kSimpleEscapes.find(e); at != std::string_view::npos && at % 2 == 0) {
+      out += kSimpleEscapes[at + 1];
+      continue;
+    }
     switch (e) {
-      case '\\': out += '\\'; break;
-      case '\'': out += '\''; break;
-      case '"': out += '"'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 't': out += '\t'; break;
-      case 'a': out += '\a'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'v': out += '\v'; break;
       case 'x': {
         OPTSTATE_ASSIGN_OR_RETURN(uint32_t v, ParseHex(body, i + 1, 2));
         out += static_cast<char>(v);

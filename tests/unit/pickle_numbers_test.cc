@@ -113,5 +113,16 @@ TEST(ValueTextTest, FloatsLikePythonRepr) {
   }
 }
 
+// Protocol 0's STRING argument is a Python 2 repr: every escape it can hold,
+// decoded as Python's string-escape codec does (checked with Python 3's
+// codecs.escape_decode on the same bytes).
+TEST(PickleTextTest, StringReprEscapes) {
+  auto decoded = DecodeStringRepr(R"('a\\b\'c\"d\n\r\t\a\b\f\v|\x41\101\7\q')");
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(*decoded, std::string("a\\b'c\"d\n\r\t\a\b\f\v|AA\7\\q", 20));
+  EXPECT_EQ(DecodeStringRepr("'ends in \\'").status().ToString(),
+            "corrupt data: STRING argument ends in a backslash");
+}
+
 }  // namespace
 }  // namespace optstate
