@@ -124,11 +124,11 @@ void WriteInspectText(const InspectOptions& options, const Checkpoint& cp, const
       << HumanBytes(r.storage_bytes) << " of data\n";
   const ContainerInfo& c = cp.container;
   if (c.format == ContainerFormat::kZip) {
-    const ZipListing zip = ListZipRecords(c);
-    out << "  records   " << zip.records.size() << (c.crc_checked ? ", all CRC-32 verified" : "")
+    out << "  records   " << ZipRecordCount(c) << (c.crc_checked ? ", all CRC-32 verified" : "")
         << (c.version ? ", version " + *c.version : "")
         << (c.serialization_id ? ", serialization_id " + *c.serialization_id : "") << "\n";
     if (options.records) {
+      const ZipListing zip = ListZipRecords(c);
       for (const ZipRecordView& e : zip.records) {
         out << "    " << std::left << std::setw(44) << OneLine(e.name) << std::right << std::setw(10) << e.size
             << std::setw(10) << e.data_offset << "  " << std::hex << std::setw(8) << std::setfill('0')

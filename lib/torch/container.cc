@@ -171,6 +171,8 @@ const ZipArchive& ZipDirectory(const ContainerInfo& info) {
   return info.zip ? *info.zip : kNone;
 }
 
+size_t ZipRecordCount(const ContainerInfo& info) { return info.zip ? info.zip->entries.size() : 0; }
+
 ZipListing ListZipRecords(const ContainerInfo& info) {
   ZipListing listing;
   if (!info.zip) return listing;
