@@ -20,11 +20,21 @@ namespace optstate::tools {
 namespace {
 
 struct CollisionsOptions : StateInputs {
-  std::string path;                  // the first of paths
   bool json = false;
 };
 
 constexpr const char* kName = "collisions";
+
+void DeclareFlags(CLI::App& cmd, CollisionsOptions& o) {
+  cmd.add_option("path", o.paths,
+                 "torch.save checkpoint holding an optimizer state dict; several: the per-rank files of\n"
+                 "one sharded save (in rank order, or named rank<N>)")
+      ->required();
+  AddParamSourceFlags(cmd, o.params, o.models);
+  AddStateKeyFlag(cmd, o.state_key, "Where the optimizer state dict is, e.g. optimizer (default: find it)");
+  AddJsonFlag(cmd, o.json, "collisions", "Write JSON");
+  AddReadLimitFlags(cmd, o.read);
+}
 
 std::string Names(const std::vector<ParamInfo>& params, const std::vector<size_t>& ids) {
   std::string out;
@@ -136,10 +146,10 @@ std::string NumberText(double v) {
 // No parameter list: what the optimizer file shows by itself.
 int RunAlone(const CollisionsOptions& o, const Status& no_params, CommandOutput& output) {
   using J = nlohmann::ordered_json;
-  auto file = OpenCheckpoint(o.path, o.read);
+  auto file = OpenCheckpoint(o.path(), o.read);
   if (!file.ok()) return ReportError(output, kName, file.status(), o.json);
   auto st = LocateOptimizerState((*file)->checkpoint(), o.state_key);
-  if (!st.ok()) return ReportError(output, kName, st.status().WithContext(o.path), o.json);
+  if (!st.ok()) return ReportError(output, kName, st.status().WithContext(o.path()), o.json);
   CollisionEvidence e = FindCollisionEvidence(**file, *st);
   if (!e.merged) {
     return ReportError(output, kName,
@@ -160,13 +170,13 @@ int RunAlone(const CollisionsOptions& o, const Status& no_params, CommandOutput&
     if (e.pointer) ev["pointer"] = *e.pointer;
     if (e.reference_step) ev["reference_step"] = *e.reference_step;
     ev["keys"] = std::move(keys);
-    WriteJson(output, J{{"file", o.path}, {"params_source", nullptr}, {"state_path", st->path},
+    WriteJson(output, J{{"file", o.path()}, {"params_source", nullptr}, {"state_path", st->path},
                         {"scheme", KeyKindName(st->scheme)}, {"key_count", st->keys.size()},
                         {"param_count", st->param_count}, {"evidence", std::move(ev)}});
     return kExitFindings;
   }
   std::ostream& out = output.out;
-  out << o.path << ": optimizer state at " << (st->path.empty() ? "(root)" : st->path) << "\n";
+  out << o.path() << ": optimizer state at " << (st->path.empty() ? "(root)" : st->path) << "\n";
   out << "  key scheme   " << KeyKindName(st->scheme) << ": " << KeyKindOrigin(st->scheme) << "\n";
   out << "  keys         " << st->keys.size() << "\n";
   out << "  parameters   " << st->param_count << " in param_groups; no model or manifest, so only the file "
@@ -233,7 +243,7 @@ int RunCollisions(const CollisionsOptions& o, CommandOutput& output) {
   if (o.paths.size() > 1 || o.models.size() > 1) return RunRankSet(o, output);
   ParamSource source = o.params;
   source.state_shapes_when_none = true;  // index keys alone: each index is its own parameter
-  auto m = OpenAndMatch(o.path, o.state_key, source, o.read, o.match);
+  auto m = OpenAndMatch(o.path(), o.state_key, source, o.read, o.match);
   // Nothing was asked for and nothing found: the file alone may still show a
   // collision. (A missing optimizer state is NotFound too; RunAlone reports it
   // the same way when it looks for the state itself.)
@@ -244,44 +254,35 @@ int RunCollisions(const CollisionsOptions& o, CommandOutput& output) {
   if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
   const MatchReport& report = m->match;
   if (o.json) {
-    WriteJson(output, ToJson(o.path, *m));
+    WriteJson(output, ToJson(o.path(), *m));
   } else {
-    WriteText(o.path, *m, output.out);
+    WriteText(o.path(), *m, output.out);
   }
   return IsClean(report) ? kExitOk : kExitFindings;
 }
 
+
 }  // namespace
 
+constexpr CommandHelp kHelp = {
+    kName,
+    "Match optimizer state to parameters and report merged (collided) and orphaned state",
+    "\nExit codes: 0 every state entry belongs to exactly one parameter; 1 collisions, orphans or\n"
+    "ambiguous keys found; 2 could not do the job.\n"
+    "\nWithout --model or --manifest (and no model inside the file), the optimizer file alone is\n"
+    "evidence: fewer pointer-keyed entries than parameters, all at pointer 0 (FSDP) or one pointer,\n"
+    "prove a collision (exit 1); step counters that ran a multiple faster show how many shared.\n"
+    "\nExamples:\n"
+    "  optstate collisions --manifest params.json heavyball.pt\n"
+    "  optstate collisions --model model.pt heavyball_optim.pt\n"
+    "  optstate collisions checkpoint.pt       # the parameters from its own 'model' entry\n"
+    "  optstate collisions rank0.optim.pt      # no model at all: what the file alone shows\n"
+    "  optstate collisions rank0.optim.pt rank1.optim.pt --model rank0.model.pt --model rank1.model.pt\n"
+    "  optstate collisions --manifest params.json --state-key optimizer --json checkpoint.pt",
+};
+
 CommandRunner AddCollisionsCommand(CLI::App& parent) {
-  auto o = std::make_shared<CollisionsOptions>();
-  CLI::App* cmd = parent.add_subcommand(
-      kName, "Match optimizer state to parameters and report merged (collided) and orphaned state");
-  cmd->add_option("path", o->paths,
-                  "torch.save checkpoint holding an optimizer state dict; several: the per-rank files of\n"
-                  "one sharded save (in rank order, or named rank<N>)")
-      ->required();
-  AddParamSourceFlags(*cmd, o->params, o->models);
-  AddStateKeyFlag(*cmd, o->state_key, "Where the optimizer state dict is, e.g. optimizer (default: find it)");
-  AddJsonFlag(*cmd, o->json, "collisions", "Write JSON");
-  AddReadLimitFlags(*cmd, o->read);
-  cmd->footer(
-      "\nExit codes: 0 every state entry belongs to exactly one parameter; 1 collisions, orphans or\n"
-      "ambiguous keys found; 2 could not do the job.\n"
-      "\nWithout --model or --manifest (and no model inside the file), the optimizer file alone is\n"
-      "evidence: fewer pointer-keyed entries than parameters, all at pointer 0 (FSDP) or one pointer,\n"
-      "prove a collision (exit 1); step counters that ran a multiple faster show how many shared.\n"
-      "\nExamples:\n"
-      "  optstate collisions --manifest params.json heavyball.pt\n"
-      "  optstate collisions --model model.pt heavyball_optim.pt\n"
-      "  optstate collisions checkpoint.pt       # the parameters from its own 'model' entry\n"
-      "  optstate collisions rank0.optim.pt      # no model at all: what the file alone shows\n"
-      "  optstate collisions rank0.optim.pt rank1.optim.pt --model rank0.model.pt --model rank1.model.pt\n"
-      "  optstate collisions --manifest params.json --state-key optimizer --json checkpoint.pt");
-  return [o](CommandOutput& output) {
-    o->path = o->paths.front();
-    return RunCollisions(*o, output);
-  };
+  return DeclareCommand(parent, kHelp, DeclareFlags, RunCollisions);
 }
 
 }  // namespace optstate::tools

@@ -4,12 +4,20 @@
 #include <memory>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "optstate/file_io.h"
 
 namespace optstate::tools {
 
 std::string JsonText(const nlohmann::ordered_json& doc) {
   return doc.dump(2, ' ', /*ensure_ascii=*/false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+CLI::App& AddSubcommand(CLI::App& parent, const CommandHelp& help) {
+  CLI::App* cmd = parent.add_subcommand(help.name, help.summary);
+  cmd->footer(help.footer);
+  return *cmd;
 }
 
 void WriteJson(CommandOutput& output, const nlohmann::ordered_json& doc) { output.out << JsonText(doc); }

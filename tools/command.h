@@ -1,10 +1,14 @@
 // What every subcommand shares: where it writes, and what its exit code means.
 //
 // A subcommand is one file tools/<name>_command.cc with, in its anonymous namespace,
-//   struct <Name>Options { ... };                       // parsed flags
+//   struct <Name>Options { ... };                        // parsed flags
+//   constexpr CommandHelp kHelp = {...};                 // summary, exit codes, examples
+//   void DeclareFlags(CLI::App&, <Name>Options&);        // binds each flag to its field
 //   int Run<Name>(const <Name>Options&, CommandOutput&); // the job, rendered
-// and, declared in commands.h,
-//   CommandRunner Add<Name>Command(CLI::App& parent);    // flags, help, examples
+// and, declared in commands.h, the one line that puts them together:
+//   CommandRunner Add<Name>Command(CLI::App& parent) {
+//     return DeclareCommand(parent, kHelp, DeclareFlags, Run<Name>);
+//   }
 // Run* turns library results (structs and Status) into text or JSON; it never
 // touches std::cout/std::cerr directly, so tests capture both streams in-process.
 #ifndef OPTSTATE_TOOLS_COMMAND_H_
@@ -38,6 +42,27 @@ struct CommandOutput {
 };
 
 using CommandRunner = std::function<int(CommandOutput&)>;
+
+// What `optstate <name> --help` says around the flags.
+struct CommandHelp {
+  const char* name;
+  const char* summary;  // under the usage line
+  const char* footer;   // after the flags: exit codes, notes, examples
+};
+
+// The subcommand help.name of parent, carrying its summary and footer.
+CLI::App& AddSubcommand(CLI::App& parent, const CommandHelp& help);
+
+// Declares a subcommand whose flags fill one Options (declare_flags binds each
+// flag to its field) and returns what runs `run` on them once the command line
+// is parsed. The options live as long as the runner.
+template <typename Options, typename Run>
+CommandRunner DeclareCommand(CLI::App& parent, const CommandHelp& help,
+                             void (*declare_flags)(CLI::App&, Options&), Run run) {
+  auto options = std::make_shared<Options>();
+  declare_flags(AddSubcommand(parent, help), *options);
+  return [options, run](CommandOutput& output) { return run(*options, output); };
+}
 
 // Reports a failed Status: "optstate <cmd>: error: <code>: <message>" on err, or,
 // with json, {"error": {"code": ..., "message": ...}} on out (schemas/error.schema.json).

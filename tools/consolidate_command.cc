@@ -31,6 +31,22 @@ struct ConsolidateCommandOptions {
 
 constexpr const char* kName = "consolidate";
 
+void DeclareFlags(CLI::App& cmd, ConsolidateCommandOptions& o) {
+  cmd.add_option("input", o.input,
+                 "DCP checkpoint directory (holding .metadata and *.distcp), or a DeepSpeed ZeRO directory\n"
+                 "(global_stepN/, or the save_dir whose latest file names it): the fp32 master weights as\n"
+                 "'model' (what zero_to_fp32 gives) and the optimizer state per parameter as 'optimizer'")
+      ->required();
+  AddOutputFileFlag(cmd, o.output);
+  cmd.add_option("--to", o.to,
+                 "fqn: optimizer state keyed by parameter name, as dcp_to_torch_save (default);\n"
+                 "index: keyed 0..N-1 in param_groups order, loadable by torch.optim directly")
+      ->check(CLI::IsMember({"fqn", "index"}));
+  AddWriteFlags(cmd, o.no_sync, o.verify_crc);
+  AddQuietFlag(cmd, o.quiet);
+  AddJsonFlag(cmd, o.json, "consolidate");
+}
+
 std::string Joined(const std::vector<std::string>& items) {
   std::string out;
   for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
@@ -139,31 +155,19 @@ int RunConsolidate(const ConsolidateCommandOptions& o, CommandOutput& output) {
 
 }  // namespace
 
+constexpr CommandHelp kHelp = {
+    kName,
+    "Turn a DCP checkpoint directory (what torch's dcp_to_torch_save writes) or a DeepSpeed ZeRO\n"
+    "1/2/3 directory into one torch.save file, tensor by tensor, without loading it into memory",
+    "\nExamples:\n"
+    "  optstate consolidate checkpoints/step_1000 -o step_1000.pt\n"
+    "  optstate consolidate checkpoints/step_1000 -o step_1000_optim.pt --to index --json\n"
+    "  optstate consolidate ds_out/global_step3 -o step3.pt --to index      (DeepSpeed ZeRO, any stage)\n"
+    "  optstate consolidate ds_out -o step3.pt                               (the tag its latest file names)",
+};
+
 CommandRunner AddConsolidateCommand(CLI::App& parent) {
-  auto o = std::make_shared<ConsolidateCommandOptions>();
-  CLI::App* cmd = parent.add_subcommand(
-      kName, "Turn a DCP checkpoint directory (what torch's dcp_to_torch_save writes) or a DeepSpeed ZeRO\n"
-             "1/2/3 directory into one torch.save file, tensor by tensor, without loading it into memory");
-  cmd->add_option("input", o->input,
-                  "DCP checkpoint directory (holding .metadata and *.distcp), or a DeepSpeed ZeRO directory\n"
-                  "(global_stepN/, or the save_dir whose latest file names it): the fp32 master weights as\n"
-                  "'model' (what zero_to_fp32 gives) and the optimizer state per parameter as 'optimizer'")
-      ->required();
-  AddOutputFileFlag(*cmd, o->output);
-  cmd->add_option("--to", o->to,
-                  "fqn: optimizer state keyed by parameter name, as dcp_to_torch_save (default);\n"
-                  "index: keyed 0..N-1 in param_groups order, loadable by torch.optim directly")
-      ->check(CLI::IsMember({"fqn", "index"}));
-  AddWriteFlags(*cmd, o->no_sync, o->verify_crc);
-  AddQuietFlag(*cmd, o->quiet);
-  AddJsonFlag(*cmd, o->json, "consolidate");
-  cmd->footer(
-      "\nExamples:\n"
-      "  optstate consolidate checkpoints/step_1000 -o step_1000.pt\n"
-      "  optstate consolidate checkpoints/step_1000 -o step_1000_optim.pt --to index --json\n"
-      "  optstate consolidate ds_out/global_step3 -o step3.pt --to index      (DeepSpeed ZeRO, any stage)\n"
-      "  optstate consolidate ds_out -o step3.pt                               (the tag its latest file names)");
-  return [o](CommandOutput& output) { return RunConsolidate(*o, output); };
+  return DeclareCommand(parent, kHelp, DeclareFlags, RunConsolidate);
 }
 
 }  // namespace optstate::tools

@@ -26,6 +26,22 @@ struct DiffCommandOptions {
 
 constexpr const char* kName = "diff";
 
+void DeclareFlags(CLI::App& cmd, DiffCommandOptions& o) {
+  cmd.add_option("checkpoints", o.positional,
+                 "A B: the earlier and the later checkpoint, each a torch.save file (model and optimizer\n"
+                 "state) or a DCP checkpoint directory");
+  auto one_each = [](CLI::Option* opt) {
+    opt->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  };
+  one_each(cmd.add_option("--a", o.a.files, "A given as the rank files of a sharded save: repeat once per rank"));
+  one_each(cmd.add_option("--b", o.b.files, "B likewise"));
+  one_each(cmd.add_option("--model-a", o.a.models,
+                          "A's model state_dict file, once per rank for a rank set (default: A's own 'model' entry)"));
+  one_each(cmd.add_option("--model-b", o.b.models, "B's model state_dict file(s)"));
+  AddStateKeyFlag(cmd, o.diff.state_key);
+  AddJsonFlag(cmd, o.json, "diff", "Write JSON");
+}
+
 std::string Number(const std::optional<double>& v) {
   if (!v) return "-";
   char buf[32];
@@ -136,36 +152,24 @@ int RunDiff(const DiffCommandOptions& o, CommandOutput& output) {
 
 }  // namespace
 
+constexpr CommandHelp kHelp = {
+    kName,
+    "Compare two checkpoints of one run: which parameters moved, how far their state stepped,\n"
+    "hyperparameter changes, state that appeared or vanished",
+    "\nA parameter is FROZEN when its state entry's step advanced from A to B while its values are\n"
+    "bit for bit the same: one checkpoint cannot show it (the saved lr looks right), two can.\n"
+    "\nExit codes: 0 no frozen parameter; 1 frozen parameters; 2 could not do the job.\n"
+    "\nExamples:\n"
+    "  optstate diff step1000.pt step2000.pt\n"
+    "  optstate diff --json ckpt_a.pt ckpt_b.pt\n"
+    "  optstate diff --model-a model_a.pt --model-b model_b.pt optim_a.pt optim_b.pt\n"
+    "  optstate diff checkpoints/step_1000 checkpoints/step_2000     # DCP directories\n"
+    "  optstate diff --a s1/rank0.pt --a s1/rank1.pt --b s2/rank0.pt --b s2/rank1.pt \\\n"
+    "      --model-a s1/model0.pt --model-a s1/model1.pt --model-b s2/model0.pt --model-b s2/model1.pt",
+};
+
 CommandRunner AddDiffCommand(CLI::App& parent) {
-  auto o = std::make_shared<DiffCommandOptions>();
-  CLI::App* cmd = parent.add_subcommand(
-      kName, "Compare two checkpoints of one run: which parameters moved, how far their state stepped,\n"
-             "hyperparameter changes, state that appeared or vanished");
-  cmd->add_option("checkpoints", o->positional,
-                  "A B: the earlier and the later checkpoint, each a torch.save file (model and optimizer\n"
-                  "state) or a DCP checkpoint directory");
-  auto one_each = [](CLI::Option* opt) {
-    opt->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  };
-  one_each(cmd->add_option("--a", o->a.files, "A given as the rank files of a sharded save: repeat once per rank"));
-  one_each(cmd->add_option("--b", o->b.files, "B likewise"));
-  one_each(cmd->add_option("--model-a", o->a.models,
-                           "A's model state_dict file, once per rank for a rank set (default: A's own 'model' entry)"));
-  one_each(cmd->add_option("--model-b", o->b.models, "B's model state_dict file(s)"));
-  AddStateKeyFlag(*cmd, o->diff.state_key);
-  AddJsonFlag(*cmd, o->json, "diff", "Write JSON");
-  cmd->footer(
-      "\nA parameter is FROZEN when its state entry's step advanced from A to B while its values are\n"
-      "bit for bit the same: one checkpoint cannot show it (the saved lr looks right), two can.\n"
-      "\nExit codes: 0 no frozen parameter; 1 frozen parameters; 2 could not do the job.\n"
-      "\nExamples:\n"
-      "  optstate diff step1000.pt step2000.pt\n"
-      "  optstate diff --json ckpt_a.pt ckpt_b.pt\n"
-      "  optstate diff --model-a model_a.pt --model-b model_b.pt optim_a.pt optim_b.pt\n"
-      "  optstate diff checkpoints/step_1000 checkpoints/step_2000     # DCP directories\n"
-      "  optstate diff --a s1/rank0.pt --a s1/rank1.pt --b s2/rank0.pt --b s2/rank1.pt \\\n"
-      "      --model-a s1/model0.pt --model-a s1/model1.pt --model-b s2/model0.pt --model-b s2/model1.pt");
-  return [o](CommandOutput& output) { return RunDiff(*o, output); };
+  return DeclareCommand(parent, kHelp, DeclareFlags, RunDiff);
 }
 
 }  // namespace optstate::tools

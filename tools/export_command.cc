@@ -26,6 +26,22 @@ struct ExportFlags : DcpOutputFlags {
 
 constexpr const char* kName = "export";
 
+void DeclareFlags(CLI::App& cmd, ExportFlags& o) {
+  AddDcpOutputFlags(cmd, o,
+                    "torch.save file (.pt), legacy format, or .zst; or every rank's file of one FSDP2/TP save\n"
+                    "(DTensor shards, in rank order or named rank<N>), unsharded first into a scratch file\n"
+                    "beside the output (as `optstate unshard`; it needs the checkpoint's size in free space)",
+                    /*rank_set=*/true);
+  cmd.add_option("--keys", o.keys,
+                 "What optimizer state keyed by index becomes. fqn: the names torch's\n"
+                 "get/set_optimizer_state_dict use (from the file's model, --model or --manifest);\n"
+                 "index: kept, as torch_save_to_dcp does (loads only into a bare optimizer.state_dict());\n"
+                 "auto (default): fqn, refused when the names are not known. Other keys are kept")
+      ->check(CLI::IsMember({"auto", "fqn", "index"}));
+  AddParamSourceFlags(cmd, o.params);
+  AddStateKeyFlag(cmd, o.state_key, "Where the optimizer state dict is (default: every one found)");
+}
+
 bool IndexKeyed(KeyKind k) { return k == KeyKind::kIndex || k == KeyKind::kStringIndex; }
 
 constexpr const char* kOrIndex =
@@ -170,35 +186,23 @@ int RunExport(ExportFlags o, CommandOutput& output) {
 
 }  // namespace
 
+constexpr CommandHelp kHelp = {
+    kName,
+    "Write a torch.save file as a DCP checkpoint of M ranks (what torch_save_to_dcp does,\n"
+    "sharded on dim 0 like FSDP2), for dcp.load into a sharded model",
+    "\nExamples:\n"
+    "  optstate export consolidated.pt -o checkpoints/step_1000 --world-size 8\n"
+    "  optstate export model_and_optim.pt -o dcp_dir --world-size 2 --json\n"
+    "  optstate export fixed/rank0.optim.pt fixed/rank1.optim.pt -o dcp_optim --world-size 4\n"
+    "  optstate export optimizer.bin --model model.safetensors -o dcp_dir --world-size 2\n"
+    "  optstate export plain_optimizer.pt --keys index -o dcp_dir --world-size 1\n"
+    "Optimizer state keyed by index is written keyed by FQN (optimizer.state.<fqn>.exp_avg), the layout\n"
+    "torch's get_optimizer_state_dict gives and dcp.load fills: the names come from the file's 'model'\n"
+    "entry, --model or --manifest, with DDP/compile/FSDP wrapper prefixes dropped as DSD drops them.",
+};
+
 CommandRunner AddExportCommand(CLI::App& parent) {
-  auto o = std::make_shared<ExportFlags>();
-  CLI::App* cmd = parent.add_subcommand(
-      kName, "Write a torch.save file as a DCP checkpoint of M ranks (what torch_save_to_dcp does,\n"
-             "sharded on dim 0 like FSDP2), for dcp.load into a sharded model");
-  AddDcpOutputFlags(*cmd, *o,
-                    "torch.save file (.pt), legacy format, or .zst; or every rank's file of one FSDP2/TP save\n"
-                    "(DTensor shards, in rank order or named rank<N>), unsharded first into a scratch file\n"
-                    "beside the output (as `optstate unshard`; it needs the checkpoint's size in free space)",
-                    /*rank_set=*/true);
-  cmd->add_option("--keys", o->keys,
-                  "What optimizer state keyed by index becomes. fqn: the names torch's\n"
-                  "get/set_optimizer_state_dict use (from the file's model, --model or --manifest);\n"
-                  "index: kept, as torch_save_to_dcp does (loads only into a bare optimizer.state_dict());\n"
-                  "auto (default): fqn, refused when the names are not known. Other keys are kept")
-      ->check(CLI::IsMember({"auto", "fqn", "index"}));
-  AddParamSourceFlags(*cmd, o->params);
-  AddStateKeyFlag(*cmd, o->state_key, "Where the optimizer state dict is (default: every one found)");
-  cmd->footer(
-      "\nExamples:\n"
-      "  optstate export consolidated.pt -o checkpoints/step_1000 --world-size 8\n"
-      "  optstate export model_and_optim.pt -o dcp_dir --world-size 2 --json\n"
-      "  optstate export fixed/rank0.optim.pt fixed/rank1.optim.pt -o dcp_optim --world-size 4\n"
-      "  optstate export optimizer.bin --model model.safetensors -o dcp_dir --world-size 2\n"
-      "  optstate export plain_optimizer.pt --keys index -o dcp_dir --world-size 1\n"
-      "Optimizer state keyed by index is written keyed by FQN (optimizer.state.<fqn>.exp_avg), the layout\n"
-      "torch's get_optimizer_state_dict gives and dcp.load fills: the names come from the file's 'model'\n"
-      "entry, --model or --manifest, with DDP/compile/FSDP wrapper prefixes dropped as DSD drops them.");
-  return [o](CommandOutput& output) { return RunExport(*o, output); };
+  return DeclareCommand(parent, kHelp, DeclareFlags, RunExport);
 }
 
 }  // namespace optstate::tools

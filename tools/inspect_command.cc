@@ -17,6 +17,30 @@ namespace {
 
 constexpr const char* kName = "inspect";
 
+void DeclareFlags(CLI::App& cmd, InspectOptions& o) {
+  cmd.add_option("paths", o.paths,
+                 "torch.save file (.pt, .pth, .bin), legacy format, .zst, a DCP checkpoint directory, or a\n"
+                 "DeepSpeed ZeRO directory (stage, ranks, where each parameter's pieces lie);\n"
+                 "or every rank's file of one FSDP2/TP save (in rank order or named rank<N>): the layout is\n"
+                 "checked as unshard checks it, then each rank's file is shown")
+      ->required();
+  AddJsonFlag(cmd, o.json, "inspect", "Write JSON");
+  cmd.add_option("--depth", o.report.depth, "Tree levels to show below the start")->capture_default_str();
+  cmd.add_option("--path", o.report.path,
+                 "Start the tree at this object, written as the tree shows paths: state.3,\n"
+                 "optimizer.param_groups[0], state[\"fc1.weight\"], state[(0, (8, 8))]");
+  cmd.add_option("--max-items", o.report.max_items, "Children shown per container")->capture_default_str();
+  cmd.add_flag("--records", o.records,
+               "List every zip record with size, data offset and CRC-32 (reads every local header)");
+  cmd.add_flag("--verify-crc", o.read.verify_crc, "Recompute every record's CRC-32 (torch.load never does)");
+  AddEachFlags(cmd, o.each, o.jobs,
+               "Every path its own checkpoint (not the ranks of one save); a directory that is no checkpoint\n"
+               "itself is searched for files, DCP and DeepSpeed directories: each one shown in the order\n"
+               "found, then a summary; with --json one document (exit 2 if any could not be read)",
+               "read");
+  AddReadLimitFlags(cmd, o.read);
+}
+
 // After a file failed to read: what torch.load would still run of it (a
 // CRC-damaged or broken pickle runs up to its break), on stderr beside the
 // error, so the failure does not hide a dangerous call. validate gates on it.
@@ -83,45 +107,24 @@ int RunInspect(const InspectOptions& given, CommandOutput& output) {
   return kExitOk;
 }
 
+constexpr CommandHelp kHelp = {
+    kName,
+    "Show what is inside a checkpoint without loading tensors: container, object tree,\n"
+    "optimizer state summary, and security findings (globals a pickle load would call)",
+    "\nExamples:\n"
+    "  optstate inspect checkpoint.pt\n"
+    "  optstate inspect --path optimizer.state --depth 2 checkpoint.pt\n"
+    "  optstate inspect --path 'state[(0, (8, 8))]' heavyball_fsdp.pt\n"
+    "  optstate inspect --records --verify-crc checkpoint.pt\n"
+    "  optstate inspect --json checkpoint.pt.zst | jq .optimizers\n"
+    "  optstate inspect checkpoints/step_1000        (a DCP directory: files, chunks, rebuilt tree)\n"
+    "  optstate inspect ds_out/global_step3          (DeepSpeed ZeRO: ranks, partitions, fragments)\n"
+    "  optstate inspect ckpt/optim_rank*.pt            (one sharded save: layout, then every rank)\n"
+    "  optstate inspect --each --json runs/ > zoo.json (every checkpoint under runs/, on every core)",
+};
+
 CommandRunner AddInspectCommand(CLI::App& parent) {
-  auto o = std::make_shared<InspectOptions>();
-  CLI::App* cmd = parent.add_subcommand(
-      kName, "Show what is inside a checkpoint without loading tensors: container, object tree,\n"
-             "optimizer state summary, and security findings (globals a pickle load would call)");
-  cmd->add_option("paths", o->paths,
-                  "torch.save file (.pt, .pth, .bin), legacy format, .zst, a DCP checkpoint directory, or a\n"
-                  "DeepSpeed ZeRO directory (stage, ranks, where each parameter's pieces lie);\n"
-                  "or every rank's file of one FSDP2/TP save (in rank order or named rank<N>): the layout is\n"
-                  "checked as unshard checks it, then each rank's file is shown")
-      ->required();
-  AddJsonFlag(*cmd, o->json, "inspect", "Write JSON");
-  cmd->add_option("--depth", o->report.depth, "Tree levels to show below the start")
-      ->capture_default_str();
-  cmd->add_option("--path", o->report.path,
-                  "Start the tree at this object, written as the tree shows paths: state.3,\n"
-                  "optimizer.param_groups[0], state[\"fc1.weight\"], state[(0, (8, 8))]");
-  cmd->add_option("--max-items", o->report.max_items, "Children shown per container")->capture_default_str();
-  cmd->add_flag("--records", o->records,
-                "List every zip record with size, data offset and CRC-32 (reads every local header)");
-  cmd->add_flag("--verify-crc", o->read.verify_crc, "Recompute every record's CRC-32 (torch.load never does)");
-  AddEachFlags(*cmd, o->each, o->jobs,
-               "Every path its own checkpoint (not the ranks of one save); a directory that is no checkpoint\n"
-               "itself is searched for files, DCP and DeepSpeed directories: each one shown in the order\n"
-               "found, then a summary; with --json one document (exit 2 if any could not be read)",
-               "read");
-  AddReadLimitFlags(*cmd, o->read);
-  cmd->footer(
-      "\nExamples:\n"
-      "  optstate inspect checkpoint.pt\n"
-      "  optstate inspect --path optimizer.state --depth 2 checkpoint.pt\n"
-      "  optstate inspect --path 'state[(0, (8, 8))]' heavyball_fsdp.pt\n"
-      "  optstate inspect --records --verify-crc checkpoint.pt\n"
-      "  optstate inspect --json checkpoint.pt.zst | jq .optimizers\n"
-      "  optstate inspect checkpoints/step_1000        (a DCP directory: files, chunks, rebuilt tree)\n"
-      "  optstate inspect ds_out/global_step3          (DeepSpeed ZeRO: ranks, partitions, fragments)\n"
-      "  optstate inspect ckpt/optim_rank*.pt            (one sharded save: layout, then every rank)\n"
-      "  optstate inspect --each --json runs/ > zoo.json (every checkpoint under runs/, on every core)");
-  return [o](CommandOutput& output) { return RunInspect(*o, output); };
+  return DeclareCommand(parent, kHelp, DeclareFlags, RunInspect);
 }
 
 }  // namespace optstate::tools

@@ -32,6 +32,38 @@ struct MigrateCommandOptions : StateInputs {
 
 constexpr const char* kName = "migrate";
 
+void DeclareFlags(CLI::App& cmd, MigrateCommandOptions& o) {
+  cmd.add_option("input", o.paths,
+                 "Optimizer checkpoint; several: the per-rank files of one sharded save (unsharded first,\n"
+                 "into a scratch directory beside the output; one file comes out)")
+      ->required();
+  AddOutputFileFlag(cmd, o.output);
+  AddParamSourceFlags(cmd, o.params, o.models);
+  cmd.add_option("--to", o.to,
+                 "heavyball3: HeavyBall 3.2's layout; torch: torch.optim.AdamW's (AdamW family only; moments\n"
+                 "rescaled from HeavyBall's bias-corrected form, step per parameter; torch has no SOAP)")
+      ->check(CLI::IsMember({"heavyball3", "torch"}))
+      ->capture_default_str();
+  cmd.add_option("--on-collision", o.on_collision,
+                 "State merged across parameters: fail; drop it; share (a copy each); reset (fresh zero state;\n"
+                 "SOAP: no state, so 3.x rebuilds the preconditioner)")
+      ->check(CLI::IsMember({"fail", "reset", "share", "drop"}))
+      ->capture_default_str();
+  cmd.add_option("--steps", o.steps,
+                 "Optimizer steps taken, where the file does not say (HeavyBall 0.x with foreach=False saves\n"
+                 "its group counter as 0)")
+      ->check(IntegerRange(0, int64_t{1} << 40));
+  cmd.add_option("--precondition-frequency", o.precondition_frequency,
+                 "SOAP's precondition_frequency, where the file does not say (HeavyBall 1.6 saves none;\n"
+                 "default its constructor's 2)")
+      ->check(IntegerRange(1, int64_t{1} << 20));
+  AddStateKeyFlag(cmd, o.state_key);
+  AddWriteFlags(cmd, o.no_sync, o.read.verify_crc);
+  cmd.add_option("--report", o.report, "Write the report (every input entry's fate, renames, notes) as JSON");
+  AddJsonFlag(cmd, o.json, "migrate", "Write the report to stdout as JSON");
+  AddReadLimitFlags(cmd, o.read);
+}
+
 CollisionPolicy Policy(const std::string& p) {
   return p == "drop" ? CollisionPolicy::kDrop
          : p == "share" ? CollisionPolicy::kShare
@@ -167,54 +199,26 @@ int RunMigrate(const MigrateCommandOptions& o, CommandOutput& output) {
 
 }  // namespace
 
+constexpr CommandHelp kHelp = {
+    kName,
+    "Rewrite legacy HeavyBall optimizer state as HeavyBall 3.x (or torch.optim.AdamW) saves it,\n"
+    "so that optimizer trains from it (remap fixes only the keys): the AdamW family of 0.x and\n"
+    "1.x, and 0.x ForeachSOAP (its exp_avg rotated into the eigenbasis 3.x keeps it in)",
+    "\nExit codes: 0 written; 1 refused because state cannot be attributed or nothing would carry\n"
+    "over; 2 could not do the job (an algorithm not migrated yet, unreadable input). Nothing is\n"
+    "written unless it exits 0.\n"
+    "\nExamples:\n"
+    "  optstate migrate old_optim.pt --manifest params.json -o optim_hb3.pt\n"
+    "  optstate migrate old_optim.pt --model model.pt --steps 12000 -o optim_hb3.pt --json\n"
+    "  optstate migrate rank0.pt rank1.pt --model m0.pt --model m1.pt --on-collision reset -o optim_hb3.pt\n"
+    "  optstate migrate old_optim.pt --manifest params.json --to torch -o optim_torch.pt\n"
+    "Then: opt = heavyball.AdamW(model.parameters(), ...); opt.load_state_dict(torch.load(\"optim_hb3.pt\"))\n"
+    "  (heavyball.SOAP for a SOAP file: the groups and the precondition schedule come from the file)\n"
+    "  or: opt = torch.optim.AdamW(model.parameters(), ...); opt.load_state_dict(torch.load(\"optim_torch.pt\"))",
+};
+
 CommandRunner AddMigrateCommand(CLI::App& parent) {
-  auto o = std::make_shared<MigrateCommandOptions>();
-  CLI::App* cmd = parent.add_subcommand(
-      kName, "Rewrite legacy HeavyBall optimizer state as HeavyBall 3.x (or torch.optim.AdamW) saves it,\n"
-             "so that optimizer trains from it (remap fixes only the keys): the AdamW family of 0.x and\n"
-             "1.x, and 0.x ForeachSOAP (its exp_avg rotated into the eigenbasis 3.x keeps it in)");
-  cmd->add_option("input", o->paths,
-                  "Optimizer checkpoint; several: the per-rank files of one sharded save (unsharded first,\n"
-                  "into a scratch directory beside the output; one file comes out)")
-      ->required();
-  AddOutputFileFlag(*cmd, o->output);
-  AddParamSourceFlags(*cmd, o->params, o->models);
-  cmd->add_option("--to", o->to,
-                  "heavyball3: HeavyBall 3.2's layout; torch: torch.optim.AdamW's (AdamW family only; moments\n"
-                  "rescaled from HeavyBall's bias-corrected form, step per parameter; torch has no SOAP)")
-      ->check(CLI::IsMember({"heavyball3", "torch"}))
-      ->capture_default_str();
-  cmd->add_option("--on-collision", o->on_collision,
-                  "State merged across parameters: fail; drop it; share (a copy each); reset (fresh zero state;\n"
-                  "SOAP: no state, so 3.x rebuilds the preconditioner)")
-      ->check(CLI::IsMember({"fail", "reset", "share", "drop"}))
-      ->capture_default_str();
-  cmd->add_option("--steps", o->steps,
-                  "Optimizer steps taken, where the file does not say (HeavyBall 0.x with foreach=False saves\n"
-                  "its group counter as 0)")
-      ->check(IntegerRange(0, int64_t{1} << 40));
-  cmd->add_option("--precondition-frequency", o->precondition_frequency,
-                  "SOAP's precondition_frequency, where the file does not say (HeavyBall 1.6 saves none;\n"
-                  "default its constructor's 2)")
-      ->check(IntegerRange(1, int64_t{1} << 20));
-  AddStateKeyFlag(*cmd, o->state_key);
-  AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
-  cmd->add_option("--report", o->report, "Write the report (every input entry's fate, renames, notes) as JSON");
-  AddJsonFlag(*cmd, o->json, "migrate", "Write the report to stdout as JSON");
-  AddReadLimitFlags(*cmd, o->read);
-  cmd->footer(
-      "\nExit codes: 0 written; 1 refused because state cannot be attributed or nothing would carry\n"
-      "over; 2 could not do the job (an algorithm not migrated yet, unreadable input). Nothing is\n"
-      "written unless it exits 0.\n"
-      "\nExamples:\n"
-      "  optstate migrate old_optim.pt --manifest params.json -o optim_hb3.pt\n"
-      "  optstate migrate old_optim.pt --model model.pt --steps 12000 -o optim_hb3.pt --json\n"
-      "  optstate migrate rank0.pt rank1.pt --model m0.pt --model m1.pt --on-collision reset -o optim_hb3.pt\n"
-      "  optstate migrate old_optim.pt --manifest params.json --to torch -o optim_torch.pt\n"
-      "Then: opt = heavyball.AdamW(model.parameters(), ...); opt.load_state_dict(torch.load(\"optim_hb3.pt\"))\n"
-      "  (heavyball.SOAP for a SOAP file: the groups and the precondition schedule come from the file)\n"
-      "  or: opt = torch.optim.AdamW(model.parameters(), ...); opt.load_state_dict(torch.load(\"optim_torch.pt\"))");
-  return [o](CommandOutput& output) { return RunMigrate(*o, output); };
+  return DeclareCommand(parent, kHelp, DeclareFlags, RunMigrate);
 }
 
 }  // namespace optstate::tools

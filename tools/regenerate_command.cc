@@ -43,6 +43,54 @@ struct RegenerateCommandOptions {
 
 constexpr const char* kName = "regenerate";
 
+void DeclareFlags(CLI::App& cmd, RegenerateCommandOptions& o) {
+  cmd.add_option("-o,--output", o.output, "Output checkpoint (temporary file beside it, then renamed)")->required();
+  cmd.add_option("--synthetic", o.synthetic,
+                 "A transformer-like model of this many bytes of float32 parameters (4GiB)");
+  cmd.add_option("--manifest", o.manifest, "The parameters of a manifest (schemas/param-manifest.schema.json)");
+  cmd.add_option("--model", o.model,
+                 "The parameters of a model state_dict (or a checkpoint holding one),\n"
+                 "starting from its weights");
+  cmd.add_option("--model-key", o.model_key, "Where the model state_dict is in --model (default: find it)");
+  cmd.add_option("--key-scheme", o.key_scheme, "How to key the state")
+      ->check(CLI::IsMember({"index", "fqn", "string-index", "ptr-shape", "ptr-shape-fsdp"}))
+      ->capture_default_str();
+  cmd.add_option("--split-rows", o.run.split_rows, "ptr-shape: split parameters with more rows into views of N rows");
+  cmd.add_flag("--with-model", o.run.with_model, "Save {'model': state_dict, 'optimizer': ...} in one file");
+  cmd.add_option("--manifest-out", o.manifest_out, "Also write the parameters with the data_ptr their keys use");
+  cmd.add_option("--optimizer", o.optimizer, "The torch.optim algorithm whose steps and state layout to write")
+      ->check(CLI::IsMember({"adamw", "adam", "sgd", "adagrad", "rmsprop"}))
+      ->capture_default_str();
+  cmd.add_option("--steps", o.run.steps, "Optimizer steps")->capture_default_str();
+  cmd.add_option("--seed", o.run.seed, "Seed of the synthetic values and gradients")->capture_default_str();
+  // Defaults are torch's for the --optimizer chosen (applied in RunRegenerate).
+  auto number = [&](const char* name, double OptimizerHyper::*field, const char* help) {
+    o.numbers.emplace_back(cmd.add_option(name, o.run.hyper.*field, help), field);
+  };
+  number("--lr", &OptimizerHyper::lr, "Learning rate (default: torch's, 1e-3; Adagrad and RMSprop 1e-2)");
+  number("--beta1", &OptimizerHyper::beta1, "Adam(W) (default 0.9)");
+  number("--beta2", &OptimizerHyper::beta2, "Adam(W) (default 0.999)");
+  number("--eps", &OptimizerHyper::eps, "Adam(W), Adagrad, RMSprop (default 1e-8; Adagrad 1e-10)");
+  number("--weight-decay", &OptimizerHyper::weight_decay, "(default 0; AdamW 0.01)");
+  number("--momentum", &OptimizerHyper::momentum, "SGD, RMSprop (default 0)");
+  number("--dampening", &OptimizerHyper::dampening, "SGD (default 0)");
+  number("--lr-decay", &OptimizerHyper::lr_decay, "Adagrad (default 0)");
+  number("--initial-accumulator-value", &OptimizerHyper::initial_accumulator_value, "Adagrad (default 0)");
+  number("--alpha", &OptimizerHyper::alpha, "RMSprop (default 0.99)");
+  cmd.add_flag("--amsgrad", o.run.hyper.amsgrad, "Adam(W)");
+  cmd.add_flag("--nesterov", o.run.hyper.nesterov, "SGD");
+  cmd.add_flag("--centered", o.run.hyper.centered, "RMSprop");
+  cmd.add_flag("--maximize", o.run.hyper.maximize);
+  cmd.add_option("--threads", o.threads, "Threads for the fused kernel (default: all)");
+  cmd.add_option("--isa", o.isa, "Fused kernel: auto (the best this CPU has), generic, avx2 or avx512")
+      ->check(CLI::IsMember({"auto", "generic", "avx2", "avx512"}))
+      ->capture_default_str();
+  cmd.add_flag("--zstd", o.zstd, "Compress the output with zstd");
+  cmd.add_flag("--no-sync", o.no_sync, "Skip the fsyncs (scratch outputs)");
+  AddQuietFlag(cmd, o.quiet);
+  AddJsonFlag(cmd, o.json, "regenerate");
+}
+
 // With --model, the model file stays open so that its weights are the starting values.
 struct ModelSource {
   std::unique_ptr<CheckpointFile> file;
@@ -131,63 +179,21 @@ int RunRegenerate(const RegenerateCommandOptions& o, CommandOutput& output) {
 
 }  // namespace
 
+constexpr CommandHelp kHelp = {
+    kName,
+    "Write a realistic optimizer checkpoint: K fused steps of torch.optim's AdamW (or Adam, SGD,\n"
+    "Adagrad, RMSprop) with seeded synthetic gradients, laid out as torch saves that class and\n"
+    "keyed the way you choose (including HeavyBall's broken layouts)",
+    "\nExit codes: 0 written; 2 could not do the job.\n"
+    "\nExamples:\n"
+    "  optstate regenerate --synthetic 4GiB -o big.pt\n"
+    "  optstate regenerate --model model.pt --optimizer sgd --momentum 0.9 --nesterov --with-model -o sgd.pt\n"
+    "  optstate regenerate --synthetic 64MiB --key-scheme ptr-shape --split-rows 256 --manifest-out params.json -o hb.pt\n"
+    "  optstate regenerate --model model.pt --key-scheme ptr-shape-fsdp --with-model -o fsdp_bug.pt",
+};
+
 CommandRunner AddRegenerateCommand(CLI::App& parent) {
-  auto o = std::make_shared<RegenerateCommandOptions>();
-  CLI::App* cmd = parent.add_subcommand(
-      kName, "Write a realistic optimizer checkpoint: K fused steps of torch.optim's AdamW (or Adam, SGD,\n"
-             "Adagrad, RMSprop) with seeded synthetic gradients, laid out as torch saves that class and\n"
-             "keyed the way you choose (including HeavyBall's broken layouts)");
-  cmd->add_option("-o,--output", o->output, "Output checkpoint (temporary file beside it, then renamed)")->required();
-  cmd->add_option("--synthetic", o->synthetic, "A transformer-like model of this many bytes of float32 parameters (4GiB)");
-  cmd->add_option("--manifest", o->manifest, "The parameters of a manifest (schemas/param-manifest.schema.json)");
-  cmd->add_option("--model", o->model, "The parameters of a model state_dict (or a checkpoint holding one),\n"
-                                       "starting from its weights");
-  cmd->add_option("--model-key", o->model_key, "Where the model state_dict is in --model (default: find it)");
-  cmd->add_option("--key-scheme", o->key_scheme, "How to key the state")
-      ->check(CLI::IsMember({"index", "fqn", "string-index", "ptr-shape", "ptr-shape-fsdp"}))
-      ->capture_default_str();
-  cmd->add_option("--split-rows", o->run.split_rows, "ptr-shape: split parameters with more rows into views of N rows");
-  cmd->add_flag("--with-model", o->run.with_model, "Save {'model': state_dict, 'optimizer': ...} in one file");
-  cmd->add_option("--manifest-out", o->manifest_out, "Also write the parameters with the data_ptr their keys use");
-  cmd->add_option("--optimizer", o->optimizer, "The torch.optim algorithm whose steps and state layout to write")
-      ->check(CLI::IsMember({"adamw", "adam", "sgd", "adagrad", "rmsprop"}))
-      ->capture_default_str();
-  cmd->add_option("--steps", o->run.steps, "Optimizer steps")->capture_default_str();
-  cmd->add_option("--seed", o->run.seed, "Seed of the synthetic values and gradients")->capture_default_str();
-  // Defaults are torch's for the --optimizer chosen (applied in RunRegenerate).
-  auto number = [&](const char* name, double OptimizerHyper::*field, const char* help) {
-    o->numbers.emplace_back(cmd->add_option(name, o->run.hyper.*field, help), field);
-  };
-  number("--lr", &OptimizerHyper::lr, "Learning rate (default: torch's, 1e-3; Adagrad and RMSprop 1e-2)");
-  number("--beta1", &OptimizerHyper::beta1, "Adam(W) (default 0.9)");
-  number("--beta2", &OptimizerHyper::beta2, "Adam(W) (default 0.999)");
-  number("--eps", &OptimizerHyper::eps, "Adam(W), Adagrad, RMSprop (default 1e-8; Adagrad 1e-10)");
-  number("--weight-decay", &OptimizerHyper::weight_decay, "(default 0; AdamW 0.01)");
-  number("--momentum", &OptimizerHyper::momentum, "SGD, RMSprop (default 0)");
-  number("--dampening", &OptimizerHyper::dampening, "SGD (default 0)");
-  number("--lr-decay", &OptimizerHyper::lr_decay, "Adagrad (default 0)");
-  number("--initial-accumulator-value", &OptimizerHyper::initial_accumulator_value, "Adagrad (default 0)");
-  number("--alpha", &OptimizerHyper::alpha, "RMSprop (default 0.99)");
-  cmd->add_flag("--amsgrad", o->run.hyper.amsgrad, "Adam(W)");
-  cmd->add_flag("--nesterov", o->run.hyper.nesterov, "SGD");
-  cmd->add_flag("--centered", o->run.hyper.centered, "RMSprop");
-  cmd->add_flag("--maximize", o->run.hyper.maximize);
-  cmd->add_option("--threads", o->threads, "Threads for the fused kernel (default: all)");
-  cmd->add_option("--isa", o->isa, "Fused kernel: auto (the best this CPU has), generic, avx2 or avx512")
-      ->check(CLI::IsMember({"auto", "generic", "avx2", "avx512"}))
-      ->capture_default_str();
-  cmd->add_flag("--zstd", o->zstd, "Compress the output with zstd");
-  cmd->add_flag("--no-sync", o->no_sync, "Skip the fsyncs (scratch outputs)");
-  AddQuietFlag(*cmd, o->quiet);
-  AddJsonFlag(*cmd, o->json, "regenerate");
-  cmd->footer(
-      "\nExit codes: 0 written; 2 could not do the job.\n"
-      "\nExamples:\n"
-      "  optstate regenerate --synthetic 4GiB -o big.pt\n"
-      "  optstate regenerate --model model.pt --optimizer sgd --momentum 0.9 --nesterov --with-model -o sgd.pt\n"
-      "  optstate regenerate --synthetic 64MiB --key-scheme ptr-shape --split-rows 256 --manifest-out params.json -o hb.pt\n"
-      "  optstate regenerate --model model.pt --key-scheme ptr-shape-fsdp --with-model -o fsdp_bug.pt");
-  return [o](CommandOutput& output) { return RunRegenerate(*o, output); };
+  return DeclareCommand(parent, kHelp, DeclareFlags, RunRegenerate);
 }
 
 }  // namespace optstate::tools

@@ -19,7 +19,6 @@ namespace optstate::tools {
 namespace {
 
 struct RemapCommandOptions : StateInputs {
-  std::string input;                 // the first of paths
   std::string output;                // a file; a directory for several inputs
   std::string to = "index";          // index | fqn
   std::string on_collision = "fail";  // fail | reset | share | drop
@@ -30,6 +29,30 @@ struct RemapCommandOptions : StateInputs {
 };
 
 constexpr const char* kName = "remap";
+
+void DeclareFlags(CLI::App& cmd, RemapCommandOptions& o) {
+  cmd.add_option("input", o.paths,
+                 "Checkpoint with the optimizer state; several: the per-rank files of one sharded save")
+      ->required();
+  cmd.add_option("-o,--output", o.output,
+                 "Output checkpoint (temporary file beside it, then renamed); with several inputs, a\n"
+                 "directory that gets one file per rank, named as its input")
+      ->required();
+  AddParamSourceFlags(cmd, o.params, o.models);
+  AddStateKeyFlag(cmd, o.state_key);
+  cmd.add_option("--to", o.to, "Key the state by parameter index (torch.optim) or FQN (DCP)")
+      ->check(CLI::IsMember({"index", "fqn"}))
+      ->capture_default_str();
+  cmd.add_option("--on-collision", o.on_collision,
+                 "State merged across parameters: fail; drop it; share (a copy each); reset (fresh zero state)")
+      ->check(CLI::IsMember({"fail", "reset", "share", "drop"}))
+      ->capture_default_str();
+  AddWriteFlags(cmd, o.no_sync, o.read.verify_crc);
+  cmd.add_flag("--zstd", o.zstd, "Compress the output with zstd (name it .zst; optstate reads it directly)");
+  cmd.add_option("--report", o.report, "Write the conservation report (every input entry's fate) as JSON");
+  AddJsonFlag(cmd, o.json, "remap", "Write the report to stdout as JSON");
+  AddReadLimitFlags(cmd, o.read);
+}
 
 nlohmann::ordered_json ReportJson(const RemapCommandOptions& o, const std::string& input, const std::string& output,
                                   const MatchedState& m, const RemapResult& r, const WriteReport& w) {
@@ -173,26 +196,26 @@ int RunRankSet(const RemapCommandOptions& o, CommandOutput& output) {
 
 int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   if (o.paths.size() > 1 || o.models.size() > 1) return RunRankSet(o, output);
-  Status refused = RefuseInputAsOutput({o.input}, o.output);
+  Status refused = RefuseInputAsOutput({o.path()}, o.output);
   if (!refused.ok()) return ReportError(output, kName, refused, o.json);
-  auto m = OpenAndMatch(o.input, o.state_key, o.params, o.read, o.match);
+  auto m = OpenAndMatch(o.path(), o.state_key, o.params, o.read, o.match);
   if (!m.ok()) return ReportError(output, kName, m.status(), o.json);
   if (o.to == "fqn" && !m->order_ambiguous.empty()) {
     // Index keys stay right whatever the order; names would not.
     const std::string list = FirstNames(m->order_ambiguous);
     ReportError(output, kName,
-                InvalidArgumentError(o.input + ": --to fqn needs each index's parameter, but " + m->order + ": " +
+                InvalidArgumentError(o.path() + ": --to fqn needs each index's parameter, but " + m->order + ": " +
                                      list + "; give --manifest (the training script's order) or keep --to index"),
                 o.json);
     return kExitFindings;
   }
   auto remapped = RemapState(std::move(m->file->checkpoint()), m->state, m->params, m->match, ToRemapOptions(o));
   if (!remapped.ok()) {
-    Status s = std::move(remapped).status().WithContext(o.input);
+    Status s = std::move(remapped).status().WithContext(o.path());
     ReportError(output, kName, s, o.json);
     return s.code() == StatusCode::kInvalidArgument ? kExitFindings : kExitError;
   }
-  Status nothing = NothingCarriedOver(o.input, m->state, *remapped);
+  Status nothing = NothingCarriedOver(o.path(), m->state, *remapped);
   if (!nothing.ok()) {
     ReportError(output, kName, nothing, o.json);
     return kExitFindings;
@@ -201,7 +224,7 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
       WriteCheckpoint(*m->file, remapped->checkpoint, remapped->checkpoint.graph.root, o.output, ToWriteOptions(o));
   if (!written.ok()) return ReportError(output, kName, std::move(written).status().WithContext(o.output), o.json);
   if (o.json || !o.report.empty()) {  // the per-entry JSON of 10^5 entries is not built for nothing
-    nlohmann::ordered_json doc = ReportJson(o, o.input, o.output, *m, *remapped, *written);
+    nlohmann::ordered_json doc = ReportJson(o, o.path(), o.output, *m, *remapped, *written);
     if (!o.report.empty()) {
       Status s = WriteFileAtomically(o.report, JsonText(doc));
       if (!s.ok()) return ReportError(output, kName, s, o.json);
@@ -215,48 +238,26 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   return kExitOk;
 }
 
+
 }  // namespace
 
+constexpr CommandHelp kHelp = {
+    kName,
+    "Rewrite optimizer state keys so torch.optim maps them to the right parameters\n"
+    "(pointer, string and (Parameter, i) keys to indices or FQNs; split views nested per view)",
+    "\nExit codes: 0 written; 1 refused because state cannot be attributed; 2 could not do the job.\n"
+    "\nExamples:\n"
+    "  optstate remap --manifest params.json heavyball.pt -o fixed.pt\n"
+    "  optstate remap --model model.pt --to fqn heavyball_optim.pt -o fixed.pt\n"
+    "  optstate remap checkpoint.pt -o fixed.pt   # parameters from its own 'model' entry\n"
+    "  optstate remap --manifest params.json --to fqn --report remap.json ckpt.pt -o fixed.pt\n"
+    "  optstate remap --manifest params.json --on-collision drop fsdp.pt -o fixed.pt\n"
+    "  optstate remap rank0.optim.pt rank1.optim.pt --model rank0.model.pt --model rank1.model.pt \\\n"
+    "      --on-collision reset -o fixed/   # a sharded save: fixed/rank0.optim.pt, fixed/rank1.optim.pt",
+};
+
 CommandRunner AddRemapCommand(CLI::App& parent) {
-  auto o = std::make_shared<RemapCommandOptions>();
-  CLI::App* cmd = parent.add_subcommand(
-      kName, "Rewrite optimizer state keys so torch.optim maps them to the right parameters\n"
-             "(pointer, string and (Parameter, i) keys to indices or FQNs; split views nested per view)");
-  cmd->add_option("input", o->paths,
-                  "Checkpoint with the optimizer state; several: the per-rank files of one sharded save")
-      ->required();
-  cmd->add_option("-o,--output", o->output,
-                  "Output checkpoint (temporary file beside it, then renamed); with several inputs, a\n"
-                  "directory that gets one file per rank, named as its input")
-      ->required();
-  AddParamSourceFlags(*cmd, o->params, o->models);
-  AddStateKeyFlag(*cmd, o->state_key);
-  cmd->add_option("--to", o->to, "Key the state by parameter index (torch.optim) or FQN (DCP)")
-      ->check(CLI::IsMember({"index", "fqn"}))
-      ->capture_default_str();
-  cmd->add_option("--on-collision", o->on_collision,
-                  "State merged across parameters: fail; drop it; share (a copy each); reset (fresh zero state)")
-      ->check(CLI::IsMember({"fail", "reset", "share", "drop"}))
-      ->capture_default_str();
-  AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
-  cmd->add_flag("--zstd", o->zstd, "Compress the output with zstd (name it .zst; optstate reads it directly)");
-  cmd->add_option("--report", o->report, "Write the conservation report (every input entry's fate) as JSON");
-  AddJsonFlag(*cmd, o->json, "remap", "Write the report to stdout as JSON");
-  AddReadLimitFlags(*cmd, o->read);
-  cmd->footer(
-      "\nExit codes: 0 written; 1 refused because state cannot be attributed; 2 could not do the job.\n"
-      "\nExamples:\n"
-      "  optstate remap --manifest params.json heavyball.pt -o fixed.pt\n"
-      "  optstate remap --model model.pt --to fqn heavyball_optim.pt -o fixed.pt\n"
-      "  optstate remap checkpoint.pt -o fixed.pt   # parameters from its own 'model' entry\n"
-      "  optstate remap --manifest params.json --to fqn --report remap.json ckpt.pt -o fixed.pt\n"
-      "  optstate remap --manifest params.json --on-collision drop fsdp.pt -o fixed.pt\n"
-      "  optstate remap rank0.optim.pt rank1.optim.pt --model rank0.model.pt --model rank1.model.pt \\\n"
-      "      --on-collision reset -o fixed/   # a sharded save: fixed/rank0.optim.pt, fixed/rank1.optim.pt");
-  return [o](CommandOutput& output) {
-    o->input = o->paths.front();
-    return RunRemap(*o, output);
-  };
+  return DeclareCommand(parent, kHelp, DeclareFlags, RunRemap);
 }
 
 }  // namespace optstate::tools

@@ -31,6 +31,19 @@ struct RepackOptions {
 
 constexpr const char* kName = "repack";
 
+void DeclareFlags(CLI::App& cmd, RepackOptions& o) {
+  cmd.add_option("input", o.inputs,
+                 "torch.save file, legacy format, or .zst; several: the per-rank files of one sharded save")
+      ->required();
+  cmd.add_option("-o,--output", o.output,
+                 "Output file; written to a temporary file beside it, then renamed. With several inputs, an\n"
+                 "existing directory that gets one file per rank, named as its input (all or none)")
+      ->required();
+  AddWriteFlags(cmd, o.no_sync, o.read.verify_crc);
+  AddJsonFlag(cmd, o.json, "repack");
+  AddReadLimitFlags(cmd, o.read);
+}
+
 nlohmann::ordered_json ReportJson(const std::string& input, const std::string& output, const WriteReport& w) {
   return {{"input", input},
           {"output", output},
@@ -112,27 +125,18 @@ int RunRepack(const RepackOptions& o, CommandOutput& output) {
 
 }  // namespace
 
+constexpr CommandHelp kHelp = {
+    kName,
+    "Rewrite a checkpoint as a canonical torch.save zip through optstate's own writer\n"
+    "(legacy format and .zst in, zip out; shared storages stay shared)",
+    "\nExamples:\n"
+    "  optstate repack old_legacy_format.pt -o checkpoint.pt\n"
+    "  optstate repack checkpoint.pt.zst -o checkpoint.pt --json\n"
+    "  optstate repack ckpt/rank0.pt.zst ckpt/rank1.pt.zst -o plain/",
+};
+
 CommandRunner AddRepackCommand(CLI::App& parent) {
-  auto o = std::make_shared<RepackOptions>();
-  CLI::App* cmd = parent.add_subcommand(
-      kName, "Rewrite a checkpoint as a canonical torch.save zip through optstate's own writer\n"
-             "(legacy format and .zst in, zip out; shared storages stay shared)");
-  cmd->add_option("input", o->inputs,
-                  "torch.save file, legacy format, or .zst; several: the per-rank files of one sharded save")
-      ->required();
-  cmd->add_option("-o,--output", o->output,
-                  "Output file; written to a temporary file beside it, then renamed. With several inputs, an\n"
-                  "existing directory that gets one file per rank, named as its input (all or none)")
-      ->required();
-  AddWriteFlags(*cmd, o->no_sync, o->read.verify_crc);
-  AddJsonFlag(*cmd, o->json, "repack");
-  AddReadLimitFlags(*cmd, o->read);
-  cmd->footer(
-      "\nExamples:\n"
-      "  optstate repack old_legacy_format.pt -o checkpoint.pt\n"
-      "  optstate repack checkpoint.pt.zst -o checkpoint.pt --json\n"
-      "  optstate repack ckpt/rank0.pt.zst ckpt/rank1.pt.zst -o plain/");
-  return [o](CommandOutput& output) { return RunRepack(*o, output); };
+  return DeclareCommand(parent, kHelp, DeclareFlags, RunRepack);
 }
 
 }  // namespace optstate::tools

@@ -16,6 +16,8 @@ namespace {
 
 constexpr const char* kName = "reshard";
 
+void DeclareFlags(CLI::App& cmd, DcpOutputFlags& o) { AddDcpOutputFlags(cmd, o, "DCP checkpoint directory"); }
+
 int RunReshard(const DcpOutputFlags& o, CommandOutput& output) {
   std::unique_ptr<DcpCheckpoint> dcp;
   auto open = [&]() -> Status {
@@ -32,21 +34,21 @@ int RunReshard(const DcpOutputFlags& o, CommandOutput& output) {
 
 }  // namespace
 
+constexpr CommandHelp kHelp = {
+    kName,
+    "Rewrite a DCP checkpoint for another number of ranks (tensors split on dim 0 as FSDP2\n"
+    "shards them), one chunk in memory at a time",
+    "\nExamples:\n"
+    "  optstate reshard checkpoints/step_1000 -o checkpoints/step_1000_8ranks --world-size 8\n"
+    "  optstate reshard ckpt_64 -o ckpt_1 --world-size 1 --json\n"
+    "  torchrun --no-python --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint node0:29400 \\\n"
+    "      optstate reshard --distributed /shared/ckpt -o /shared/ckpt_16 --world-size 16\n"
+    "  srun -N 2 -n 2 optstate reshard --distributed /shared/ckpt -o /shared/ckpt_16 --world-size 16\n"
+    "      (with MASTER_ADDR and MASTER_PORT exported in the batch script)",
+};
+
 CommandRunner AddReshardCommand(CLI::App& parent) {
-  auto o = std::make_shared<DcpOutputFlags>();
-  CLI::App* cmd = parent.add_subcommand(
-      kName, "Rewrite a DCP checkpoint for another number of ranks (tensors split on dim 0 as FSDP2\n"
-             "shards them), one chunk in memory at a time");
-  AddDcpOutputFlags(*cmd, *o, "DCP checkpoint directory");
-  cmd->footer(
-      "\nExamples:\n"
-      "  optstate reshard checkpoints/step_1000 -o checkpoints/step_1000_8ranks --world-size 8\n"
-      "  optstate reshard ckpt_64 -o ckpt_1 --world-size 1 --json\n"
-      "  torchrun --no-python --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint node0:29400 \\\n"
-      "      optstate reshard --distributed /shared/ckpt -o /shared/ckpt_16 --world-size 16\n"
-      "  srun -N 2 -n 2 optstate reshard --distributed /shared/ckpt -o /shared/ckpt_16 --world-size 16\n"
-      "      (with MASTER_ADDR and MASTER_PORT exported in the batch script)");
-  return [o](CommandOutput& output) { return RunReshard(*o, output); };
+  return DeclareCommand(parent, kHelp, DeclareFlags, RunReshard);
 }
 
 }  // namespace optstate::tools

@@ -33,6 +33,12 @@ struct StateInputs {
   std::string state_key;            // --state-key: where the optimizer state dict is; "" = find it
   MatchOptions match;
   ReadOptions read;
+
+  // The checkpoint a single-file run reads: the first of paths ("" when none is given).
+  const std::string& path() const {
+    static const std::string kNone;
+    return paths.empty() ? kNone : paths.front();
+  }
 };
 
 // Opens every rank's file of `in` and matches each against its parameters.

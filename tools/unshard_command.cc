@@ -26,6 +26,14 @@ struct UnshardCommandOptions {
 
 constexpr const char* kName = "unshard";
 
+void DeclareFlags(CLI::App& cmd, UnshardCommandOptions& o) {
+  cmd.add_option("inputs", o.inputs, "Every rank's file, in rank order (or named rank<N>)")->required();
+  AddOutputFileFlag(cmd, o.output);
+  AddWriteFlags(cmd, o.no_sync, o.verify_crc);
+  AddQuietFlag(cmd, o.quiet);
+  AddJsonFlag(cmd, o.json, "unshard");
+}
+
 int RunUnshard(const UnshardCommandOptions& o, CommandOutput& output) {
   Status refused = RefuseInputAsOutput(o.inputs, o.output);
   if (!refused.ok()) return ReportError(output, kName, refused, o.json);
@@ -73,34 +81,30 @@ int RunUnshard(const UnshardCommandOptions& o, CommandOutput& output) {
 
 }  // namespace
 
+constexpr CommandHelp kHelp = {
+    kName,
+    "Make the per-rank files of one FSDP2/TP save (DTensor shards) or FSDP1 sharded save\n"
+    "(ShardedTensor blocks) one torch.save file of whole tensors, as one process would have saved it",
+    "\nRank 0's file is the template: each DTensor becomes a tensor of its global shape, every rank's\n"
+    "shard placed at the block its placements and its mesh coordinate (pickled in the file) give:\n"
+    "Shard(d), Replicate(), FSDP2 + TP's _StridedShard, on meshes of any dims; a DTensor on a sub-mesh\n"
+    "(FSDP2's dp mesh beside TP) is taken from the first rank holding each block. Scalars and plain\n"
+    "tensors are rank 0's. Blocks of whole rows are copied straight from the inputs; memory is bounded\n"
+    "by the largest tensor split along another dim. FSDP1's SHARDED_STATE_DICT (FSDP.optim_state_dict)\n"
+    "keeps ShardedTensors, whose blocks name their offsets: each is placed there, and the blocks must\n"
+    "cover the whole once.\n"
+    "\nExit codes: 0 written; 2 could not do the job (nothing written).\n"
+    "\nExamples:\n"
+    "  optstate unshard rank0.optim.pt rank1.optim.pt -o optim.pt\n"
+    "  optstate unshard fsdp1_sharded_rank0.pt fsdp1_sharded_rank1.pt -o whole.pt &&\n"
+    "    optstate remap --to index whole.pt -o for_torch_optim.pt\n"
+    "  optstate unshard ckpt/model_rank*.pt -o model.pt && optstate export model.pt -o dcp_dir\n"
+    "  optstate remap r0.pt r1.pt --model m0.pt --model m1.pt --on-collision reset -o fixed/ &&\n"
+    "    optstate unshard fixed/r0.pt fixed/r1.pt -o fixed.pt",
+};
+
 CommandRunner AddUnshardCommand(CLI::App& parent) {
-  auto o = std::make_shared<UnshardCommandOptions>();
-  CLI::App* cmd = parent.add_subcommand(
-      kName, "Make the per-rank files of one FSDP2/TP save (DTensor shards) or FSDP1 sharded save\n"
-             "(ShardedTensor blocks) one torch.save file of whole tensors, as one process would have saved it");
-  cmd->add_option("inputs", o->inputs, "Every rank's file, in rank order (or named rank<N>)")->required();
-  AddOutputFileFlag(*cmd, o->output);
-  AddWriteFlags(*cmd, o->no_sync, o->verify_crc);
-  AddQuietFlag(*cmd, o->quiet);
-  AddJsonFlag(*cmd, o->json, "unshard");
-  cmd->footer(
-      "\nRank 0's file is the template: each DTensor becomes a tensor of its global shape, every rank's\n"
-      "shard placed at the block its placements and its mesh coordinate (pickled in the file) give:\n"
-      "Shard(d), Replicate(), FSDP2 + TP's _StridedShard, on meshes of any dims; a DTensor on a sub-mesh\n"
-      "(FSDP2's dp mesh beside TP) is taken from the first rank holding each block. Scalars and plain\n"
-      "tensors are rank 0's. Blocks of whole rows are copied straight from the inputs; memory is bounded\n"
-      "by the largest tensor split along another dim. FSDP1's SHARDED_STATE_DICT (FSDP.optim_state_dict)\n"
-      "keeps ShardedTensors, whose blocks name their offsets: each is placed there, and the blocks must\n"
-      "cover the whole once.\n"
-      "\nExit codes: 0 written; 2 could not do the job (nothing written).\n"
-      "\nExamples:\n"
-      "  optstate unshard rank0.optim.pt rank1.optim.pt -o optim.pt\n"
-      "  optstate unshard fsdp1_sharded_rank0.pt fsdp1_sharded_rank1.pt -o whole.pt &&\n"
-      "    optstate remap --to index whole.pt -o for_torch_optim.pt\n"
-      "  optstate unshard ckpt/model_rank*.pt -o model.pt && optstate export model.pt -o dcp_dir\n"
-      "  optstate remap r0.pt r1.pt --model m0.pt --model m1.pt --on-collision reset -o fixed/ &&\n"
-      "    optstate unshard fixed/r0.pt fixed/r1.pt -o fixed.pt");
-  return [o](CommandOutput& output) { return RunUnshard(*o, output); };
+  return DeclareCommand(parent, kHelp, DeclareFlags, RunUnshard);
 }
 
 }  // namespace optstate::tools

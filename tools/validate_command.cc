@@ -21,6 +21,33 @@ namespace {
 
 constexpr const char* kName = "validate";
 
+void DeclareFlags(CLI::App& cmd, ValidateCommandOptions& o) {
+  cmd.add_option("path", o.paths,
+                 "torch.save file, .zst, DCP checkpoint directory, or a framework's checkpoint\n"
+                 "directory (HF Trainer checkpoint-N/, accelerate save_state, DeepSpeed global_stepN/:\n"
+                 "each file checked, the optimizer against the model beside it); several files: the\n"
+                 "per-rank files of one sharded save (in rank order, or named rank<N>), with --model once\n"
+                 "per rank");
+  AddParamSourceFlags(cmd, o.params, o.models);
+  AddStateKeyFlag(cmd, o.state_key,
+                  "Which optimizer state dict the parameter rules check when the file holds several\n"
+                  "(default: the only one); every other rule checks them all");
+  cmd.add_option("--rules", o.rules,
+                 "JSON rules file: {\"rules\": {\"<id>\": \"off|info|warning|error\"},\n"
+                 "\"allow_globals\": [\"module.name\", ...]} (schemas/validate-rules.schema.json)");
+  cmd.add_option("--junit", o.junit, "Also write a JUnit XML report here (one test case per rule)");
+  cmd.add_flag("--no-values", o.no_values,
+               "Structure only: do not read tensor bytes (rules that need them are skipped)");
+  cmd.add_flag("--list-rules", o.list_rules, "List every rule with its default severity, and exit");
+  AddEachFlags(cmd, o.each, o.jobs,
+               "Every path its own checkpoint (not the ranks of one save); a directory that is no checkpoint\n"
+               "itself is searched for checkpoints (files, DCP and framework directories): one report each,\n"
+               "in the order found, then a summary; exit 2 if any could not be read, else 1 if any failed",
+               "checked");
+  AddJsonFlag(cmd, o.json, "validate");
+  AddReadLimitFlags(cmd, o.read);
+}
+
 nlohmann::ordered_json ReportJson(const ValidationReport& r) {
   using J = nlohmann::ordered_json;
   const bool passed = !r.failed() && r.format != "unreadable";
@@ -115,7 +142,7 @@ int RunFrameworkDir(const ValidateCommandOptions& o, const ValidateOptions& vo, 
   // there, ranks agreeing); then each file on its own.
   std::optional<ValidationReport> zero;
   if (fd.layout == "deepspeed") {
-    auto z = ValidateZeroDirectory(fd.TagDirectory(o.path), vo);
+    auto z = ValidateZeroDirectory(fd.TagDirectory(o.path()), vo);
     if (!z.ok()) return ReportError(output, kName, z.status(), o.json);
     failed |= z->failed();
     zero = std::move(*z);
@@ -137,7 +164,7 @@ int RunFrameworkDir(const ValidateCommandOptions& o, const ValidateOptions& vo, 
     // A file of no known role in a directory inside (found by walking it)
     // that is no checkpoint at all is listed, not a reason to stop: what
     // torch.load would run of it came back above as findings if it mattered.
-    if (!r.ok() && f.role == "other" && f.path.find('/', o.path.size() + 1) != std::string::npos) {
+    if (!r.ok() && f.role == "other" && f.path.find('/', o.path().size() + 1) != std::string::npos) {
       entry["report"] = nullptr;
       files.push_back(std::move(entry));
       unread.emplace_back(f.path, r.status().ToString());
@@ -151,11 +178,11 @@ int RunFrameworkDir(const ValidateCommandOptions& o, const ValidateOptions& vo, 
   }
   if (zero) reports.insert(reports.begin(), {zero->input, *zero});
   if (!o.junit.empty()) {
-    Status s = WriteFileAtomically(o.junit, ValidationJUnit(MergedForJUnit(o.path, reports)));
+    Status s = WriteFileAtomically(o.junit, ValidationJUnit(MergedForJUnit(o.path(), reports)));
     if (!s.ok()) return ReportError(output, kName, s, o.json);
   }
   if (o.json) {
-    J doc{{"directory", o.path}};
+    J doc{{"directory", o.path()}};
     if (!fd.tag.empty()) doc["tag"] = fd.tag;
     doc.update(J{{"layout", fd.layout}, {"passed", !failed}});
     if (zero) doc["zero_layout"] = ReportJson(*zero);
@@ -163,7 +190,7 @@ int RunFrameworkDir(const ValidateCommandOptions& o, const ValidateOptions& vo, 
     WriteJson(output, doc);
     return failed ? kExitFindings : kExitOk;
   }
-  output.out << o.path << (fd.tag.empty() ? "" : " (tag " + fd.tag + ", from its latest file)") << ": "
+  output.out << o.path() << (fd.tag.empty() ? "" : " (tag " + fd.tag + ", from its latest file)") << ": "
              << fd.layout << " checkpoint directory, " << fd.files.size() << " files: "
              << (failed ? "FAILED" : "passed") << "\n";
   for (const std::string& m : fd.missing) output.out << "  missing: " << m << "\n";
@@ -220,7 +247,6 @@ int RunValidateEach(const ValidateCommandOptions& o, const ValidateOptions& vo, 
     ValidateCommandOptions one = o;
     one.each = false;
     one.paths = {path};
-    one.path = path;
     return ValidateOne(one, vo, one_output);
   });
 }
@@ -239,7 +265,7 @@ int RunValidate(const ValidateCommandOptions& o, CommandOutput& output) {
     }
     return kExitOk;
   }
-  if (o.path.empty()) return ReportError(output, kName, InvalidArgumentError("give a checkpoint file or DCP directory"), o.json);
+  if (o.path().empty()) return ReportError(output, kName, InvalidArgumentError("give a checkpoint file or DCP directory"), o.json);
   auto vo = ValidateOptionsFrom(o);
   if (!vo.ok()) return ReportError(output, kName, vo.status(), o.json);
   if (o.each) return RunValidateEach(o, *vo, output);
@@ -249,12 +275,12 @@ int RunValidate(const ValidateCommandOptions& o, CommandOutput& output) {
 int ValidateOne(const ValidateCommandOptions& o, const ValidateOptions& vo, CommandOutput& output) {
   bool rank_set = o.paths.size() > 1 || o.models.size() > 1;
   std::error_code ec;
-  if (!rank_set && std::filesystem::is_directory(o.path, ec) && !IsDcpDirectory(o.path)) {
-    auto fd = FindFrameworkFiles(o.path);
+  if (!rank_set && std::filesystem::is_directory(o.path(), ec) && !IsDcpDirectory(o.path())) {
+    auto fd = FindFrameworkFiles(o.path());
     if (!fd.ok()) return ReportError(output, kName, fd.status(), o.json);
     return RunFrameworkDir(o, vo, *fd, output);
   }
-  auto report = rank_set ? ValidateRankSet(o.paths, o.models, vo) : Validate(o.path, vo);
+  auto report = rank_set ? ValidateRankSet(o.paths, o.models, vo) : Validate(o.path(), vo);
   if (!report.ok()) return ReportError(output, kName, report.status(), o.json);
   if (!o.junit.empty()) {
     Status s = WriteFileAtomically(o.junit, ValidationJUnit(*report));
@@ -269,49 +295,27 @@ int ValidateOne(const ValidateCommandOptions& o, const ValidateOptions& vo, Comm
   return report->failed() ? kExitFindings : report->format == "unreadable" ? kExitError : kExitOk;
 }
 
+namespace {
+}  // namespace
+
+constexpr CommandHelp kHelp = {
+    kName,
+    "Check a checkpoint for CI: rules with stable ids (broken state keys, lr=0 leaks, untrained\n"
+    "init state, non-finite values, unsafe pickles, CRC mismatches, DCP chunk layout); exit 1 on errors",
+    "\nExamples:\n"
+    "  optstate validate checkpoint.pt\n"
+    "  optstate validate checkpoints/step_1000 --junit reports/optstate.xml\n"
+    "  optstate validate output/checkpoint-500                         (HF Trainer: model, optimizer, rng, ...)\n"
+    "  optstate validate --no-values --rules ci-rules.json checkpoint.pt --json\n"
+    "  optstate validate --manifest params.json heavyball_fsdp.pt     (counts, groups, collisions, orphans, shapes)\n"
+    "  optstate validate --model model.pt checkpoints/step_1000       (a DCP directory against a model state_dict)\n"
+    "  optstate validate rank0.optim.pt rank1.optim.pt --model rank0.model.pt --model rank1.model.pt\n"
+    "  optstate validate --each -j 2 runs/                                (every checkpoint under runs/)\n"
+    "  optstate validate --list-rules",
+};
+
 CommandRunner AddValidateCommand(CLI::App& parent) {
-  auto o = std::make_shared<ValidateCommandOptions>();
-  CLI::App* cmd = parent.add_subcommand(
-      kName, "Check a checkpoint for CI: rules with stable ids (broken state keys, lr=0 leaks, untrained\n"
-             "init state, non-finite values, unsafe pickles, CRC mismatches, DCP chunk layout); exit 1 on errors");
-  cmd->add_option("path", o->paths,
-                  "torch.save file, .zst, DCP checkpoint directory, or a framework's checkpoint\n"
-                  "directory (HF Trainer checkpoint-N/, accelerate save_state, DeepSpeed global_stepN/:\n"
-                  "each file checked, the optimizer against the model beside it); several files: the\n"
-                  "per-rank files of one sharded save (in rank order, or named rank<N>), with --model once\n"
-                  "per rank");
-  AddParamSourceFlags(*cmd, o->params, o->models);
-  AddStateKeyFlag(*cmd, o->state_key,
-                  "Which optimizer state dict the parameter rules check when the file holds several\n"
-                  "(default: the only one); every other rule checks them all");
-  cmd->add_option("--rules", o->rules,
-                  "JSON rules file: {\"rules\": {\"<id>\": \"off|info|warning|error\"},\n"
-                  "\"allow_globals\": [\"module.name\", ...]} (schemas/validate-rules.schema.json)");
-  cmd->add_option("--junit", o->junit, "Also write a JUnit XML report here (one test case per rule)");
-  cmd->add_flag("--no-values", o->no_values, "Structure only: do not read tensor bytes (rules that need them are skipped)");
-  cmd->add_flag("--list-rules", o->list_rules, "List every rule with its default severity, and exit");
-  AddEachFlags(*cmd, o->each, o->jobs,
-               "Every path its own checkpoint (not the ranks of one save); a directory that is no checkpoint\n"
-               "itself is searched for checkpoints (files, DCP and framework directories): one report each,\n"
-               "in the order found, then a summary; exit 2 if any could not be read, else 1 if any failed",
-               "checked");
-  AddJsonFlag(*cmd, o->json, "validate");
-  AddReadLimitFlags(*cmd, o->read);
-  cmd->footer(
-      "\nExamples:\n"
-      "  optstate validate checkpoint.pt\n"
-      "  optstate validate checkpoints/step_1000 --junit reports/optstate.xml\n"
-      "  optstate validate output/checkpoint-500                         (HF Trainer: model, optimizer, rng, ...)\n"
-      "  optstate validate --no-values --rules ci-rules.json checkpoint.pt --json\n"
-      "  optstate validate --manifest params.json heavyball_fsdp.pt     (counts, groups, collisions, orphans, shapes)\n"
-      "  optstate validate --model model.pt checkpoints/step_1000       (a DCP directory against a model state_dict)\n"
-      "  optstate validate rank0.optim.pt rank1.optim.pt --model rank0.model.pt --model rank1.model.pt\n"
-      "  optstate validate --each -j 2 runs/                                (every checkpoint under runs/)\n"
-      "  optstate validate --list-rules");
-  return [o](CommandOutput& output) {
-    if (!o->paths.empty()) o->path = o->paths.front();
-    return RunValidate(*o, output);
-  };
+  return DeclareCommand(parent, kHelp, DeclareFlags, RunValidate);
 }
 
 }  // namespace optstate::tools

@@ -15,7 +15,6 @@
 namespace optstate::tools {
 
 struct ValidateCommandOptions : StateInputs {
-  std::string path;                 // the first of paths
   std::string rules;   // rules file
   std::string junit;   // JUnit XML output
   bool json = false;

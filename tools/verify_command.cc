@@ -21,12 +21,26 @@ namespace optstate::tools {
 namespace {
 
 struct VerifyCommandOptions : StateInputs {
-  std::string path;                 // the first of paths
   bool json = false;
   VerifyOptions verify;
 };
 
 constexpr const char* kName = "verify";
+
+void DeclareFlags(CLI::App& cmd, VerifyCommandOptions& o) {
+  cmd.add_option("path", o.paths,
+                 "Checkpoint holding the optimizer state; several: the per-rank files of one sharded save")
+      ->required();
+  AddParamSourceFlags(cmd, o.params, o.models);
+  AddStateKeyFlag(cmd, o.state_key);
+  cmd.add_option("--probe-seed", o.verify.probe_seed, "Seed of the probe gradient")->capture_default_str();
+  cmd.add_option("--optimizer", o.verify.optimizer,
+                 "The algorithm the state was saved by, when the file's fields do not say it the way you\n"
+                 "know it (default: recognised from state fields and group keys)")
+      ->check(CLI::IsMember({"adam", "adamw", "sgd", "adagrad", "rmsprop"}));
+  AddJsonFlag(cmd, o.json, "verify", "Write JSON");
+  AddReadLimitFlags(cmd, o.read);
+}
 
 nlohmann::ordered_json ReportJson(const std::string& file, const MatchedState& m, const VerifyReport& r) {
   nlohmann::ordered_json doc = {{"file", file}, {"params_source", ParamSourceJson(m)},
@@ -116,7 +130,7 @@ int VerifyOne(const VerifyCommandOptions& o, const std::string& path, const std:
   auto m = OpenAndMatch(path, o.state_key, source, o.read, o.match);
   if (!m.ok()) return ReportError(output, kName, NameInput(m.status(), path, shown), o.json);
   auto report = VerifyState(*m, o.verify);
-  if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.path), o.json);
+  if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.path()), o.json);
   if (path != shown) {  // name what the user gave, not the scratch copy
     for (size_t at = m->params_from.find(path); at != std::string::npos; at = m->params_from.find(path, at)) {
       m->params_from.replace(at, path.size(), shown);
@@ -142,7 +156,7 @@ int RunZeroDir(const VerifyCommandOptions& o, const std::string& tag_dir, Comman
   const ZeroConsolidateReport& r = c->report;
   ParamSource source = o.params;
   source.state_shapes_when_none = true;
-  return VerifyOne(o, c->file.path, o.path, source,
+  return VerifyOne(o, c->file.path, o.path(), source,
                    "a DeepSpeed ZeRO-" + std::to_string((*zero)->stage) + " directory of " +
                        std::to_string((*zero)->world_size) + " ranks: verified on its consolidation (" +
                        std::to_string(r.state_entries) + " state entries and " + std::to_string(r.trainable) +
@@ -155,7 +169,7 @@ int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
   if (o.paths.size() > 1 || o.models.size() > 1) return RunRankSet(o, output);
   ParamSource source = o.params;
   source.state_shapes_when_none = true;  // an optimizer.pt alone: replay on its own shapes
-  std::string path = o.path;
+  std::string path = o.path();
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec) && !IsDcpDirectory(path)) {
     // A framework's directory: its optimizer file, against the model file beside it.
@@ -178,7 +192,7 @@ int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
     co.read = o.read;
     auto c = ConsolidateDcpToScratch(path, std::filesystem::temp_directory_path(ec).string(), co);
     if (!c.ok()) return ReportError(output, kName, c.status(), o.json);  // its messages name the files
-    return VerifyOne(o, c->file.path, o.path, source,
+    return VerifyOne(o, c->file.path, o.path(), source,
                      "a DCP directory: verified on its consolidation (" + std::to_string(c->report.tensors) +
                          " tensors from " + std::to_string(c->report.chunks) +
                          " chunks, FQN keys as dcp_to_torch_save gives them), a scratch copy removed after",
@@ -187,39 +201,26 @@ int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
   return VerifyOne(o, path, path, source, "", output);
 }
 
+
 }  // namespace
 
+constexpr CommandHelp kHelp = {
+    kName,
+    "Check that optimizer state belongs to and acts on the model's parameters: shapes, steps,\n"
+    "finite values, and a replayed step of its algorithm (SGD, Adam, AdamW, Adagrad, RMSprop,\n"
+    "HeavyBall 3.x AdamW) that tells live state from cold (missing, zero or unmapped)",
+    "\nExit codes: 0 clean; 1 findings; 2 unreadable.\n"
+    "\nExamples:\n"
+    "  optstate verify checkpoint.pt                 # the parameters from its own 'model' entry\n"
+    "  optstate verify --model model.pt optimizer.pt\n"
+    "  optstate verify checkpoints/step_1000         # DCP: consolidated to a scratch copy in $TMPDIR\n"
+    "  optstate verify output/checkpoint-500         # HF Trainer / accelerate: optimizer vs model file\n"
+    "  optstate verify --manifest params.json --json optimizer.pt\n"
+    "  optstate verify rank0.optim.pt rank1.optim.pt --model rank0.model.pt --model rank1.model.pt",
+};
+
 CommandRunner AddVerifyCommand(CLI::App& parent) {
-  auto o = std::make_shared<VerifyCommandOptions>();
-  CLI::App* cmd = parent.add_subcommand(
-      kName, "Check that optimizer state belongs to and acts on the model's parameters: shapes, steps,\n"
-             "finite values, and a replayed step of its algorithm (SGD, Adam, AdamW, Adagrad, RMSprop,\n"
-             "HeavyBall 3.x AdamW) that tells live state from cold (missing, zero or unmapped)");
-  cmd->add_option("path", o->paths,
-                  "Checkpoint holding the optimizer state; several: the per-rank files of one sharded save")
-      ->required();
-  AddParamSourceFlags(*cmd, o->params, o->models);
-  AddStateKeyFlag(*cmd, o->state_key);
-  cmd->add_option("--probe-seed", o->verify.probe_seed, "Seed of the probe gradient")->capture_default_str();
-  cmd->add_option("--optimizer", o->verify.optimizer,
-                  "The algorithm the state was saved by, when the file's fields do not say it the way you\n"
-                  "know it (default: recognised from state fields and group keys)")
-      ->check(CLI::IsMember({"adam", "adamw", "sgd", "adagrad", "rmsprop"}));
-  AddJsonFlag(*cmd, o->json, "verify", "Write JSON");
-  AddReadLimitFlags(*cmd, o->read);
-  cmd->footer(
-      "\nExit codes: 0 clean; 1 findings; 2 unreadable.\n"
-      "\nExamples:\n"
-      "  optstate verify checkpoint.pt                 # the parameters from its own 'model' entry\n"
-      "  optstate verify --model model.pt optimizer.pt\n"
-      "  optstate verify checkpoints/step_1000         # DCP: consolidated to a scratch copy in $TMPDIR\n"
-      "  optstate verify output/checkpoint-500         # HF Trainer / accelerate: optimizer vs model file\n"
-      "  optstate verify --manifest params.json --json optimizer.pt\n"
-      "  optstate verify rank0.optim.pt rank1.optim.pt --model rank0.model.pt --model rank1.model.pt");
-  return [o](CommandOutput& output) {
-    o->path = o->paths.front();
-    return RunVerify(*o, output);
-  };
+  return DeclareCommand(parent, kHelp, DeclareFlags, RunVerify);
 }
 
 }  // namespace optstate::tools

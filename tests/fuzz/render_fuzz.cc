@@ -51,7 +51,6 @@ void RenderValidate(const uint8_t* data, size_t size) {
   if (written) {
     for (bool json : {false, true}) {
       optstate::tools::ValidateCommandOptions o;
-      o.path = path;
       o.paths = {path};
       o.json = json;
       std::ostringstream out, err;
