@@ -68,24 +68,15 @@ int RunConsolidateZero(const ConsolidateCommandOptions& o, const std::string& ta
   if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.output), o.json);
   const ZeroCheckpoint& z = **zero;
   if (o.json) {
-    nlohmann::ordered_json doc = {{"input", o.input},
-                                  {"output", o.output},
-                                  {"keys", o.to},
-                                  {"format", "deepspeed-zero"},
-                                  {"zero_stage", z.stage},
-                                  {"world_size", z.world_size},
-                                  {"trainable_params", report->trainable},
-                                  {"frozen_params", report->frozen},
-                                  {"frozen_params_not_listed", report->unlisted_frozen},
-                                  {"buffers", report->buffers},
-                                  {"shared_params", report->shared},
-                                  {"state_entries", report->state_entries},
-                                  {"state_fields", report->state_fields},
-                                  {"pieces", report->pieces},
-                                  {"tensor_bytes", report->tensor_bytes}};
-    AppendWrittenFileJson(report->write, doc);
-    WriteJson(output, doc);
-    return kExitOk;
+    return WriteWrittenFileJson(output,
+                                {{"input", o.input}, {"output", o.output}, {"keys", o.to},
+                                 {"format", "deepspeed-zero"}, {"zero_stage", z.stage}, {"world_size", z.world_size},
+                                 {"trainable_params", report->trainable}, {"frozen_params", report->frozen},
+                                 {"frozen_params_not_listed", report->unlisted_frozen}, {"buffers", report->buffers},
+                                 {"shared_params", report->shared}, {"state_entries", report->state_entries},
+                                 {"state_fields", report->state_fields}, {"pieces", report->pieces},
+                                 {"tensor_bytes", report->tensor_bytes}},
+                                report->write);
   }
   output.out << o.output << ": " << HumanBytes(report->write.bytes) << " from " << o.input << " (DeepSpeed ZeRO-"
              << z.stage << (z.bf16_optimizer ? ", BF16_Optimizer" : "") << ", " << z.world_size << " ranks)\n"
@@ -120,20 +111,15 @@ int RunConsolidate(const ConsolidateCommandOptions& o, CommandOutput& output) {
   auto report = ConsolidateDcp(**dcp, o.output, co);
   if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.output), o.json);
   if (o.json) {
-    nlohmann::ordered_json doc = {{"input", o.input},
-                                  {"output", o.output},
-                                  {"keys", o.to},
-                                  {"tensors", report->tensors},
-                                  {"chunks", report->chunks},
-                                  {"bytes_items", report->bytes_items},
-                                  {"tensor_bytes", report->tensor_bytes},
-                                  {"largest_assembled_tensor_bytes", report->largest_tensor_bytes},
-                                  {"optimizer_states_rekeyed", report->optimizer_states},
-                                  {"unlisted_state", report->unlisted_state},
-                                  {"unflattened_optimizers", report->unflattened}};
-    AppendWrittenFileJson(report->write, doc);
-    WriteJson(output, doc);
-    return kExitOk;
+    return WriteWrittenFileJson(output,
+                                {{"input", o.input}, {"output", o.output}, {"keys", o.to},
+                                 {"tensors", report->tensors}, {"chunks", report->chunks},
+                                 {"bytes_items", report->bytes_items}, {"tensor_bytes", report->tensor_bytes},
+                                 {"largest_assembled_tensor_bytes", report->largest_tensor_bytes},
+                                 {"optimizer_states_rekeyed", report->optimizer_states},
+                                 {"unlisted_state", report->unlisted_state},
+                                 {"unflattened_optimizers", report->unflattened}},
+                                report->write);
   }
   output.out << o.output << ": " << HumanBytes(report->write.bytes) << " from " << o.input << "\n"
              << "  " << report->tensors << " tensors (" << HumanBytes(report->tensor_bytes) << ") from "

@@ -107,6 +107,12 @@ void AppendWrittenFileJson(const WriteReport& written, nlohmann::ordered_json& d
   doc["unsafe_globals"] = written.unsafe_globals;
 }
 
+int WriteWrittenFileJson(CommandOutput& output, nlohmann::ordered_json doc, const WriteReport& written) {
+  AppendWrittenFileJson(written, doc);
+  WriteJson(output, doc);
+  return kExitOk;
+}
+
 nlohmann::ordered_json ParamSourceJson(const MatchedState& m) {
   nlohmann::ordered_json j = {{"from", m.params_from}, {"order", m.order}, {"tied", m.tied}, {"buffers", m.buffers}};
   if (!m.frozen.empty()) j["frozen"] = m.frozen;

@@ -75,6 +75,9 @@ nlohmann::ordered_json ParamSourceJson(const MatchedState& m);
 // The written file's part of a writing command's JSON report, appended to `doc`:
 // "bytes", "weights_only_loadable" and "unsafe_globals" (torch.load's verdict on it).
 void AppendWrittenFileJson(const WriteReport& written, nlohmann::ordered_json& doc);
+// A writing command's whole JSON report: `doc`, the written file's part appended,
+// on output.out. Returns kExitOk.
+int WriteWrittenFileJson(CommandOutput& output, nlohmann::ordered_json doc, const WriteReport& written);
 
 // Every input entry's fate (the "entries" array of remap's and migrate's reports).
 nlohmann::ordered_json RemapEntriesJson(const std::vector<RemapEntry>& entries);

@@ -44,17 +44,12 @@ int RunUnshard(const UnshardCommandOptions& o, CommandOutput& output) {
   auto r = UnshardRankFiles(o.inputs, o.output, uo);
   if (!r.ok()) return ReportError(output, kName, r.status(), o.json);
   if (o.json) {
-    nlohmann::ordered_json doc = {{"inputs", r->files},
-                                  {"output", o.output},
-                                  {"dtensors", r->dtensors},
-                                  {"plain_tensors", r->plain_tensors},
-                                  {"rank_local_tensors", r->rank_local},
-                                  {"dtensor_bytes", r->dtensor_bytes},
-                                  {"steps_separated", r->steps_separated},
-                                  {"largest_assembled_tensor_bytes", r->largest_assembled_bytes}};
-    AppendWrittenFileJson(r->write, doc);
-    WriteJson(output, doc);
-    return kExitOk;
+    return WriteWrittenFileJson(output,
+                                {{"inputs", r->files}, {"output", o.output}, {"dtensors", r->dtensors},
+                                 {"plain_tensors", r->plain_tensors}, {"rank_local_tensors", r->rank_local},
+                                 {"dtensor_bytes", r->dtensor_bytes}, {"steps_separated", r->steps_separated},
+                                 {"largest_assembled_tensor_bytes", r->largest_assembled_bytes}},
+                                r->write);
   }
   output.out << o.output << ": " << HumanBytes(r->write.bytes) << " from " << r->files.size() << " ranks\n";
   for (size_t i = 0; i < r->files.size(); ++i) output.out << "  rank " << i << "  " << r->files[i] << "\n";

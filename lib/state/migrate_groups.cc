@@ -63,11 +63,7 @@ constexpr GroupField kSoapFields[] = {
 };
 
 // Old fields with no 3.x counterpart, each with why leaving it out is safe.
-struct LeftOut {
-  const char* name;
-  const char* why;
-};
-constexpr LeftOut kAdamWLeftOut[] = {
+constexpr FieldNote kAdamWLeftOut[] = {
     {"k", "the counter, now the state's step"},
     {"train_mode", "schedule-free bookkeeping AdamW never read"},
     {"weight_sum", "schedule-free bookkeeping AdamW never read"},
@@ -76,7 +72,7 @@ constexpr LeftOut kAdamWLeftOut[] = {
     {"foreach", "now multi_tensor"},
     {"params", "renumbered"},
 };
-constexpr LeftOut kSoapLeftOut[] = {
+constexpr FieldNote kSoapLeftOut[] = {
     {"precondition_frequency", "now the heavyball entry's precond_schedule"},
     {"normalize_grads", "HeavyBall's SOAP step never read it (0.24.4, 1.4.0, 2.3.1); 3.x has no such option"},
     {"correct_bias", "HeavyBall's SOAP step never read it (0.24.4, 1.4.0, 2.3.1); 3.x always corrects"},
@@ -112,7 +108,7 @@ void RewriteGroupsAs3x(LegacyFamily family, const OptimizerState& st, const std:
                        NodeId state_node, GraphBuilder& b, ObjectGraph& g, std::vector<std::string>& notes) {
   const bool soap = IsSoap(family);
   std::span<const GroupField> fields = soap ? std::span<const GroupField>(kSoapFields) : kAdamWFields;
-  std::span<const LeftOut> left_out_known = soap ? std::span<const LeftOut>(kSoapLeftOut) : kAdamWLeftOut;
+  std::span<const FieldNote> left_out_known = soap ? std::span<const FieldNote>(kSoapLeftOut) : kAdamWLeftOut;
   NodeId groups = DictLookup(g, state_node, "param_groups");
   std::vector<NodeId> items = g.at(groups).items;
   std::set<std::string> carried, defaulted, left_known, left_unknown, sentinels;
@@ -154,7 +150,7 @@ void RewriteGroupsAs3x(LegacyFamily family, const OptimizerState& st, const std:
       std::string name = StrValue(g, k);
       if (DictLookup(g, d, name) != kNoNode) continue;
       bool known = false;
-      for (const LeftOut& l : left_out_known) known |= name == l.name;
+      for (const FieldNote& l : left_out_known) known |= name == l.field;
       bool sentinel = false;
       for (const char* f : kPickledSentinels) sentinel |= name == f;
       (sentinel ? sentinels : known ? left_known : left_unknown).insert(name);
@@ -165,9 +161,9 @@ void RewriteGroupsAs3x(LegacyFamily family, const OptimizerState& st, const std:
                   (defaulted.empty() ? "" : "; " + Join({defaulted.begin(), defaulted.end()}) +
                                                 " absent from the old groups, HeavyBall 3.2's defaults") +
                   "; foreach became multi_tensor; the rest are what 3.2 itself starts a group with");
-  for (const LeftOut& l : left_out_known) {
-    if (left_known.count(l.name) && std::string(l.name) != "params" && std::string(l.name) != "foreach") {
-      notes.push_back(std::string("param_groups field '") + l.name + "' left out: " + l.why);
+  for (const FieldNote& l : left_out_known) {
+    if (left_known.count(l.field) && std::string(l.field) != "params" && std::string(l.field) != "foreach") {
+      notes.push_back(std::string("param_groups field '") + l.field + "' left out: " + l.note);
     }
   }
   if (!sentinels.empty()) {

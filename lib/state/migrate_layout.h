@@ -26,10 +26,29 @@ enum class LegacyFamily {
   kSoap2,   // 2.x ForeachSOAP: {0: {scale_by_soap_exp_avg_0, ..._Q_1, ...}}, no batch dimension
 };
 
+// HeavyBall 3.2's state field names: transform, field, the transform's index
+// in the chain. AdamW's chain is one transform (update_by_adam, 0); SOAP keeps
+// the moments in transform 2 and the preconditioner in 3.
+namespace hb3 {
+inline constexpr const char* kAdamExpAvg = "update_by_adam_exp_avg_0";
+inline constexpr const char* kAdamExpAvgSq = "update_by_adam_exp_avg_sq_0";
+inline constexpr const char* kSoapExpAvg = "scale_by_soap_exp_avg_2";
+inline constexpr const char* kSoapExpAvgSq = "scale_by_soap_exp_avg_sq_2";
+inline constexpr const char* kSoapQ = "scale_by_soap_Q_3";
+inline constexpr const char* kSoapGG = "scale_by_soap_GG_3";
+}  // namespace hb3
+
 // A legacy state field and what HeavyBall 3.2 calls it.
 struct FieldName {
   const char* legacy;
   const char* heavyball3;
+};
+
+// A legacy group field and a word about it: why leaving it out is safe, or the
+// algorithm it marks.
+struct FieldNote {
+  const char* field;
+  const char* note;
 };
 
 // Makes the tensors of the migrated layout in `r.checkpoint` (migrate_tensors.cc).

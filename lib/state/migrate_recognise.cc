@@ -7,39 +7,29 @@
 namespace optstate::migrate_internal {
 namespace {
 
-// What HeavyBall 3.2 calls each era's state fields. Its names carry the index
-// of the transform that owns them: AdamW's chain is one transform
-// (update_by_adam, 0); SOAP's keeps the moments in transform 2 and the
-// preconditioner in 3, and marks 0, 2 and 3 initialised.
-constexpr FieldName kAdamFields0[] = {{"exp_avg", "update_by_adam_exp_avg_0"},
-                                      {"exp_avg_sq", "update_by_adam_exp_avg_sq_0"}};
-constexpr FieldName kAdamFields1[] = {{"update_by_adam_exp_avg", "update_by_adam_exp_avg_0"},
-                                      {"update_by_adam_exp_avg_sq", "update_by_adam_exp_avg_sq_0"}};
-constexpr FieldName kSoapFields0[] = {{"exp_avg", "scale_by_soap_exp_avg_2"},
-                                      {"exp_avg_sq", "scale_by_soap_exp_avg_sq_2"},
-                                      {"Q", "scale_by_soap_Q_3"},
-                                      {"GG", "scale_by_soap_GG_3"}};
-// 2.x: nested per view like 3.x; AdamW's names are 3.x's, SOAP's transforms
-// were numbered 0 and 1.
-constexpr FieldName kAdamFields2[] = {{"update_by_adam_exp_avg_0", "update_by_adam_exp_avg_0"},
-                                      {"update_by_adam_exp_avg_sq_0", "update_by_adam_exp_avg_sq_0"}};
-constexpr FieldName kSoapFields2[] = {{"scale_by_soap_exp_avg_0", "scale_by_soap_exp_avg_2"},
-                                      {"scale_by_soap_exp_avg_sq_0", "scale_by_soap_exp_avg_sq_2"},
-                                      {"scale_by_soap_Q_1", "scale_by_soap_Q_3"},
-                                      {"scale_by_soap_GG_1", "scale_by_soap_GG_3"}};
-constexpr FieldName kSoapFields1[] = {{"scale_by_soap_exp_avg", "scale_by_soap_exp_avg_2"},
-                                      {"scale_by_soap_exp_avg_sq", "scale_by_soap_exp_avg_sq_2"},
-                                      {"Q", "scale_by_soap_Q_3"},
-                                      {"GG", "scale_by_soap_GG_3"}};
+// What HeavyBall 3.2 calls each era's state fields (hb3 names them); SOAP
+// marks transforms 0, 2 and 3 initialised. 2.x nested per view like 3.x:
+// AdamW's names were 3.x's already, SOAP's transforms were numbered 0 and 1.
+using namespace hb3;
+constexpr FieldName kAdamFields0[] = {{"exp_avg", kAdamExpAvg}, {"exp_avg_sq", kAdamExpAvgSq}};
+constexpr FieldName kAdamFields1[] = {{"update_by_adam_exp_avg", kAdamExpAvg},
+                                      {"update_by_adam_exp_avg_sq", kAdamExpAvgSq}};
+constexpr FieldName kAdamFields2[] = {{kAdamExpAvg, kAdamExpAvg}, {kAdamExpAvgSq, kAdamExpAvgSq}};
+constexpr FieldName kSoapFields0[] = {
+    {"exp_avg", kSoapExpAvg}, {"exp_avg_sq", kSoapExpAvgSq}, {"Q", kSoapQ}, {"GG", kSoapGG}};
+constexpr FieldName kSoapFields1[] = {{"scale_by_soap_exp_avg", kSoapExpAvg},
+                                      {"scale_by_soap_exp_avg_sq", kSoapExpAvgSq},
+                                      {"Q", kSoapQ},
+                                      {"GG", kSoapGG}};
+constexpr FieldName kSoapFields2[] = {{"scale_by_soap_exp_avg_0", kSoapExpAvg},
+                                      {"scale_by_soap_exp_avg_sq_0", kSoapExpAvgSq},
+                                      {"scale_by_soap_Q_1", kSoapQ},
+                                      {"scale_by_soap_GG_1", kSoapGG}};
 constexpr int64_t kAdamInitialized[] = {0};
 constexpr int64_t kSoapInitialized[] = {0, 2, 3};
 
 // Group fields of algorithms not migrated, with what to call them.
-struct OtherAlgorithm {
-  const char* field;
-  const char* name;
-};
-constexpr OtherAlgorithm kOtherAlgorithms[] = {
+constexpr FieldNote kOtherAlgorithms[] = {
     {"preconditioner_update_probability", "PSGD (Kron)"},
     {"precond_lr", "PSGD"},
     {"r", "schedule-free"},
@@ -73,9 +63,9 @@ Status Migrator::Recognise() {
   NodeId groups = DictLookup(in(), st_.node, "param_groups");
   bool soap = false;
   for (NodeId group : in().at(groups).items) {
-    for (const OtherAlgorithm& a : kOtherAlgorithms) {
+    for (const FieldNote& a : kOtherAlgorithms) {
       if (DictLookup(in(), group, a.field) != kNoNode) {
-        return UnsupportedError(std::string("param_groups have '") + a.field + "': a " + a.name +
+        return UnsupportedError(std::string("param_groups have '") + a.field + "': a " + a.note +
                                 " optimizer, which migrate does not convert yet (it converts HeavyBall's AdamW "
                                 "family and 0.x ForeachSOAP); nothing was written");
       }

@@ -126,16 +126,16 @@ Status MigrateTensors::SoapView(GraphBuilder& b, NodeId fields, NodeId d, const 
     NodeId rotated = ComputedTensor(b, DType::kFloat32, WithBatchDim(moment.sizes, 1));
     r_.computed.back().source = moment;
     r_.computed.back().bases = std::move(bases);
-    b.Set(d, "scale_by_soap_exp_avg_2", rotated);
+    b.Set(d, hb3::kSoapExpAvg, rotated);
   } else {  // 1.x kept it in the eigenbasis already
     OPTSTATE_ASSIGN_OR_RETURN(NodeId batched, Batched(b, DictLookup(g, fields, m_name), where + " " + m_name));
-    b.Set(d, "scale_by_soap_exp_avg_2", batched);
+    b.Set(d, hb3::kSoapExpAvg, batched);
   }
   OPTSTATE_ASSIGN_OR_RETURN(NodeId second_batched,
                             Batched(b, DictLookup(g, fields, v_name), where + " " + v_name));
-  b.Set(d, "scale_by_soap_exp_avg_sq_2", second_batched);
-  b.Set(d, "scale_by_soap_Q_3", b.List(std::move(qs)));
-  b.Set(d, "scale_by_soap_GG_3", b.List(std::move(ggs)));
+  b.Set(d, hb3::kSoapExpAvgSq, second_batched);
+  b.Set(d, hb3::kSoapQ, b.List(std::move(qs)));
+  b.Set(d, hb3::kSoapGG, b.List(std::move(ggs)));
   return Status();
 }
 

@@ -6,6 +6,7 @@
 
 #include "optstate/params.h"
 #include "optstate/state_migrate.h"
+#include "state/migrate_layout.h"
 #include "torch/graph_builder.h"
 
 namespace optstate {
@@ -93,8 +94,8 @@ StatusOr<WriteReport> WriteAsTorchAdamW(const CheckpointFile& input, const Optim
                               " views (a split parameter): torch.optim keeps no per-view state");
     }
     NodeId view = g.at(per_view).entries[0].second;
-    NodeId m = DictLookup(g, view, "update_by_adam_exp_avg_0");
-    NodeId v = DictLookup(g, view, "update_by_adam_exp_avg_sq_0");
+    NodeId m = DictLookup(g, view, hb3::kAdamExpAvg);
+    NodeId v = DictLookup(g, view, hb3::kAdamExpAvgSq);
     if (m == kNoNode || v == kNoNode || g.at(m).kind != NodeKind::kTensor || g.at(v).kind != NodeKind::kTensor) {
       return UnsupportedError("state entry " + std::to_string(index) + " has no AdamW moments");
     }
