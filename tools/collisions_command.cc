@@ -19,11 +19,11 @@
 namespace optstate::tools {
 namespace {
 
+constexpr const char* kName = "collisions";
+
 struct CollisionsOptions : StateInputs {
   bool json = false;
 };
-
-constexpr const char* kName = "collisions";
 
 void DeclareFlags(CLI::App& cmd, CollisionsOptions& o) {
   cmd.add_option("path", o.paths,
@@ -260,7 +260,6 @@ int RunCollisions(const CollisionsOptions& o, CommandOutput& output) {
   }
   return IsClean(report) ? kExitOk : kExitFindings;
 }
-
 
 }  // namespace
 

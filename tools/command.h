@@ -1,10 +1,11 @@
 // What every subcommand shares: where it writes, and what its exit code means.
 //
-// A subcommand is one file tools/<name>_command.cc with, in its anonymous namespace,
+// A subcommand is one file tools/<name>_command.cc holding, in this order,
+//   constexpr const char* kName = "<name>";              // in its errors and progress
 //   struct <Name>Options { ... };                        // parsed flags
-//   constexpr CommandHelp kHelp = {...};                 // summary, exit codes, examples
 //   void DeclareFlags(CLI::App&, <Name>Options&);        // binds each flag to its field
 //   int Run<Name>(const <Name>Options&, CommandOutput&); // the job, rendered
+//   constexpr CommandHelp kHelp = {...};                 // summary, exit codes, examples
 // and, declared in commands.h, the one line that puts them together:
 //   CommandRunner Add<Name>Command(CLI::App& parent) {
 //     return DeclareCommand(parent, kHelp, DeclareFlags, Run<Name>);

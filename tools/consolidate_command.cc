@@ -19,6 +19,8 @@
 namespace optstate::tools {
 namespace {
 
+constexpr const char* kName = "consolidate";
+
 struct ConsolidateCommandOptions {
   std::string input;
   std::string output;
@@ -28,8 +30,6 @@ struct ConsolidateCommandOptions {
   bool verify_crc = false;
   bool quiet = false;
 };
-
-constexpr const char* kName = "consolidate";
 
 void DeclareFlags(CLI::App& cmd, ConsolidateCommandOptions& o) {
   cmd.add_option("input", o.input,

@@ -17,14 +17,14 @@
 namespace optstate::tools {
 namespace {
 
+constexpr const char* kName = "diff";
+
 struct DiffCommandOptions {
   std::vector<std::string> positional;  // A B: files or DCP directories
   DiffSide a, b;                        // --a / --b (rank files), --model-a / --model-b
   DiffOptions diff;
   bool json = false;
 };
-
-constexpr const char* kName = "diff";
 
 void DeclareFlags(CLI::App& cmd, DiffCommandOptions& o) {
   cmd.add_option("checkpoints", o.positional,

@@ -18,13 +18,13 @@
 namespace optstate::tools {
 namespace {
 
+constexpr const char* kName = "export";
+
 struct ExportFlags : DcpOutputFlags {
   std::string keys = "auto";  // auto | fqn | index: what index-keyed optimizer state becomes
   ParamSource params;         // where the FQNs come from
   std::string state_key;
 };
-
-constexpr const char* kName = "export";
 
 void DeclareFlags(CLI::App& cmd, ExportFlags& o) {
   AddDcpOutputFlags(cmd, o,

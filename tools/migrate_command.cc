@@ -19,6 +19,8 @@
 namespace optstate::tools {
 namespace {
 
+constexpr const char* kName = "migrate";
+
 struct MigrateCommandOptions : StateInputs {
   std::string output;
   std::string to = "heavyball3";
@@ -29,8 +31,6 @@ struct MigrateCommandOptions : StateInputs {
   bool json = false;
   bool no_sync = false;
 };
-
-constexpr const char* kName = "migrate";
 
 void DeclareFlags(CLI::App& cmd, MigrateCommandOptions& o) {
   cmd.add_option("input", o.paths,

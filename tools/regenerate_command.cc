@@ -20,6 +20,8 @@
 namespace optstate::tools {
 namespace {
 
+constexpr const char* kName = "regenerate";
+
 struct RegenerateCommandOptions {
   std::string output;
   std::string synthetic;   // a size: "4GiB"
@@ -40,8 +42,6 @@ struct RegenerateCommandOptions {
   // the --optimizer chosen (torch's), not AdamW's.
   std::vector<std::pair<CLI::Option*, double OptimizerHyper::*>> numbers;
 };
-
-constexpr const char* kName = "regenerate";
 
 void DeclareFlags(CLI::App& cmd, RegenerateCommandOptions& o) {
   cmd.add_option("-o,--output", o.output, "Output checkpoint (temporary file beside it, then renamed)")->required();
@@ -125,7 +125,6 @@ StatusOr<std::vector<ParamInfo>> LoadParams(const RegenerateCommandOptions& o, M
   }
   return params;
 }
-
 
 // Exit 0 written; 2 could not do the job.
 int RunRegenerate(const RegenerateCommandOptions& o, CommandOutput& output) {

@@ -18,6 +18,8 @@
 namespace optstate::tools {
 namespace {
 
+constexpr const char* kName = "remap";
+
 struct RemapCommandOptions : StateInputs {
   std::string output;                // a file; a directory for several inputs
   std::string to = "index";          // index | fqn
@@ -27,8 +29,6 @@ struct RemapCommandOptions : StateInputs {
   bool zstd = false;
   bool no_sync = false;
 };
-
-constexpr const char* kName = "remap";
 
 void DeclareFlags(CLI::App& cmd, RemapCommandOptions& o) {
   cmd.add_option("input", o.paths,
@@ -237,7 +237,6 @@ int RunRemap(const RemapCommandOptions& o, CommandOutput& output) {
   WriteText(o, o.output, *m, *remapped, *written, output.out);
   return kExitOk;
 }
-
 
 }  // namespace
 

@@ -20,6 +20,8 @@
 namespace optstate::tools {
 namespace {
 
+constexpr const char* kName = "repack";
+
 struct RepackOptions {
   std::string input;                // used when inputs is empty (callers that set one)
   std::vector<std::string> inputs;  // several: the per-rank files of one sharded save
@@ -28,8 +30,6 @@ struct RepackOptions {
   bool no_sync = false;
   ReadOptions read;
 };
-
-constexpr const char* kName = "repack";
 
 void DeclareFlags(CLI::App& cmd, RepackOptions& o) {
   cmd.add_option("input", o.inputs,

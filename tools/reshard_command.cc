@@ -13,7 +13,6 @@
 namespace optstate::tools {
 namespace {
 
-
 constexpr const char* kName = "reshard";
 
 void DeclareFlags(CLI::App& cmd, DcpOutputFlags& o) { AddDcpOutputFlags(cmd, o, "DCP checkpoint directory"); }

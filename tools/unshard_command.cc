@@ -15,6 +15,8 @@
 namespace optstate::tools {
 namespace {
 
+constexpr const char* kName = "unshard";
+
 struct UnshardCommandOptions {
   std::vector<std::string> inputs;
   std::string output;
@@ -23,8 +25,6 @@ struct UnshardCommandOptions {
   bool quiet = false;
   bool json = false;
 };
-
-constexpr const char* kName = "unshard";
 
 void DeclareFlags(CLI::App& cmd, UnshardCommandOptions& o) {
   cmd.add_option("inputs", o.inputs, "Every rank's file, in rank order (or named rank<N>)")->required();

@@ -20,12 +20,12 @@
 namespace optstate::tools {
 namespace {
 
+constexpr const char* kName = "verify";
+
 struct VerifyCommandOptions : StateInputs {
   bool json = false;
   VerifyOptions verify;
 };
-
-constexpr const char* kName = "verify";
 
 void DeclareFlags(CLI::App& cmd, VerifyCommandOptions& o) {
   cmd.add_option("path", o.paths,
@@ -200,7 +200,6 @@ int RunVerify(const VerifyCommandOptions& o, CommandOutput& output) {
   }
   return VerifyOne(o, path, path, source, "", output);
 }
-
 
 }  // namespace
 
