@@ -74,9 +74,7 @@ bool SameRecordName(std::string_view a, std::string_view b);
 std::string FoldedRecordName(std::string_view name);
 
 struct ZipLimits {
-  // A torch.save of 10^6 parameters with Adam state holds 4 * 10^6 records; each
-  // takes at least 46 bytes of central directory, checked before anything is kept.
-  uint64_t max_entries = 16'000'000;
+  uint64_t max_entries = kDefaultMaxZipEntries;
 };
 
 // Parses the directory of the zip in `cursor` (from its start to its end).

@@ -113,9 +113,7 @@ std::optional<UnreadableScan> ScanWhatTorchLoadWouldRunOf(const std::string& pat
 
 struct ReadOptions {
   PickleLimits pickle;
-  // A torch.save of 10^6 parameters with Adam state holds 4 * 10^6 records; each
-  // takes at least 46 bytes of central directory, checked before anything is kept.
-  uint64_t max_zip_entries = 16'000'000;
+  uint64_t max_zip_entries = kDefaultMaxZipEntries;  // zip records, checked before anything is kept
   bool verify_crc = false;                          // recompute every zip record's CRC
   bool resolve_offsets = false;                     // read every zip local header (listings)
   std::function<void(ByteSpan)> done_with;          // see ContainerOptions::done_with

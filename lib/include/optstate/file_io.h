@@ -89,11 +89,13 @@ class MappedFile {
   uint64_t size_ = 0;
 };
 
-// Where writers put bytes: an atomic file, or a compressor in front of one.
-// position() counts the bytes given to Write (before any compression), which is
-// what zip offsets refer to.
 // The largest page-cache folio a fault may map whole (a PMD on x86-64).
 constexpr uint64_t kLargeFolioBytes = 2u << 20;
+
+// The most zip records a checkpoint may hold (ReadOptions::max_zip_entries): a
+// torch.save of 10^6 parameters with Adam state holds 4 * 10^6; each takes at
+// least 46 bytes of central directory, checked before anything is kept.
+constexpr uint64_t kDefaultMaxZipEntries = 16'000'000;
 
 // The input pages many small reads went through (records of a few hundred
 // bytes, 4 * 10^5 of them in a save of 10^5 parameters), released a stretch
@@ -134,6 +136,9 @@ class ReleaseInBatches {
   const std::byte* hi_ = nullptr;
 };
 
+// Where writers put bytes: an atomic file, or a compressor in front of one.
+// position() counts the bytes given to Write (before any compression), which is
+// what zip offsets refer to.
 class OutputStream {
  public:
   virtual ~OutputStream() = default;
