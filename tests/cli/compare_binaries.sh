@@ -33,6 +33,16 @@ run_both() {  # run_both ARGS...: each binary in its own directory, same relativ
   done
 }
 
+# Help and usage errors: every subcommand's --help, and each run without arguments.
+for cmd in "" $("$new" --help | awk '/^Subcommands:/ {on = 1; next} /^$/ {on = 0} on && /^  [a-z]/ {print $1}'); do
+  # shellcheck disable=SC2086  # no command at all for ""
+  run_both $cmd --help
+  differs "$cmd --help"
+  # shellcheck disable=SC2086
+  run_both $cmd
+  differs "$cmd (no arguments)"
+done
+
 inputs=$( (find testdata -type f \( -name '*.pt' -o -name '*.pth' -o -name '*.bin' -o -name '*.zst' \
              -o -name '*.safetensors' -o -name '*.pkl' \); find testdata -name .metadata -printf '%h\n') | sort -u)
 for f in $inputs; do
