@@ -129,16 +129,48 @@ std::optional<std::string> Resolver::EncodeText(const std::string& utf8, std::st
   return out;
 }
 
-Status Resolver::RebuildTensor(NodeId id, const std::string& name) {
+Status Resolver::RebuildFromType(NodeId id, const std::vector<NodeId>& a) {
+  // (func, type, args, state): the tensor is func(*args); type says what class.
+  if (a.size() < 3 || !IsTuple(a[2])) return Status();
+  if (a.size() >= 4 && IsDTensorClass(g_, a[1])) return RebuildDTensor(id, a);
+  if (a.size() >= 4 && IsShardedTensorClass(g_, a[1])) {
+    OPTSTATE_ASSIGN_OR_RETURN(bool read, RebuildShardedTensor(id, a));
+    if (read) return Status();
+  }
+  Node inner;
+  inner.kind = NodeKind::kObject;
+  inner.extra().callable = a[0];
+  inner.extra().args = a[2];
+  inner.set_offset(N(id).offset);
+  g_.nodes.push_back(inner);
+  state_.push_back(kActive);
+  NodeId inner_id = static_cast<NodeId>(g_.nodes.size() - 1);
+  OPTSTATE_RETURN_IF_ERROR(ResolveCall(inner_id));
+  state_[inner_id] = kDone;
+  if (N(inner_id).kind != NodeKind::kTensor) {
+    // A subclass not built from a plain tensor (a ShardedTensor of several
+    // local shards, through _rebuild_wrapper_subclass) stays a call, named
+    // as the class it makes.
+    if (N(a[1]).kind == NodeKind::kGlobal) g_.at(id).extra().class_name = GlobalName(N(a[1]));
+    return Status();
+  }
+  TensorRef t = out_.tensors[N(inner_id).tensor];
+  const Node& type = N(a[1]);
+  t.is_parameter = type.kind == NodeKind::kGlobal && type.module() == "torch.nn.parameter" &&
+                   type.name() == "Parameter";
+  return BecomeTensor(id, std::move(t));
+}
+
+Status Resolver::RebuildTensor(NodeId id, const DottedName& name) {
   const Node& n = N(id);
   const auto& a = Args(n);
-  size_t need = name.ends_with("_v3") ? 7 : name.ends_with("_v2") ? 6 : 4;
+  size_t need = name.name.ends_with("_v3") ? 7 : name.name.ends_with("_v2") ? 6 : 4;
   if (a.size() < need) {
-    return CorruptError(At(n) + name + " needs " + std::to_string(need) + " arguments, found " +
+    return CorruptError(At(n) + name.str() + " needs " + std::to_string(need) + " arguments, found " +
                         std::to_string(a.size()));
   }
   if (N(a[0]).kind != NodeKind::kStorage) {
-    return CorruptError(At(n) + name + ": first argument is " + TypeName(g_, a[0]) +
+    return CorruptError(At(n) + name.str() + ": first argument is " + TypeName(g_, a[0]) +
                         ", not a storage");
   }
   TensorRef t;

@@ -83,10 +83,11 @@ StatusOr<std::vector<int64_t>> Resolver::IntTuple(const Node& call, NodeId id, c
   return out;
 }
 
-std::string Resolver::CallName(const Node& call) const {
-  if (call.callable() == kNoNode || N(call.callable()).kind != NodeKind::kGlobal) return "";
+Resolver::DottedName Resolver::CallName(const Node& call) const {
+  if (call.callable() == kNoNode || N(call.callable()).kind != NodeKind::kGlobal) return {};
   const Node& gl = N(call.callable());
-  return std::string(NormalizeModule(gl.module())) + "." + gl.name();
+  // Views into the global's out-of-line texts: they stay put when the node arena grows.
+  return {NormalizeModule(gl.module().view()), gl.name().view()};
 }
 
 // --- storages ---
@@ -139,11 +140,11 @@ Status Resolver::ResolveStorage(NodeId id) {
 
 // --- calls ---
 Status Resolver::ResolveCall(NodeId id) {
-  std::string name = CallName(N(id));
+  const DottedName name = CallName(N(id));
   if (name.empty()) return Status();
-  // A copy: resolving _rebuild_from_type_v2 appends to the node arena, which
-  // would invalidate references into it.
-  const std::vector<NodeId> a = Args(N(id));
+  // Every branch but _rebuild_from_type_v2 (which copies them) reads the
+  // arguments before anything appends to the node arena.
+  const CompactList<NodeId>& a = Args(N(id));
   if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor" ||
       name == "torch._utils._rebuild_tensor_v3") {
     return RebuildTensor(id, name);
@@ -152,7 +153,7 @@ Status Resolver::ResolveCall(NodeId id) {
   if (name == "torch._utils._rebuild_parameter" ||
       name == "torch._utils._rebuild_parameter_with_state") {
     if (a.empty() || N(a[0]).kind != NodeKind::kTensor) {
-      return CorruptError(At(N(id)) + name + " needs a tensor as first argument");
+      return CorruptError(At(N(id)) + name.str() + " needs a tensor as first argument");
     }
     TensorRef t = out_.tensors[N(a[0]).tensor];
     t.is_parameter = true;
@@ -160,39 +161,13 @@ Status Resolver::ResolveCall(NodeId id) {
     return BecomeTensor(id, std::move(t));
   }
   if (name == "torch._tensor._rebuild_from_type_v2") {
-    // (func, type, args, state): the tensor is func(*args); type says what class.
-    if (a.size() < 3 || !IsTuple(a[2])) return Status();
-    if (a.size() >= 4 && IsDTensorClass(g_, a[1])) return RebuildDTensor(id, a);
-    if (a.size() >= 4 && IsShardedTensorClass(g_, a[1])) {
-      OPTSTATE_ASSIGN_OR_RETURN(bool read, RebuildShardedTensor(id, a));
-      if (read) return Status();
-    }
-    Node inner;
-    inner.kind = NodeKind::kObject;
-    inner.extra().callable = a[0];
-    inner.extra().args = a[2];
-    inner.set_offset(N(id).offset);
-    g_.nodes.push_back(inner);
-    state_.push_back(kActive);
-    NodeId inner_id = static_cast<NodeId>(g_.nodes.size() - 1);
-    OPTSTATE_RETURN_IF_ERROR(ResolveCall(inner_id));
-    state_[inner_id] = kDone;
-    if (N(inner_id).kind != NodeKind::kTensor) {
-      // A subclass not built from a plain tensor (a ShardedTensor of several
-      // local shards, through _rebuild_wrapper_subclass) stays a call, named
-      // as the class it makes.
-      if (N(a[1]).kind == NodeKind::kGlobal) g_.at(id).extra().class_name = GlobalName(N(a[1]));
-      return Status();
-    }
-    TensorRef t = out_.tensors[N(inner_id).tensor];
-    const Node& type = N(a[1]);
-    t.is_parameter = type.kind == NodeKind::kGlobal && type.module() == "torch.nn.parameter" &&
-                     type.name() == "Parameter";
-    return BecomeTensor(id, std::move(t));
+    return RebuildFromType(id, std::vector<NodeId>(a.begin(), a.end()));
   }
   Node& m = g_.at(id);
-  if (name == "collections.OrderedDict" || name == "collections.defaultdict" ||
-      name == "collections.Counter") {
+  constexpr std::string_view kDictClasses[] = {"collections.OrderedDict", "collections.defaultdict",
+                                               "collections.Counter"};
+  if (auto dict_class = std::find(std::begin(kDictClasses), std::end(kDictClasses), name);
+      dict_class != std::end(kDictClasses)) {
     // Items arrive through SETITEMS on the call's result; an argument list of
     // pairs (OrderedDict([(k, v)])) is also possible.
     if (name == "collections.OrderedDict" && !a.empty() &&
@@ -210,7 +185,7 @@ Status Resolver::ResolveCall(NodeId id) {
       m.entries.insert(m.entries.begin(), N(a[0]).entries.begin(), N(a[0]).entries.end());
     }
     m.kind = NodeKind::kDict;
-    m.extra().class_name = CompactText::Common(name);
+    m.extra().class_name = CompactText::Common(*dict_class);
     return Status();
   }
   if (name == "torch.Size" && a.size() == 1 && IsTuple(a[0])) {

@@ -152,10 +152,10 @@ StatusOr<ZipEntry> ReadCentralEntry(ByteCursor& cd) {
 // Checks what the central directory alone can: the local header and at least
 // the compressed data fit in the file.
 Status CheckEntryBounds(const ByteCursor& whole, const ZipEntry& e) {
-  std::string ctx = "record '" + e.name + "'";
   if (e.local_header_offset > whole.size() || 30 + e.compressed_size > whole.size() - e.local_header_offset) {
-    return TruncatedError(ctx + ": offset " + std::to_string(whole.base_offset() + e.local_header_offset) +
-                          ": local header and " + std::to_string(e.compressed_size) +
+    return TruncatedError("record '" + e.name + "': offset " +
+                          std::to_string(whole.base_offset() + e.local_header_offset) + ": local header and " +
+                          std::to_string(e.compressed_size) +
                           " bytes of data end past the end of the data (" +
                           std::to_string(whole.base_offset() + whole.size()) + ")");
   }
@@ -168,18 +168,19 @@ Status CheckEntryBounds(const ByteCursor& whole, const ZipEntry& e) {
 StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& whole, const ZipEntry& e) {
   if (e.data_offset_known) return e.data_offset;
   ByteCursor local = whole;
-  std::string ctx = "record '" + e.name + "'";
-  OPTSTATE_RETURN_IF_ERROR_CTX(local.Seek(e.local_header_offset, "local header"), ctx);
+  // Built only for an error: this runs once per record of a checkpoint.
+  auto ctx = [&e] { return "record '" + e.name + "'"; };
+  OPTSTATE_RETURN_IF_ERROR_CTX(local.Seek(e.local_header_offset, "local header"), ctx());
   OPTSTATE_ASSIGN_OR_RETURN(ByteSpan fixed, local.ReadBytes(30, "local header"));
   uint32_t sig = LoadU32LEUnchecked(fixed.data());
   if (sig != kLocalHeaderSig) {
-    return CorruptError(ctx + ": offset " + std::to_string(whole.base_offset() + e.local_header_offset) +
+    return CorruptError(ctx() + ": offset " + std::to_string(whole.base_offset() + e.local_header_offset) +
                         ": expected local header, found " + Hex32(sig));
   }
   uint16_t name_len = LoadU16LEUnchecked(fixed.data() + 26);
   uint16_t extra_len = LoadU16LEUnchecked(fixed.data() + 28);
   uint64_t data_offset = e.local_header_offset + 30 + name_len + extra_len;
-  OPTSTATE_RETURN_IF_ERROR_CTX(whole.Slice(data_offset, e.compressed_size, "record data").status(), ctx);
+  OPTSTATE_RETURN_IF_ERROR_CTX(whole.Slice(data_offset, e.compressed_size, "record data").status(), ctx());
   return data_offset;
 }
 
@@ -292,8 +293,9 @@ StatusOr<ZipArchive> ReadZipDirectory(const ByteCursor& cursor, const ZipLimits&
     return CorruptError("record '" + first + "' is not inside a top directory, as torch.save writes");
   }
   archive.prefix = first.substr(0, slash);
+  const std::string directory = archive.prefix + "/";
   for (const ZipEntry& e : archive.entries) {
-    if (!e.name.starts_with(archive.prefix + "/")) {
+    if (!e.name.starts_with(directory)) {
       return CorruptError("record '" + e.name + "' lies outside the archive directory '" +
                           archive.prefix + "/'");
     }
