@@ -26,10 +26,9 @@ struct CollisionsOptions : StateInputs {
 };
 
 void DeclareFlags(CLI::App& cmd, CollisionsOptions& o) {
-  cmd.add_option("path", o.paths,
-                 "torch.save checkpoint holding an optimizer state dict; several: the per-rank files of\n"
-                 "one sharded save (in rank order, or named rank<N>)")
-      ->required();
+  AddCheckpointPaths(cmd, "path", o.paths,
+                     "torch.save checkpoint holding an optimizer state dict; several: the per-rank files of\n"
+                     "one sharded save (in rank order, or named rank<N>)");
   AddParamSourceFlags(cmd, o.params, o.models);
   AddStateKeyFlag(cmd, o.state_key, "Where the optimizer state dict is, e.g. optimizer (default: find it)");
   AddJsonFlag(cmd, o.json, "collisions", "Write JSON");

@@ -18,12 +18,11 @@ namespace {
 constexpr const char* kName = "inspect";
 
 void DeclareFlags(CLI::App& cmd, InspectOptions& o) {
-  cmd.add_option("paths", o.paths,
-                 "torch.save file (.pt, .pth, .bin), legacy format, .zst, a DCP checkpoint directory, or a\n"
-                 "DeepSpeed ZeRO directory (stage, ranks, where each parameter's pieces lie);\n"
-                 "or every rank's file of one FSDP2/TP save (in rank order or named rank<N>): the layout is\n"
-                 "checked as unshard checks it, then each rank's file is shown")
-      ->required();
+  AddCheckpointPaths(cmd, "paths", o.paths,
+                     "torch.save file (.pt, .pth, .bin), legacy format, .zst, a DCP checkpoint directory, or a\n"
+                     "DeepSpeed ZeRO directory (stage, ranks, where each parameter's pieces lie);\n"
+                     "or every rank's file of one FSDP2/TP save (in rank order or named rank<N>): the layout is\n"
+                     "checked as unshard checks it, then each rank's file is shown");
   AddJsonFlag(cmd, o.json, "inspect", "Write JSON");
   cmd.add_option("--depth", o.report.depth, "Tree levels to show below the start")->capture_default_str();
   cmd.add_option("--path", o.report.path,

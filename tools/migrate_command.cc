@@ -33,10 +33,9 @@ struct MigrateCommandOptions : StateInputs {
 };
 
 void DeclareFlags(CLI::App& cmd, MigrateCommandOptions& o) {
-  cmd.add_option("input", o.paths,
-                 "Optimizer checkpoint; several: the per-rank files of one sharded save (unsharded first,\n"
-                 "into a scratch directory beside the output; one file comes out)")
-      ->required();
+  AddCheckpointPaths(cmd, "input", o.paths,
+                     "Optimizer checkpoint; several: the per-rank files of one sharded save (unsharded first,\n"
+                     "into a scratch directory beside the output; one file comes out)");
   AddOutputFileFlag(cmd, o.output);
   AddParamSourceFlags(cmd, o.params, o.models);
   cmd.add_option("--to", o.to,

@@ -44,7 +44,7 @@ struct RegenerateCommandOptions {
 };
 
 void DeclareFlags(CLI::App& cmd, RegenerateCommandOptions& o) {
-  cmd.add_option("-o,--output", o.output, "Output checkpoint (temporary file beside it, then renamed)")->required();
+  AddOutputFileFlag(cmd, o.output, "Output checkpoint (temporary file beside it, then renamed)");
   cmd.add_option("--synthetic", o.synthetic,
                  "A transformer-like model of this many bytes of float32 parameters (4GiB)");
   cmd.add_option("--manifest", o.manifest, "The parameters of a manifest (schemas/param-manifest.schema.json)");

@@ -31,13 +31,11 @@ struct RemapCommandOptions : StateInputs {
 };
 
 void DeclareFlags(CLI::App& cmd, RemapCommandOptions& o) {
-  cmd.add_option("input", o.paths,
-                 "Checkpoint with the optimizer state; several: the per-rank files of one sharded save")
-      ->required();
-  cmd.add_option("-o,--output", o.output,
-                 "Output checkpoint (temporary file beside it, then renamed); with several inputs, a\n"
-                 "directory that gets one file per rank, named as its input")
-      ->required();
+  AddCheckpointPaths(cmd, "input", o.paths,
+                     "Checkpoint with the optimizer state; several: the per-rank files of one sharded save");
+  AddOutputFileFlag(cmd, o.output,
+                    "Output checkpoint (temporary file beside it, then renamed); with several inputs, a\n"
+                    "directory that gets one file per rank, named as its input");
   AddParamSourceFlags(cmd, o.params, o.models);
   AddStateKeyFlag(cmd, o.state_key);
   cmd.add_option("--to", o.to, "Key the state by parameter index (torch.optim) or FQN (DCP)")

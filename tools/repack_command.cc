@@ -32,13 +32,11 @@ struct RepackOptions {
 };
 
 void DeclareFlags(CLI::App& cmd, RepackOptions& o) {
-  cmd.add_option("input", o.inputs,
-                 "torch.save file, legacy format, or .zst; several: the per-rank files of one sharded save")
-      ->required();
-  cmd.add_option("-o,--output", o.output,
-                 "Output file; written to a temporary file beside it, then renamed. With several inputs, an\n"
-                 "existing directory that gets one file per rank, named as its input (all or none)")
-      ->required();
+  AddCheckpointPaths(cmd, "input", o.inputs,
+                     "torch.save file, legacy format, or .zst; several: the per-rank files of one sharded save");
+  AddOutputFileFlag(cmd, o.output,
+                    "Output file; written to a temporary file beside it, then renamed. With several inputs, an\n"
+                    "existing directory that gets one file per rank, named as its input (all or none)");
   AddWriteFlags(cmd, o.no_sync, o.read.verify_crc);
   AddJsonFlag(cmd, o.json, "repack");
   AddReadLimitFlags(cmd, o.read);

@@ -64,9 +64,12 @@ void AddJsonFlag(CLI::App& cmd, bool& json, std::string_view schema, std::string
 
 void AddQuietFlag(CLI::App& cmd, bool& quiet) { cmd.add_flag("-q,--quiet", quiet, "No progress on stderr"); }
 
-void AddOutputFileFlag(CLI::App& cmd, std::string& output) {
-  cmd.add_option("-o,--output", output, "Output file; written to a temporary file beside it, then renamed")
-      ->required();
+void AddCheckpointPaths(CLI::App& cmd, const char* name, std::vector<std::string>& paths, std::string_view help) {
+  cmd.add_option(name, paths, std::string(help))->required();
+}
+
+void AddOutputFileFlag(CLI::App& cmd, std::string& output, std::string_view help) {
+  cmd.add_option("-o,--output", output, std::string(help))->required();
 }
 
 void AddStateKeyFlag(CLI::App& cmd, std::string& state_key, std::string_view help) {

@@ -49,6 +49,10 @@ void AddParamSourceFlags(CLI::App& cmd, ParamSource& source);
 // --model also lands in source.model.
 void AddParamSourceFlags(CLI::App& cmd, ParamSource& source, std::vector<std::string>& rank_models);
 
+// The required positional checkpoint paths, `name` in the usage line: one file
+// or directory, or the per-rank files of one sharded save.
+void AddCheckpointPaths(CLI::App& cmd, const char* name, std::vector<std::string>& paths, std::string_view help);
+
 // --no-sync and --verify-crc, for the commands that write a checkpoint.
 void AddWriteFlags(CLI::App& cmd, bool& no_sync, bool& verify_crc);
 
@@ -57,8 +61,10 @@ void AddJsonFlag(CLI::App& cmd, bool& json, std::string_view schema,
                  std::string_view what = "Write the report as JSON");
 // -q,--quiet: no progress on stderr.
 void AddQuietFlag(CLI::App& cmd, bool& quiet);
-// -o,--output, required: one output file, written beside itself and renamed.
-void AddOutputFileFlag(CLI::App& cmd, std::string& output);
+// -o,--output, required: one output file, written beside itself and renamed
+// (or, as a command's help says, a directory for the outputs of a rank set).
+void AddOutputFileFlag(CLI::App& cmd, std::string& output,
+                       std::string_view help = "Output file; written to a temporary file beside it, then renamed");
 // --state-key: where the optimizer state dict is in the file.
 void AddStateKeyFlag(CLI::App& cmd, std::string& state_key,
                      std::string_view help = "Where the optimizer state dict is (default: find it)");

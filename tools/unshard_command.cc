@@ -27,7 +27,7 @@ struct UnshardCommandOptions {
 };
 
 void DeclareFlags(CLI::App& cmd, UnshardCommandOptions& o) {
-  cmd.add_option("inputs", o.inputs, "Every rank's file, in rank order (or named rank<N>)")->required();
+  AddCheckpointPaths(cmd, "inputs", o.inputs, "Every rank's file, in rank order (or named rank<N>)");
   AddOutputFileFlag(cmd, o.output);
   AddWriteFlags(cmd, o.no_sync, o.verify_crc);
   AddQuietFlag(cmd, o.quiet);

@@ -28,9 +28,8 @@ struct VerifyCommandOptions : StateInputs {
 };
 
 void DeclareFlags(CLI::App& cmd, VerifyCommandOptions& o) {
-  cmd.add_option("path", o.paths,
-                 "Checkpoint holding the optimizer state; several: the per-rank files of one sharded save")
-      ->required();
+  AddCheckpointPaths(cmd, "path", o.paths,
+                     "Checkpoint holding the optimizer state; several: the per-rank files of one sharded save");
   AddParamSourceFlags(cmd, o.params, o.models);
   AddStateKeyFlag(cmd, o.state_key);
   cmd.add_option("--probe-seed", o.verify.probe_seed, "Seed of the probe gradient")->capture_default_str();
