@@ -135,6 +135,22 @@ std::vector<Child> Children(const ObjectGraph& g, NodeId id) {
   }
 }
 
+// How many children Children(g, id) lists, without naming them.
+size_t ChildCount(const ObjectGraph& g, NodeId id) {
+  const Node& n = g.at(id);
+  switch (n.kind) {
+    case NodeKind::kDict: return n.entries.size();
+    case NodeKind::kObject:
+      return n.entries.size() + n.items.size() + (n.args() != kNoNode) + (n.kwargs() != kNoNode) +
+             (n.state() != kNoNode);
+    case NodeKind::kTuple:
+    case NodeKind::kList:
+    case NodeKind::kSet:
+    case NodeKind::kFrozenSet: return n.items.size();
+    default: return 0;
+  }
+}
+
 }  // namespace
 
 std::string KeyText(const ObjectGraph& graph, NodeId key) {
@@ -163,11 +179,10 @@ void WalkTree(const ObjectGraph& graph, NodeId root, uint32_t max_depth,
   while (!stack.empty()) {
     WalkStep step = std::move(stack.back());
     stack.pop_back();
-    std::vector<Child> kids = Children(graph, step.id);
-    step.children = kids.size();
+    step.children = ChildCount(graph, step.id);
     // A shared node stands for equal values, not one object reached twice
     // (a tensor's (16, 8) size in every tensor): each occurrence is walked.
-    if (!kids.empty() && !graph.at(step.id).shared) {
+    if (step.children > 0 && !graph.at(step.id).shared) {
       auto [it, first] = seen.emplace(step.id, step.path);
       if (!first) {
         step.repeat = true;
@@ -177,6 +192,9 @@ void WalkTree(const ObjectGraph& graph, NodeId root, uint32_t max_depth,
       }
     }
     if (!visit(step) || step.depth >= max_depth) continue;
+    // Named only when walked into: a search that passes a dict of 10^4
+    // parameters by builds none of their paths.
+    std::vector<Child> kids = Children(graph, step.id);
     for (size_t i = kids.size(); i-- > 0;) {
       stack.push_back(WalkStep{Join(step.path, kids[i].component), kids[i].id, kids[i].key,
                                step.depth + 1, false, "", i, kids.size(), 0});

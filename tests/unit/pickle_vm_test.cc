@@ -285,6 +285,44 @@ TEST(PickleVmTest, ShortTuplesOfSharedValuesAreOneNodeEach) {
   EXPECT_EQ(r->graph.at(*inner).int_value, 8);
 }
 
+// A walk counts a node's children without naming them (so that a search
+// passing a large dict by builds no paths); the count must be the number of
+// children it then walks, for every kind, calls with args, kwargs and state
+// among them.
+TEST(PickleVmTest, WalkCountsTheChildrenItWalks) {
+  const std::string original = ReadFileOrFail("testdata/pickles/p0.pkl");
+  std::vector<std::string> pickles;
+  for (const char* name : {"p0", "p1", "p2", "p3", "p4", "p5"}) {
+    pickles.push_back(ReadFileOrFail(std::string("testdata/pickles/") + name + ".pkl"));
+  }
+  pickles.push_back(Replace(original, "Vplain\n", "(Vx\nicollections\nOrderedDict\n"));
+  size_t checked = 0;
+  for (const std::string& bytes : pickles) {
+    StatusOr<PickleResult> r = Parse(bytes);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    std::vector<WalkStep> steps;
+    WalkTree(r->graph, r->graph.root, 64, [&](const WalkStep& s) {
+      steps.push_back(s);
+      return true;
+    });
+    // Pre-order: a step's children are the steps one level down before the
+    // walk comes back to its level.
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (steps[i].repeat) continue;
+      size_t walked = 0;
+      for (size_t j = i + 1; j < steps.size() && steps[j].depth > steps[i].depth; ++j) {
+        if (steps[j].depth == steps[i].depth + 1) {
+          EXPECT_EQ(steps[j].siblings, steps[i].children) << steps[j].path;
+          ++walked;
+        }
+      }
+      EXPECT_EQ(walked, steps[i].children) << (steps[i].path.empty() ? "(root)" : steps[i].path);
+      checked += walked > 0;
+    }
+  }
+  EXPECT_GT(checked, 20u);
+}
+
 TEST(PickleVmTest, InstObjAndPersidBuildNodesWithoutCalling) {
   const std::string original = ReadFileOrFail("testdata/pickles/p0.pkl");
   StatusOr<PickleResult> inst = Parse(Replace(original, "Vplain\n", "(Vx\nicollections\nOrderedDict\n"));
