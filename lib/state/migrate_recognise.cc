@@ -10,7 +10,12 @@ namespace {
 // What HeavyBall 3.2 calls each era's state fields (hb3 names them); SOAP
 // marks transforms 0, 2 and 3 initialised. 2.x nested per view like 3.x:
 // AdamW's names were 3.x's already, SOAP's transforms were numbered 0 and 1.
-using namespace hb3;
+using hb3::kAdamExpAvg;
+using hb3::kAdamExpAvgSq;
+using hb3::kSoapExpAvg;
+using hb3::kSoapExpAvgSq;
+using hb3::kSoapGG;
+using hb3::kSoapQ;
 constexpr FieldName kAdamFields0[] = {{"exp_avg", kAdamExpAvg}, {"exp_avg_sq", kAdamExpAvgSq}};
 constexpr FieldName kAdamFields1[] = {{"update_by_adam_exp_avg", kAdamExpAvg},
                                       {"update_by_adam_exp_avg_sq", kAdamExpAvgSq}};

@@ -296,8 +296,7 @@ StatusOr<ZipArchive> ReadZipDirectory(const ByteCursor& cursor, const ZipLimits&
   const std::string directory = archive.prefix + "/";
   for (const ZipEntry& e : archive.entries) {
     if (!e.name.starts_with(directory)) {
-      return CorruptError("record '" + e.name + "' lies outside the archive directory '" +
-                          archive.prefix + "/'");
+      return CorruptError("record '" + e.name + "' lies outside the archive directory '" + directory + "'");
     }
   }
   archive.by_name.resize(archive.entries.size());
