@@ -1,7 +1,10 @@
 #include "optstate/dcp.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "io/staging_directory.h"
@@ -55,6 +58,37 @@ std::vector<Placement> Plan(const std::vector<DcpOutEntry>& entries, int world) 
 }
 
 std::string FileName(int rank) { return "__" + std::to_string(rank) + "_0.distcp"; }
+
+// A file's device and inode, which a rename keeps: how a process recognises at
+// the final path the file it wrote under the staging name.
+struct FileIdentity {
+  dev_t device = 0;
+  ino_t inode = 0;
+  uint64_t size = 0;
+  friend bool operator==(const FileIdentity&, const FileIdentity&) = default;
+};
+
+std::optional<FileIdentity> IdentityOf(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileIdentity{st.st_dev, st.st_ino, static_cast<uint64_t>(st.st_size)};
+}
+
+// For a process other than rank 0 whose 'done' exchange failed: whether rank 0
+// committed all the same. It did if `dir` now holds .metadata and, at their
+// final names, the very files this process wrote (`wrote`, by rank in `mine`):
+// `dir` did not exist when the job started (StagingDirectory::Create refuses
+// one that does), and only rank 0's rename of the staging directory puts this
+// process's files there. Returns the size of .metadata when it did.
+std::optional<uint64_t> CommittedWithOurParts(const std::string& dir, const std::vector<int>& mine,
+                                              const std::vector<std::optional<FileIdentity>>& wrote) {
+  std::optional<FileIdentity> metadata = IdentityOf(dir + "/.metadata");
+  if (!metadata) return std::nullopt;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (!wrote[i] || IdentityOf(dir + "/" + FileName(mine[i])) != wrote[i]) return std::nullopt;
+  }
+  return metadata->size;
+}
 
 // Writes one rank's file into `staging`: bytes items first, then tensors, as
 // DCP's writer orders a file. Fills the locations of what it wrote.
@@ -238,6 +272,11 @@ StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const
     wrote = WriteRankFile(entries, plan, rank, staging_path, dir, options, report, buffer);
     if (!wrote.ok()) break;
   }
+  // Taken before saying so: once every process has, rank 0 may rename the staging directory.
+  std::vector<std::optional<FileIdentity>> wrote_files;
+  if (co.rank() != 0) {
+    for (int rank : mine) wrote_files.push_back(IdentityOf(staging_path + "/" + FileName(rank)));
+  }
   OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::string> written, Gather(co, "written", wrote, Encode(plan, report, mine)));
   DcpWriteReport all;
   all.file_bytes.assign(options.world_size, 0);
@@ -266,10 +305,20 @@ StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const
   if (!finished.ok()) {
     // Every part was written and rank 0 has committed the output: a process
     // lost now does not make it any less complete.
+    const std::string fault = co.Fault();
+    const std::string why = fault.empty() ? finished.status().ToString() : fault;
     if (co.rank() == 0 && done.ok()) {
-      const std::string fault = co.Fault();
-      all.unconfirmed = fault.empty() ? finished.status().ToString() : fault;
+      all.unconfirmed = why;
       return all;
+    }
+    // Rank 0 may have committed and been lost before it could say so.
+    if (co.rank() != 0) {
+      if (std::optional<uint64_t> metadata = CommittedWithOurParts(dir, mine, wrote_files)) {
+        all.metadata_bytes = *metadata;
+        all.unconfirmed = "process 0 did not confirm the commit (" + why + "); " + dir +
+                          " holds .metadata and this process's files, so it committed";
+        return all;
+      }
     }
     return finished.status();
   }

@@ -4,10 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "fixtures.h"
 #include "graph_compare.h"
@@ -237,6 +242,93 @@ TEST(DcpWriterTest, ProcessLostAfterTheLastWriteStillCommits) {
   o.durability = Durability::kUnsynced;
   ASSERT_TRUE(WriteDcp({OnesTensor("a", 4)}, parent + "/alone", o).ok());
   EXPECT_EQ(Consolidated(parent + "/out"), Consolidated(parent + "/alone"));
+}
+
+// Two processes of one job played by two threads. At `deaf_at`, rank 1 waits
+// for rank 0's word and then fails as if rank 0 had stopped answering, after
+// calling `before_failing` (rank 0 hears rank 1 and goes on).
+struct TwoThreadJob {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, std::optional<std::string>[2]> steps;
+  std::string deaf_at;
+  std::function<void()> before_failing;
+};
+
+class ThreadCoordinator : public Coordinator {
+ public:
+  ThreadCoordinator(TwoThreadJob& job, int rank) : job_(job), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return 2; }
+  StatusOr<std::vector<std::string>> AllGather(const std::string& step, const std::string& mine) override {
+    std::unique_lock<std::mutex> lock(job_.mu);
+    auto& slots = job_.steps[step];
+    slots[rank_] = mine;
+    job_.cv.notify_all();
+    if (rank_ == 1 && step == job_.deaf_at) {
+      job_.cv.wait(lock, [&] { return slots[0].has_value(); });
+      if (job_.before_failing) job_.before_failing();
+      return IoError("no word from process 0 of 2");
+    }
+    job_.cv.wait(lock, [&] { return slots[0] && slots[1]; });
+    return std::vector<std::string>{*slots[0], *slots[1]};
+  }
+
+ private:
+  TwoThreadJob& job_;
+  int rank_;
+};
+
+struct TwoReports {
+  StatusOr<DcpWriteReport> rank0 = InternalError("not run"), rank1 = InternalError("not run");
+};
+
+// WriteDcp of one tensor to PARENT/out by two ranks, rank 1 deaf at `job.deaf_at`.
+TwoReports WriteByTwoThreads(TwoThreadJob& job, const std::string& parent) {
+  fs::create_directories(parent);
+  DcpWriteOptions o;
+  o.durability = Durability::kUnsynced;
+  o.world_size = 2;
+  TwoReports out;
+  ThreadCoordinator co0(job, 0), co1(job, 1);
+  std::thread rank1([&] { out.rank1 = WriteDcp({OnesTensor("a", 4)}, parent + "/out", o, &co1); });
+  out.rank0 = WriteDcp({OnesTensor("a", 4)}, parent + "/out", o, &co0);
+  rank1.join();
+  return out;
+}
+
+// Rank 0 committed and its word was lost: rank 1 finds its own file in the
+// output and succeeds, saying so, instead of failing a job whose output is whole.
+TEST(DcpWriterTest, RankThatMissedTheCommitFindsItsFileInTheOutput) {
+  std::string parent = Scratch("missed_done");
+  TwoThreadJob job;
+  job.deaf_at = "done";
+  TwoReports r = WriteByTwoThreads(job, parent);
+  ASSERT_TRUE(r.rank0.ok()) << r.rank0.status().ToString();
+  EXPECT_EQ(r.rank0->unconfirmed, "");
+  ASSERT_TRUE(r.rank1.ok()) << r.rank1.status().ToString();
+  EXPECT_EQ(r.rank1->unconfirmed, "process 0 did not confirm the commit (I/O error: no word from process 0 of 2); " +
+                                      parent + "/out holds .metadata and this process's files, so it committed");
+  EXPECT_EQ(r.rank1->metadata_bytes, r.rank0->metadata_bytes);
+  EXPECT_EQ(r.rank1->file_bytes, r.rank0->file_bytes);
+}
+
+// The same, but what now sits at the output is not the directory rank 1 wrote
+// into (a copy: same names, other files): rank 1 cannot tell that its job
+// committed, so it fails naming the fault.
+TEST(DcpWriterTest, RankThatMissedTheCommitFailsWhenItsFileIsNotThere) {
+  std::string parent = Scratch("missed_done_copy");
+  TwoThreadJob job;
+  job.deaf_at = "done";
+  job.before_failing = [&] {
+    fs::rename(parent + "/out", parent + "/moved");
+    fs::copy(parent + "/moved", parent + "/out");
+  };
+  TwoReports r = WriteByTwoThreads(job, parent);
+  ASSERT_TRUE(r.rank0.ok()) << r.rank0.status().ToString();
+  EXPECT_TRUE(fs::exists(parent + "/out/.metadata"));
+  ASSERT_FALSE(r.rank1.ok());
+  EXPECT_EQ(r.rank1.status().ToString(), "I/O error: no word from process 0 of 2");
 }
 
 }  // namespace

@@ -229,8 +229,10 @@ struct DcpWriteReport {
   // Staging directories beside the output that killed runs left behind
   // (".<name>.tmp-XXXXXX"): listed for the user to remove, never touched.
   std::vector<std::string> leftovers;
-  // Rank 0 only: why some process did not hear that the output was committed,
-  // when a fault came after every process had written its part ("" when all heard).
+  // Why some process did not hear that the output was committed, when a fault
+  // came after every process had written its part ("" when all heard): on rank
+  // 0, which committed; on another rank, which found the output committed with
+  // its own files in it.
   std::string unconfirmed;
 };
 
@@ -242,8 +244,10 @@ struct DcpWriteReport {
 // The bytes are the same whatever P is. If any process fails before every one
 // has written its part, all fail and nothing appears. After that only rank 0's
 // commit remains: a fault then (a process killed or cut off) does not stop it;
-// rank 0 succeeds with `unconfirmed` saying who did not hear, and the others
-// fail naming the fault.
+// rank 0 succeeds with `unconfirmed` saying who did not hear. Another process
+// whose last exchange failed looks for its own files (same inodes) and .metadata
+// at `dir`: there, it succeeds with `unconfirmed` saying so; otherwise it fails
+// naming the fault.
 StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const std::string& dir,
                                   const DcpWriteOptions& options, Coordinator* coordinator = nullptr);
 
