@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "distributed_job.h"
 #include "optstate/dcp.h"
 #include "optstate/inspect_report.h"
 #include "optstate/validate.h"
@@ -29,6 +30,7 @@ struct ConsolidateCommandOptions {
   bool no_sync = false;
   bool verify_crc = false;
   bool quiet = false;
+  bool distributed = false;
 };
 
 void DeclareFlags(CLI::App& cmd, ConsolidateCommandOptions& o) {
@@ -44,7 +46,29 @@ void DeclareFlags(CLI::App& cmd, ConsolidateCommandOptions& o) {
       ->check(CLI::IsMember({"fqn", "index"}));
   AddWriteFlags(cmd, o.no_sync, o.verify_crc);
   AddQuietFlag(cmd, o.quiet);
+  cmd.add_flag("--distributed", o.distributed,
+               "Share the work with the other processes of a torchrun or srun job (RANK/WORLD_SIZE or\n"
+               "SLURM_PROCID/SLURM_NTASKS, MASTER_ADDR/MASTER_PORT): each writes its share of the tensors\n"
+               "into the one output file, which they all see; rank 0 writes the rest and renames it\n"
+               "into place. The same bytes as one process writes");
   AddJsonFlag(cmd, o.json, "consolidate");
+}
+
+// The JSON report (schemas/consolidate.schema.json).
+void WriteConsolidatedJson(CommandOutput& output, nlohmann::ordered_json doc, const WriteReport& written,
+                           const std::string& unconfirmed) {
+  if (!unconfirmed.empty()) doc["unconfirmed"] = unconfirmed;
+  WriteWrittenFileJson(output, std::move(doc), written);
+}
+
+// One process of a --distributed job reports; the others only say when they
+// did not hear that the file was committed.
+bool Reports(const Coordinator* co) { return !co || co->rank() == 0; }
+
+void NoteUnconfirmed(CommandOutput& output, const std::string& file, const std::string& unconfirmed) {
+  if (unconfirmed.empty()) return;
+  output.err << "note: " << file << " is complete (every process wrote its part, then the central directory was "
+             << "written and the file renamed into place), but not every process heard so: " << unconfirmed << "\n";
 }
 
 std::string Joined(const std::vector<std::string>& items) {
@@ -55,20 +79,19 @@ std::string Joined(const std::vector<std::string>& items) {
 
 // A DeepSpeed ZeRO directory: the fp32 master weights and the optimizer state
 // per parameter, from the rank partitions.
-int RunConsolidateZero(const ConsolidateCommandOptions& o, const std::string& tag_dir, CommandOutput& output) {
-  ReadOptions read;
-  read.verify_crc = o.verify_crc;
-  auto zero = OpenZeroCheckpoint(tag_dir, read);
-  if (!zero.ok()) return ReportError(output, kName, zero.status(), o.json);
+Status RunConsolidateZero(const ConsolidateCommandOptions& o, const ZeroCheckpoint& z, Coordinator* co,
+                          CommandOutput& output) {
   ZeroConsolidateOptions zo;
   zo.keys = o.to == "index" ? ZeroStateKeys::kIndex : ZeroStateKeys::kFqn;
   zo.write.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
-  if (!o.quiet && !o.json) zo.progress = PercentProgress(output.err, kName);
-  auto report = ConsolidateZero(**zero, o.output, zo);
-  if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.output), o.json);
-  const ZeroCheckpoint& z = **zero;
+  zo.coordinator = co;
+  if (!o.quiet && !o.json && Reports(co)) zo.progress = PercentProgress(output.err, kName);
+  auto report = ConsolidateZero(z, o.output, zo);
+  if (!report.ok()) return std::move(report).status().WithContext(o.output);
+  if (!o.json || !Reports(co)) NoteUnconfirmed(output, o.output, report->unconfirmed);
+  if (!Reports(co)) return Status();
   if (o.json) {
-    return WriteWrittenFileJson(output,
+    WriteConsolidatedJson(output,
                                 {{"input", o.input}, {"output", o.output}, {"keys", o.to},
                                  {"format", "deepspeed-zero"}, {"zero_stage", z.stage}, {"world_size", z.world_size},
                                  {"trainable_params", report->trainable}, {"frozen_params", report->frozen},
@@ -76,7 +99,8 @@ int RunConsolidateZero(const ConsolidateCommandOptions& o, const std::string& ta
                                  {"shared_params", report->shared}, {"state_entries", report->state_entries},
                                  {"state_fields", report->state_fields}, {"pieces", report->pieces},
                                  {"tensor_bytes", report->tensor_bytes}},
-                                report->write);
+                                report->write, report->unconfirmed);
+    return Status();
   }
   output.out << o.output << ": " << HumanBytes(report->write.bytes) << " from " << o.input << " (DeepSpeed ZeRO-"
              << z.stage << (z.bf16_optimizer ? ", BF16_Optimizer" : "") << ", " << z.world_size << " ranks)\n"
@@ -92,26 +116,23 @@ int RunConsolidateZero(const ConsolidateCommandOptions& o, const std::string& ta
              << z.groups.size() << " param groups, keyed by " << (o.to == "index" ? "index" : "name") << "; "
              << report->pieces << " partition ranges copied\n"
              << "  torch.load(weights_only=True) " << WeightsOnlyVerdict(report->write) << "\n";
-  return kExitOk;
+  return Status();
 }
 
-int RunConsolidate(const ConsolidateCommandOptions& o, CommandOutput& output) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(o.input, ec) && !IsDcpDirectory(o.input)) {
-    auto fd = FindFrameworkFiles(o.input);
-    if (fd.ok() && fd->layout == "deepspeed") return RunConsolidateZero(o, fd->TagDirectory(o.input), output);
-  }
-  auto dcp = OpenDcpCheckpoint(o.input);
-  if (!dcp.ok()) return ReportError(output, kName, dcp.status(), o.json);
+Status RunConsolidateDcp(const ConsolidateCommandOptions& o, const DcpCheckpoint& dcp, Coordinator* job,
+                         CommandOutput& output) {
   ConsolidateOptions co;
   co.keys = o.to == "index" ? ConsolidateKeys::kIndex : ConsolidateKeys::kFqn;
   co.read.verify_crc = o.verify_crc;
   co.write.durability = o.no_sync ? Durability::kUnsynced : Durability::kSynced;
-  if (!o.quiet && !o.json) co.progress = PercentProgress(output.err, kName);
-  auto report = ConsolidateDcp(**dcp, o.output, co);
-  if (!report.ok()) return ReportError(output, kName, std::move(report).status().WithContext(o.output), o.json);
+  co.coordinator = job;
+  if (!o.quiet && !o.json && Reports(job)) co.progress = PercentProgress(output.err, kName);
+  auto report = ConsolidateDcp(dcp, o.output, co);
+  if (!report.ok()) return std::move(report).status().WithContext(o.output);
+  if (!o.json || !Reports(job)) NoteUnconfirmed(output, o.output, report->unconfirmed);
+  if (!Reports(job)) return Status();
   if (o.json) {
-    return WriteWrittenFileJson(output,
+    WriteConsolidatedJson(output,
                                 {{"input", o.input}, {"output", o.output}, {"keys", o.to},
                                  {"tensors", report->tensors}, {"chunks", report->chunks},
                                  {"bytes_items", report->bytes_items}, {"tensor_bytes", report->tensor_bytes},
@@ -119,7 +140,8 @@ int RunConsolidate(const ConsolidateCommandOptions& o, CommandOutput& output) {
                                  {"optimizer_states_rekeyed", report->optimizer_states},
                                  {"unlisted_state", report->unlisted_state},
                                  {"unflattened_optimizers", report->unflattened}},
-                                report->write);
+                                report->write, report->unconfirmed);
+    return Status();
   }
   output.out << o.output << ": " << HumanBytes(report->write.bytes) << " from " << o.input << "\n"
              << "  " << report->tensors << " tensors (" << HumanBytes(report->tensor_bytes) << ") from "
@@ -136,7 +158,31 @@ int RunConsolidate(const ConsolidateCommandOptions& o, CommandOutput& output) {
     }
   }
   output.out << "  torch.load(weights_only=True) " << WeightsOnlyVerdict(report->write) << "\n";
-  return kExitOk;
+  return Status();
+}
+
+int RunConsolidate(const ConsolidateCommandOptions& o, CommandOutput& output) {
+  DistributedJob job{o.distributed, std::string(kName) + ":" + o.output, kName, o.json};
+  std::error_code ec;
+  if (std::filesystem::is_directory(o.input, ec) && !IsDcpDirectory(o.input)) {
+    auto fd = FindFrameworkFiles(o.input);
+    if (fd.ok() && fd->layout == "deepspeed") {
+      std::unique_ptr<ZeroCheckpoint> zero;
+      auto open = [&]() -> Status {
+        ReadOptions read;
+        read.verify_crc = o.verify_crc;
+        OPTSTATE_ASSIGN_OR_RETURN(zero, OpenZeroCheckpoint(fd->TagDirectory(o.input), read));
+        return Status();
+      };
+      return RunJob(job, output, open, [&](Coordinator* co) { return RunConsolidateZero(o, *zero, co, output); });
+    }
+  }
+  std::unique_ptr<DcpCheckpoint> dcp;
+  auto open = [&]() -> Status {
+    OPTSTATE_ASSIGN_OR_RETURN(dcp, OpenDcpCheckpoint(o.input));
+    return Status();
+  };
+  return RunJob(job, output, open, [&](Coordinator* co) { return RunConsolidateDcp(o, *dcp, co, output); });
 }
 
 }  // namespace
@@ -149,7 +195,9 @@ constexpr CommandHelp kHelp = {
     "  optstate consolidate checkpoints/step_1000 -o step_1000.pt\n"
     "  optstate consolidate checkpoints/step_1000 -o step_1000_optim.pt --to index --json\n"
     "  optstate consolidate ds_out/global_step3 -o step3.pt --to index      (DeepSpeed ZeRO, any stage)\n"
-    "  optstate consolidate ds_out -o step3.pt                               (the tag its latest file names)",
+    "  optstate consolidate ds_out -o step3.pt                               (the tag its latest file names)\n"
+    "  torchrun --no-python --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint node0:29400 \\\n"
+    "      optstate consolidate --distributed /shared/ckpt -o /shared/step_1000.pt",
 };
 
 CommandRunner AddConsolidateCommand(CLI::App& parent) {

@@ -2,18 +2,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include <chrono>
-#include <condition_variable>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
-#include <mutex>
-#include <optional>
 #include <string>
-#include <thread>
 
 #include "cli_layout.h"
-#include "interrupt_cleanup.h"
+#include "distributed_job.h"
 #include "optstate/file_io.h"
 #include "optstate/inspect_report.h"
 #include "shared_flags.h"
@@ -91,96 +84,26 @@ void AddDcpOutputFlags(CLI::App& cmd, DcpOutputFlags& f, const std::string& inpu
   AddJsonFlag(cmd, f.json, "dcp-write");
 }
 
-namespace {
-
-// A process cut off from the store can be stuck inside a request to it, which
-// TCP retries for minutes, after its coordinator has already named the fault.
-// If the run has not ended a few seconds after that, this says the fault,
-// removes the temporary outputs and ends the process (exit 2) from here.
-class EndRunStuckOnFault {
- public:
-  EndRunStuckOnFault(const Coordinator& c, std::function<void(const std::string&)> report)
-      : thread_([this, &c, report = std::move(report)] {
-          std::unique_lock<std::mutex> lock(mutex_);
-          auto seen = std::chrono::steady_clock::time_point::max();
-          while (!done_) {
-            ready_.wait_for(lock, std::chrono::milliseconds(200));
-            if (done_) return;
-            std::string fault = c.Fault();
-            if (fault.empty()) continue;
-            const auto now = std::chrono::steady_clock::now();
-            if (seen == std::chrono::steady_clock::time_point::max()) seen = now;
-            if (now - seen > std::chrono::seconds(3)) {
-              report(fault);
-              RemoveTemporaryOutputs();
-              std::_Exit(kExitError);
-            }
-          }
-        }) {}
-  ~EndRunStuckOnFault() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      done_ = true;
-    }
-    ready_.notify_one();
-    thread_.join();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable ready_;
-  bool done_ = false;  // under mutex_
-  std::thread thread_;
-};
-
-}  // namespace
-
 int RunDcpOutput(const DcpOutputFlags& f, std::string_view command, CommandOutput& output,
                  const std::function<Status()>& open,
                  const std::function<StatusOr<DcpWriteReport>(const DcpWriteOptions&, Coordinator*)>& write) {
-  std::unique_ptr<Coordinator> coordinator;
-  if (f.distributed) {
-    auto connected = ConnectCoordinator(std::string(command) + ":" + f.output);
-    if (!connected.ok()) return ReportError(output, command, connected.status(), f.json);
-    coordinator = std::move(*connected);
-    TellOthersOnInterrupt([c = coordinator.get()](int sig) {
-      c->Abort("process " + std::to_string(c->rank()) + " of " + std::to_string(c->size()) + " was interrupted (" +
-               "SIG" + sigabbrev_np(sig) + ")");
-    });
-  }
-  // Before the coordinator goes, whichever way this returns.
-  struct Untell {
-    bool on;
-    ~Untell() {
-      if (on) TellOthersOnInterrupt({});
+  DistributedJob job{f.distributed, std::string(command) + ":" + f.output, command, f.json};
+  return RunJob(job, output, open, [&](Coordinator* coordinator) -> Status {
+    DcpWriteOptions wo;
+    wo.world_size = f.world_size;
+    wo.durability = f.no_sync ? Durability::kUnsynced : Durability::kSynced;
+    bool reports = !coordinator || coordinator->rank() == 0;  // one report per job
+    if (!f.quiet && !f.json && reports) wo.progress = PercentProgress(output.err, command);
+    auto report = write(wo, coordinator);
+    if (!report.ok()) return report.status();
+    if (reports) {
+      WriteReport(output, f, *report);
+    } else if (!report->unconfirmed.empty()) {
+      output.err << "note: " << f.output << " is complete, but this process did not hear so: " << report->unconfirmed
+                 << "\n";
     }
-  } untell{coordinator != nullptr};
-  // A fault another process's silence or abort caused cancels this one's work
-  // (Coordinator::Fault): that, not "cancelled", is what to say.
-  auto failed = [&](const Status& status) {
-    std::string fault = coordinator ? coordinator->Fault() : std::string();
-    return ReportError(output, command, fault.empty() ? status : IoError(fault), f.json);
-  };
-  std::optional<EndRunStuckOnFault> end_if_stuck;
-  if (coordinator) {
-    end_if_stuck.emplace(*coordinator, [&](const std::string& fault) {
-      ReportError(output, command, IoError(fault), f.json);
-      output.out.flush();
-      output.err.flush();
-    });
-  }
-  Status opened = open();
-  Status ready = coordinator ? AgreeToStart(*coordinator, opened) : opened;
-  if (!ready.ok()) return failed(ready);
-  DcpWriteOptions wo;
-  wo.world_size = f.world_size;
-  wo.durability = f.no_sync ? Durability::kUnsynced : Durability::kSynced;
-  bool reports = !coordinator || coordinator->rank() == 0;  // one report per job
-  if (!f.quiet && !f.json && reports) wo.progress = PercentProgress(output.err, command);
-  auto report = write(wo, coordinator.get());
-  if (!report.ok()) return failed(report.status());
-  if (reports) WriteReport(output, f, *report);
-  return kExitOk;
+    return Status();
+  });
 }
 
 }  // namespace optstate::tools

@@ -9,6 +9,7 @@
 #include "io/staging_directory.h"
 #include "optstate/params.h"
 #include "pickle/graph_walk.h"
+#include "torch/checkpoint_share.h"
 #include "torch/graph_builder.h"
 
 namespace optstate {
@@ -216,6 +217,11 @@ StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::
   };
   auto release = [&dcp](ByteSpan range) { dcp.ReleasePages(range); };
   const Checkpoint& cp = graph.checkpoint;
+  if (options.coordinator && options.coordinator->size() > 1) {
+    OPTSTATE_ASSIGN_OR_RETURN(report.write, WriteCheckpointTogether(cp, cp.graph.root, output, options.write, source,
+                                                                    release, *options.coordinator, report.unconfirmed));
+    return report;
+  }
   OPTSTATE_ASSIGN_OR_RETURN(report.write,
                             WriteNewCheckpointFromPieces(cp, cp.graph.root, output, source, options.write, release));
   return report;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 
+#include "io/job_steps.h"
 #include "io/staging_directory.h"
 #include "optstate/checkpoint_writer.h"
 #include "torch/graph_builder.h"
@@ -191,22 +192,6 @@ Status Decode(const std::string& text, std::vector<Placement>& plan, DcpWriteRep
   return Status();
 }
 
-// A gathered step: the first process's error, else every message.
-StatusOr<std::vector<std::string>> Gather(Coordinator& co, const std::string& step, const Status& mine,
-                                          const std::string& payload) {
-  OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                            co.AllGather(step, mine.ok() ? "+" + payload : "!" + std::string(mine.ToString())));
-  if (!mine.ok()) return mine;
-  for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r].empty() || all[r][0] != '+') {
-      return IoError("process " + std::to_string(r) + " of " + std::to_string(all.size()) + " failed: " +
-                     (all[r].empty() ? "" : all[r].substr(1)));
-    }
-    all[r].erase(0, 1);
-  }
-  return all;
-}
-
 // Takes the plan's chunks (the last use of the plan): a copy was 47 MB at
 // 250 k chunks, beside the plan itself.
 std::vector<DcpEntry> MetadataEntries(const std::vector<DcpOutEntry>& entries, std::vector<Placement>&& plan) {
@@ -228,7 +213,7 @@ std::vector<DcpEntry> MetadataEntries(const std::vector<DcpOutEntry>& entries, s
 }  // namespace
 
 Status AgreeToStart(Coordinator& coordinator, const Status& mine) {
-  return Gather(coordinator, "ready", mine, "").status();
+  return GatherStep(coordinator, "ready", mine, "").status();
 }
 
 std::pair<int64_t, int64_t> ChunkRows(int64_t rows, int world_size, int rank) {
@@ -251,7 +236,7 @@ StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const
     auto created = StagingDirectory::Create(dir, co.size() > 1);
     if (created.ok()) staging = std::move(*created); else made = created.status();
   }
-  OPTSTATE_RETURN_IF_ERROR(Gather(co, "start", made, "").status());
+  OPTSTATE_RETURN_IF_ERROR(GatherStep(co, "start", made, "").status());
   const std::string staging_path = staging ? staging->path() : StagingDirectory::SharedPath(dir);
 
   std::vector<Placement> plan = Plan(entries, options.world_size);
@@ -277,7 +262,7 @@ StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const
   if (co.rank() != 0) {
     for (int rank : mine) wrote_files.push_back(IdentityOf(staging_path + "/" + FileName(rank)));
   }
-  OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::string> written, Gather(co, "written", wrote, Encode(plan, report, mine)));
+  OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::string> written, GatherStep(co, "written", wrote, Encode(plan, report, mine)));
   DcpWriteReport all;
   all.file_bytes.assign(options.world_size, 0);
   for (const std::string& w : written) OPTSTATE_RETURN_IF_ERROR(Decode(w, plan, all));
@@ -301,7 +286,7 @@ StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const
       return staging->Keep(options.durability);
     }();
   }
-  auto finished = Gather(co, "done", done, std::to_string(all.metadata_bytes));
+  auto finished = GatherStep(co, "done", done, std::to_string(all.metadata_bytes));
   if (!finished.ok()) {
     // Every part was written and rank 0 has committed the output: a process
     // lost now does not make it any less complete.

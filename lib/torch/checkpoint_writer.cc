@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <string>
 
+#include "io/shared_output_file.h"
+#include "torch/checkpoint_share.h"
 #include "torch/container.h"
 #include "torch/pickle_writer.h"
 #include "zip/zip_writer.h"
@@ -46,8 +48,33 @@ struct StorageData {
 };
 using StorageDataFn = std::function<StatusOr<StorageData>(const StorageRef&, size_t index)>;
 
-// data.pkl, byteorder, the storages in pickle order, version; then the central directory.
-StatusOr<WriteReport> WriteRecords(ZipWriter& zip, const Checkpoint& cp, NodeId root, const StorageDataFn& data_of) {
+// The storages one process writes when several write one file: a contiguous
+// run of about 1/processes of the bytes, in file order.
+struct StorageShare {
+  SharedOutputFile* file;
+  int process, processes;
+  std::vector<uint32_t>* written;  // zip records this process wrote
+
+  std::vector<bool> Mine(const Checkpoint& cp, const std::vector<size_t>& storages) const {
+    uint64_t total = 0;
+    for (size_t s : storages) total += cp.storages[s].nbytes;
+    std::vector<bool> mine(storages.size());
+    uint64_t before = 0;
+    for (size_t key = 0; key < storages.size(); ++key) {
+      // The process whose share of the bytes this storage starts in.
+      auto owner = total == 0 ? 0 : static_cast<int>((static_cast<unsigned __int128>(before) * processes) / total);
+      mine[key] = std::min(owner, processes - 1) == process;
+      before += cp.storages[storages[key]].nbytes;
+    }
+    return mine;
+  }
+};
+
+// data.pkl, byteorder, the storages in pickle order, version; then, unless
+// `share` leaves that to later, the central directory.
+StatusOr<WriteReport> WriteRecords(ZipWriter& zip, const Checkpoint& cp, NodeId root, const StorageDataFn& data_of,
+                                   const StorageShare* share = nullptr) {
+  if (share) share->file->set_writing(share->process == 0);
   // data.pkl goes into the zip as it is made: whole, it was 37 MB at 10^5
   // parameters, held beside the graph it was made from.
   OPTSTATE_RETURN_IF_ERROR(zip.BeginRecord("data.pkl"));
@@ -59,10 +86,19 @@ StatusOr<WriteReport> WriteRecords(ZipWriter& zip, const Checkpoint& cp, NodeId 
   report.unsafe_globals = pickle.unsafe_globals;
   report.loadable_after_dtensor_import = pickle.only_dtensor_globals_unsafe;
   OPTSTATE_RETURN_IF_ERROR(zip.AddRecord("byteorder", AsBytes("little")));
+  const std::vector<bool> mine = share ? share->Mine(cp, pickle.storages) : std::vector<bool>();
   for (size_t key = 0; key < pickle.storages.size(); ++key) {
     const StorageRef& s = cp.storages[pickle.storages[key]];
     ++report.storages;
     report.storage_bytes += s.nbytes;
+    if (share && !mine[key]) {
+      OPTSTATE_RETURN_IF_ERROR(zip.AddSkippedRecord("data/" + std::to_string(key), s.nbytes));
+      continue;
+    }
+    if (share) {
+      share->file->set_writing(true);
+      share->written->push_back(static_cast<uint32_t>(zip.record_count()));
+    }
     if (s.zero_fill) {
       OPTSTATE_RETURN_IF_ERROR(zip.AddZeroRecord("data/" + std::to_string(key), s.nbytes));
       continue;
@@ -81,7 +117,9 @@ StatusOr<WriteReport> WriteRecords(ZipWriter& zip, const Checkpoint& cp, NodeId 
     }
     OPTSTATE_RETURN_IF_ERROR(zip.AddRecord("data/" + std::to_string(key), d.bytes, d.release, d.crc, d.source));
   }
+  if (share) share->file->set_writing(share->process == 0);
   OPTSTATE_RETURN_IF_ERROR(zip.AddRecord("version", AsBytes("3\n")));
+  if (share) return report;
   OPTSTATE_RETURN_IF_ERROR(zip.Finish());
   report.bytes = zip.bytes_written();
   return report;
@@ -185,6 +223,17 @@ StatusOr<WriteReport> WriteEmbeddedCheckpoint(const Checkpoint& checkpoint, Node
                                               const StorageSource& source) {
   std::unique_ptr<ZipWriter> zip = ZipWriter::CreateEmbedded(out, "archive");
   return WriteRecords(*zip, checkpoint, root, FromSource(source));
+}
+
+StatusOr<CheckpointShare> WriteCheckpointShare(const Checkpoint& cp, NodeId root, SharedOutputFile& file,
+                                               const std::string& named_after, int process, int processes,
+                                               const StoragePiecesSource& source,
+                                               const std::function<void(ByteSpan)>& release) {
+  CheckpointShare out;
+  out.zip = ZipWriter::CreateShared(file, ArchiveName(named_after));
+  StorageShare share{&file, process, processes, &out.written};
+  OPTSTATE_ASSIGN_OR_RETURN(out.report, WriteRecords(*out.zip, cp, root, FromPieces(source, release), &share));
+  return out;
 }
 
 }  // namespace optstate

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "io/staging_directory.h"
+#include "torch/checkpoint_share.h"
 #include "torch/graph_builder.h"
 #include "zero/zero_graph.h"
 
@@ -50,6 +51,11 @@ class Consolidator {
         if (r.model) r.model->ReleasePages(range);
       }
     };
+    if (o_.coordinator && o_.coordinator->size() > 1) {
+      OPTSTATE_ASSIGN_OR_RETURN(report_.write, WriteCheckpointTogether(cp_, cp_.graph.root, output, o_.write, source,
+                                                                       release, *o_.coordinator, report_.unconfirmed));
+      return report_;
+    }
     OPTSTATE_ASSIGN_OR_RETURN(report_.write,
                               WriteNewCheckpointFromPieces(cp_, cp_.graph.root, output, source, o_.write, release));
     return report_;

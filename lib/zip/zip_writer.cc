@@ -1,6 +1,7 @@
 #include "zip/zip_writer.h"
 
 #include "io/crc32.h"
+#include "io/shared_output_file.h"
 
 #include <algorithm>
 #include <vector>
@@ -116,6 +117,34 @@ class EmbeddedStream : public OutputStream {
 std::unique_ptr<ZipWriter> ZipWriter::CreateEmbedded(OutputStream& parent, std::string prefix) {
   return std::unique_ptr<ZipWriter>(
       new ZipWriter(std::make_unique<CoalescingStream>(std::make_unique<EmbeddedStream>(parent)), std::move(prefix)));
+}
+
+std::unique_ptr<ZipWriter> ZipWriter::CreateShared(SharedOutputFile& file, std::string prefix) {
+  return std::unique_ptr<ZipWriter>(new ZipWriter(std::make_unique<EmbeddedStream>(file), std::move(prefix), &file));
+}
+
+Status ZipWriter::AddSkippedRecord(const std::string& record, uint64_t size) {
+  if (!shared_) return InternalError("zip record '" + record + "' skipped in a zip only one process writes");
+  const bool writing = shared_->writing();
+  shared_->set_writing(false);
+  Status laid_out = Header(record, size);
+  shared_->Skip(size);
+  if (laid_out.ok()) laid_out = Descriptor(0);
+  shared_->set_writing(writing);
+  return laid_out;
+}
+
+std::vector<uint32_t> ZipWriter::RecordCrcs() const {
+  std::vector<uint32_t> crcs;
+  crcs.reserve(entries_.size());
+  for (const Entry& e : entries_) crcs.push_back(e.crc);
+  return crcs;
+}
+
+Status ZipWriter::SetRecordCrc(size_t record, uint32_t crc) {
+  if (record >= entries_.size()) return InternalError("zip record " + std::to_string(record) + " was never laid out");
+  entries_[record].crc = crc;
+  return Status();
 }
 
 Status ZipWriter::Put(const std::string& bytes) { return out_->Write(AsBytes(bytes)); }

@@ -20,6 +20,8 @@
 
 namespace optstate {
 
+class SharedOutputFile;
+
 class ZipWriter {
  public:
   // `prefix` is the archive's top directory ("archive" for in-memory saves).
@@ -33,6 +35,20 @@ class ZipWriter {
   // central directory but leaves committing `parent` to its owner. `parent`
   // must outlive the writer.
   static std::unique_ptr<ZipWriter> CreateEmbedded(OutputStream& parent, std::string prefix);
+
+  // A zip whose bytes several processes write into one file (SharedOutputFile):
+  // every process lays out every record, writing only its own (the file's
+  // set_writing says which); AddSkippedRecord lays out another's. Finish
+  // writes the central directory and leaves committing `file` to its owner.
+  static std::unique_ptr<ZipWriter> CreateShared(SharedOutputFile& file, std::string prefix);
+  // Lays out a record of `size` bytes that another process writes: its header,
+  // data and descriptor move the position and nothing is written here.
+  Status AddSkippedRecord(const std::string& name, uint64_t size);
+  // The CRC-32 of each record so far, in order (0 for skipped ones), and the
+  // one another process computed, for the central directory.
+  std::vector<uint32_t> RecordCrcs() const;
+  size_t record_count() const { return entries_.size(); }
+  Status SetRecordCrc(size_t record, uint32_t crc);
 
   // Adds "<prefix>/<name>" holding `data`.
   // `done_with` (optional) is called with each chunk once it has been written,
@@ -76,8 +92,8 @@ class ZipWriter {
     uint64_t size;
     uint64_t local_offset;
   };
-  ZipWriter(std::unique_ptr<OutputStream> out, std::string prefix)
-      : out_(std::move(out)), prefix_(std::move(prefix)) {}
+  ZipWriter(std::unique_ptr<OutputStream> out, std::string prefix, SharedOutputFile* shared = nullptr)
+      : out_(std::move(out)), prefix_(std::move(prefix)), shared_(shared) {}
   Status Put(const std::string& bytes);
   Status Header(const std::string& record, uint64_t size);
   Status Descriptor(uint32_t crc);
@@ -90,6 +106,7 @@ class ZipWriter {
 
   std::unique_ptr<OutputStream> out_;
   std::string prefix_;
+  SharedOutputFile* shared_;  // CreateShared's file, else null
   std::vector<Entry> entries_;
   std::string names_;
   bool streaming_ = false;   // between BeginRecord and EndRecord

@@ -1,5 +1,5 @@
 #!/bin/bash
-# --distributed reshard and export: 2 and 3 local processes, started by hand
+# --distributed reshard, export and consolidate: 2 and 3 local processes, started by hand
 # (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, rank 0 serving the c10d store) and by
 # torch 1.13's torchrun (its c10d rendezvous, and its static one where the agent
 # serves the store), write exactly the bytes one process writes; a process that
@@ -117,15 +117,18 @@ fi
 # start_export NAME: ranks 0 and 1 of an export of big.pt to $scratch/NAME, started
 # (pids, port, and a watchdog that kills both after 120 s), once its staging
 # directory exists, i.e. while they write.
-start_export() {
+start_export() { start_job "$1" export --distributed "$scratch/big.pt" -o "$scratch/$1" --world-size 4 -q; }
+# start_job NAME COMMAND...: the same for any command writing $scratch/NAME.
+start_job() {
+  local name=$1
+  shift
   port=$(free_port) pids=()
   for r in 0 1; do
-    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=2 "$bin" export --distributed "$scratch/big.pt" \
-      -o "$scratch/$1" --world-size 4 -q > /dev/null 2> "$scratch/$1.$r.err" &
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=2 "$bin" "$@" > /dev/null 2> "$scratch/$name.$r.err" &
     pids+=($!)
   done
   ( sleep 120; kill -9 "${pids[@]}" 2> /dev/null ) & watchdog=$!
-  for _ in $(seq 200); do [ -e "$scratch/.$1.partial" ] && break; sleep 0.05; done
+  for _ in $(seq 200); do [ -e "$scratch/.$name.partial" ] && break; sleep 0.05; done
 }
 for victim in 0 1; do
   start_export "int$victim"
@@ -181,6 +184,71 @@ if ! by_hand refused 2 export --distributed "$scratch/big.pt" -o "$scratch/kill0
   pass "after rank 0 was killed the next run names its staging directory; once removed, the same bytes as one process"
 else
   fail "rerun after SIGKILL"; cat "$scratch"/refused.*.err "$scratch"/rerun.*.err
+fi
+
+# consolidate --distributed: the processes write one torch.save file, each its
+# share of the tensors at offsets planned up front; the same bytes as one
+# process (the output's name is the zip's top directory, so each run writes
+# its own directory's big.pt). Then the same faults as export above.
+mkdir -p "$scratch/c1" "$scratch/c2" "$scratch/c3"
+"$bin" consolidate "$scratch/big.one" -o "$scratch/c1/big.pt" -q > /dev/null || fail "single-process consolidate"
+"$bin" consolidate "$in" -o "$scratch/c1/small.pt" -q > /dev/null || fail "single-process consolidate of $in"
+if by_hand consolidate2 2 consolidate --distributed "$scratch/big.one" -o "$scratch/c2/big.pt" -q &&
+   cmp "$scratch/c1/big.pt" "$scratch/c2/big.pt" && [ -s "$scratch/consolidate2.0.out" ] &&
+   [ ! -s "$scratch/consolidate2.1.out" ] && [ "$(ls -A "$scratch/c2")" = big.pt ]; then
+  pass "consolidate on 2 processes of $(( $(stat -c %s "$scratch/c1/big.pt") >> 20 )) MiB: same bytes as one, one report"
+else
+  fail "consolidate on 2 processes"; cat "$scratch"/consolidate2.*.err; ls -a "$scratch/c2"
+fi
+if by_hand consolidate3 3 consolidate --distributed "$in" -o "$scratch/c3/small.pt" -q &&
+   cmp "$scratch/c1/small.pt" "$scratch/c3/small.pt"; then
+  pass "consolidate on 3 processes: same bytes as one"
+else
+  fail "consolidate on 3 processes"; cat "$scratch"/consolidate3.*.err
+fi
+if [ -f "$shim" ]; then
+  port=$(free_port)
+  MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=2 timeout 60 "$bin" consolidate --distributed \
+    "$scratch/big.one" -o "$scratch/c2/full.pt" -q > /dev/null 2> "$scratch/cfull.0.err" &
+  OPTSTATE_TEST_FULL_AFTER=0 LD_PRELOAD=$shim ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=1 WORLD_SIZE=2 timeout 60 "$bin" consolidate --distributed \
+    "$scratch/big.one" -o "$scratch/c2/full.pt" -q > /dev/null 2> "$scratch/cfull.1.err"
+  rc1=$?
+  wait $!
+  rc0=$?
+  if [ "$rc0" = 2 ] && [ "$rc1" = 2 ] && [ "$(ls -A "$scratch/c2")" = big.pt ] &&
+     grep -q "process 1 of 2 failed: .*No space left on device" "$scratch/cfull.0.err"; then
+    pass "consolidate: one process's filesystem full fails the job naming it, nothing is left"
+  else
+    fail "consolidate, filesystem full on rank 1 (exit codes $rc0 $rc1)"; cat "$scratch"/cfull.*.err; ls -a "$scratch/c2"
+  fi
+fi
+for victim in 1 0; do
+  start_job "ckill$victim" consolidate --distributed "$scratch/big.one" -o "$scratch/ckill$victim" -q
+  other=$((1 - victim))
+  killed_at=$(date +%s)
+  kill -9 "${pids[$victim]}"
+  wait "${pids[$other]}"; rc=$?
+  took=$(( $(date +%s) - killed_at ))
+  { wait "${pids[$victim]}"; } 2> /dev/null
+  kill "$watchdog" 2> /dev/null; wait "$watchdog" 2> /dev/null
+  if [ "$rc" = 2 ] && [ "$took" -le 30 ] && [ ! -e "$scratch/ckill$victim" ] &&
+     grep -qF "c10d store at 127.0.0.1:$port" "$scratch/ckill$victim.$other.err" &&
+     { [ "$victim" = 0 ] || [ ! -e "$scratch/.ckill$victim.partial" ]; }; then
+    pass "SIGKILL to rank $victim of a running consolidate: rank $other exits 2 after ${took} s naming it, no output"
+  else
+    fail "consolidate, SIGKILL to rank $victim (exit $rc after ${took} s)"; cat "$scratch"/ckill$victim.*.err
+    ls -a "$scratch"
+  fi
+done
+if ! by_hand crefused 2 consolidate --distributed "$scratch/big.one" -o "$scratch/ckill0" -q &&
+   grep -qF "$scratch/.ckill0.partial: exists: another run is writing $scratch/ckill0, or one was interrupted (then remove it)" \
+     "$scratch/crefused.0.err" && [ ! -e "$scratch/ckill0" ] && rm "$scratch/.ckill0.partial" &&
+   mkdir "$scratch/c4" && by_hand crerun 2 consolidate --distributed "$scratch/big.one" -o "$scratch/c4/big.pt" -q &&
+   cmp "$scratch/c1/big.pt" "$scratch/c4/big.pt"; then
+  pass "consolidate after rank 0 was killed: the next run names the leftover; once removed, the same bytes as one"
+else
+  fail "consolidate rerun after SIGKILL"; cat "$scratch"/crefused.*.err "$scratch"/crerun.*.err
 fi
 
 echo "$passed passed, $failed failed"

@@ -4,18 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <map>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 
 #include "fixtures.h"
 #include "graph_compare.h"
+#include "thread_coordinator.h"
 #include "optstate/coordinator.h"
 #include "optstate/dcp.h"
 
@@ -243,41 +239,6 @@ TEST(DcpWriterTest, ProcessLostAfterTheLastWriteStillCommits) {
   ASSERT_TRUE(WriteDcp({OnesTensor("a", 4)}, parent + "/alone", o).ok());
   EXPECT_EQ(Consolidated(parent + "/out"), Consolidated(parent + "/alone"));
 }
-
-// Two processes of one job played by two threads. At `deaf_at`, rank 1 waits
-// for rank 0's word and then fails as if rank 0 had stopped answering, after
-// calling `before_failing` (rank 0 hears rank 1 and goes on).
-struct TwoThreadJob {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::string, std::optional<std::string>[2]> steps;
-  std::string deaf_at;
-  std::function<void()> before_failing;
-};
-
-class ThreadCoordinator : public Coordinator {
- public:
-  ThreadCoordinator(TwoThreadJob& job, int rank) : job_(job), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int size() const override { return 2; }
-  StatusOr<std::vector<std::string>> AllGather(const std::string& step, const std::string& mine) override {
-    std::unique_lock<std::mutex> lock(job_.mu);
-    auto& slots = job_.steps[step];
-    slots[rank_] = mine;
-    job_.cv.notify_all();
-    if (rank_ == 1 && step == job_.deaf_at) {
-      job_.cv.wait(lock, [&] { return slots[0].has_value(); });
-      if (job_.before_failing) job_.before_failing();
-      return IoError("no word from process 0 of 2");
-    }
-    job_.cv.wait(lock, [&] { return slots[0] && slots[1]; });
-    return std::vector<std::string>{*slots[0], *slots[1]};
-  }
-
- private:
-  TwoThreadJob& job_;
-  int rank_;
-};
 
 struct TwoReports {
   StatusOr<DcpWriteReport> rank0 = InternalError("not run"), rank1 = InternalError("not run");

@@ -132,6 +132,10 @@ struct ConsolidateOptions {
   WriteOptions write;
   // Called after each tensor with bytes done and total tensor bytes.
   std::function<void(uint64_t done, uint64_t total)> progress;
+  // Several processes write the one file (each its share of the tensors, into
+  // "<dir>/.<name>.partial", which process 0 renames into place once all have
+  // written): the same bytes as one process writes. Null: this process alone.
+  Coordinator* coordinator = nullptr;
 };
 
 struct ConsolidateReport {
@@ -147,6 +151,9 @@ struct ConsolidateReport {
   // State entries kept under their name because no param_group lists them (kIndex).
   std::vector<std::string> unlisted_state;
   WriteReport write;
+  // With a coordinator: why some process did not hear that the file was
+  // committed, when a fault came after every process had written ("" when all heard).
+  std::string unconfirmed;
 };
 
 // The object a DCP checkpoint saved, rebuilt as a torch.save graph: tensors

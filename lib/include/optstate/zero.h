@@ -13,6 +13,7 @@
 
 #include "optstate/checkpoint.h"
 #include "optstate/checkpoint_writer.h"
+#include "optstate/coordinator.h"
 #include "optstate/status.h"
 
 namespace optstate {
@@ -143,6 +144,9 @@ struct ZeroConsolidateOptions {
   WriteOptions write;
   // Called after each tensor with bytes done and total tensor bytes.
   std::function<void(uint64_t done, uint64_t total)> progress;
+  // Several processes write the one file, as ConsolidateOptions::coordinator
+  // (dcp.h) says. Null: this process alone.
+  Coordinator* coordinator = nullptr;
 };
 
 struct ZeroConsolidateReport {
@@ -158,6 +162,7 @@ struct ZeroConsolidateReport {
   uint64_t tensor_bytes = 0;
   size_t pieces = 0;           // rank partition ranges copied
   WriteReport write;
+  std::string unconfirmed;     // as ConsolidateReport::unconfirmed (dcp.h)
 };
 
 StatusOr<ZeroConsolidateReport> ConsolidateZero(const ZeroCheckpoint& zero, const std::string& output,

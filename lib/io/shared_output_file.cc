@@ -1,0 +1,163 @@
+#include "io/shared_output_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+
+#include "io/posix_status.h"
+#include "io/temporary_outputs.h"
+
+namespace optstate {
+namespace {
+
+// Writes smaller than this gather in one buffer (local headers, descriptors,
+// small records: a checkpoint of 10^5 parameters has 4 * 10^5 records).
+constexpr size_t kPassThrough = 64 << 10;
+constexpr size_t kBuffer = 1 << 20;
+
+std::string ParentOf(const std::string& path) {
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+}  // namespace
+
+std::string SharedOutputFile::SharedPath(const std::string& final_path) {
+  std::filesystem::path p(final_path);
+  return (std::filesystem::path(ParentOf(final_path)) / ("." + p.filename().string() + ".partial")).string();
+}
+
+SharedOutputFile::SharedOutputFile(std::string final_path, std::string temp_path, int fd, bool owner,
+                                   Durability durability)
+    : final_path_(std::move(final_path)),
+      temp_path_(std::move(temp_path)),
+      fd_(fd),
+      owner_(owner),
+      durability_(durability) {
+  struct stat st;
+  if (::fstat(fd_, &st) == 0) {
+    device_ = st.st_dev;
+    inode_ = st.st_ino;
+  }
+  if (owner_) cleanup_slot_ = RememberTemporaryOutput(temp_path_, /*is_directory=*/false);
+}
+
+StatusOr<std::unique_ptr<SharedOutputFile>> SharedOutputFile::Create(const std::string& final_path,
+                                                                     Durability durability) {
+  const std::string temp = SharedPath(final_path);
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0 && errno == EEXIST) {
+    return InvalidArgumentError(temp + ": exists: another run is writing " + final_path +
+                                ", or one was interrupted (then remove it)");
+  }
+  if (fd < 0) return ErrnoStatus(temp, "cannot create", errno);
+  return std::unique_ptr<SharedOutputFile>(new SharedOutputFile(final_path, temp, fd, true, durability));
+}
+
+StatusOr<std::unique_ptr<SharedOutputFile>> SharedOutputFile::Open(const std::string& final_path,
+                                                                   Durability durability) {
+  const std::string temp = SharedPath(final_path);
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(temp, "cannot open the file process 0 created", errno);
+  return std::unique_ptr<SharedOutputFile>(new SharedOutputFile(final_path, temp, fd, false, durability));
+}
+
+SharedOutputFile::~SharedOutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (owner_ && !published_) ::unlink(temp_path_.c_str());
+  ForgetTemporaryOutput(cleanup_slot_);
+}
+
+void SharedOutputFile::set_writing(bool writing) { writing_ = writing; }
+
+Status SharedOutputFile::Fail(Status status) {
+  pending_.clear();
+  return status;
+}
+
+Status SharedOutputFile::WriteAt(ByteSpan data, uint64_t at) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::pwrite(fd_, data.data() + done, data.size() - done, static_cast<off_t>(at + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Fail(ErrnoStatus(temp_path_, "write failed", n < 0 ? errno : ENOSPC));
+    done += static_cast<size_t>(n);
+  }
+  return Status();
+}
+
+Status SharedOutputFile::Flush() {
+  if (pending_.empty()) return Status();
+  Status s = WriteAt(ByteSpan(pending_.data(), pending_.size()), pending_at_);
+  pending_.clear();
+  return s;
+}
+
+Status SharedOutputFile::Write(ByteSpan data) {
+  if (CancellationRequested()) return Fail(CancelledError(final_path_ + ": cancelled; nothing written"));
+  const uint64_t at = position_;
+  position_ += data.size();
+  if (!writing_ || data.empty()) return Status();
+  if (!pending_.empty() && pending_at_ + pending_.size() != at) OPTSTATE_RETURN_IF_ERROR(Flush());
+  if (pending_.empty()) pending_at_ = at;
+  if (data.size() < kPassThrough) {
+    pending_.insert(pending_.end(), data.begin(), data.end());
+    return pending_.size() >= kBuffer ? Flush() : Status();
+  }
+  OPTSTATE_RETURN_IF_ERROR(Flush());
+  return WriteAt(data, at);
+}
+
+StatusOr<uint64_t> SharedOutputFile::CopyFromFile(int fd, uint64_t offset, uint64_t length) {
+  if (!writing_) {
+    position_ += length;
+    return length;
+  }
+  if (CancellationRequested()) return Fail(CancelledError(final_path_ + ": cancelled; nothing written"));
+  OPTSTATE_RETURN_IF_ERROR(Flush());
+  auto in = static_cast<off64_t>(offset);
+  auto out = static_cast<off64_t>(position_);
+  uint64_t copied = 0;
+  while (copied < length) {
+    ssize_t n = ::copy_file_range(fd, &in, fd_, &out, length - copied, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && copied == 0 &&
+        (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP || errno == EBADF)) {
+      return uint64_t{0};  // not between these files: the caller writes instead
+    }
+    if (n < 0) return Fail(ErrnoStatus(temp_path_, "copy failed", errno));
+    if (n == 0) break;  // the input ended early: the caller's write reports it
+    copied += static_cast<uint64_t>(n);
+  }
+  position_ += copied;
+  return copied;
+}
+
+Status SharedOutputFile::Commit() {
+  OPTSTATE_RETURN_IF_ERROR(Flush());
+  if (durability_ == Durability::kSynced && ::fsync(fd_) != 0) return ErrnoStatus(temp_path_, "fsync failed", errno);
+  return Status();
+}
+
+Status SharedOutputFile::Publish() {
+  if (!owner_) return InternalError(final_path_ + ": only the process that created it publishes it");
+  if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) return ErrnoStatus(final_path_, "rename failed", errno);
+  published_ = true;
+  ForgetTemporaryOutput(cleanup_slot_);
+  cleanup_slot_ = -1;
+  if (durability_ == Durability::kSynced) {
+    // The rename made durable; failure here leaves a complete file, so it is not reported.
+    int dir = ::open(ParentOf(final_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+      ::fsync(dir);
+      ::close(dir);
+    }
+  }
+  return Status();
+}
+
+}  // namespace optstate

@@ -1,0 +1,138 @@
+// consolidate with several processes writing one file (--distributed), played
+// by two threads: the same bytes as one process, nothing left when a process
+// fails before the commit, and the commit stands when only its word is lost.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+
+#include "fixtures.h"
+#include "optstate/dcp.h"
+#include "thread_coordinator.h"
+
+namespace optstate {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char kSource[] = "testdata/good/torch26/fsdp2_dcp";
+
+std::string Scratch(const std::string& name) {
+  std::string dir = ::testing::TempDir() + "/consolidate_together_test_" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string Contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+ConsolidateOptions Unsynced() {
+  ConsolidateOptions o;
+  o.write.durability = Durability::kUnsynced;
+  return o;
+}
+
+// What one process writes at DIR/out.pt.
+std::string Alone(const std::string& dir, ConsolidateKeys keys) {
+  auto dcp = OpenDcpCheckpoint(testing::RepoPath(kSource));
+  EXPECT_TRUE(dcp.ok());
+  ConsolidateOptions o = Unsynced();
+  o.keys = keys;
+  auto report = ConsolidateDcp(**dcp, dir + "/out.pt", o);
+  EXPECT_TRUE(report.ok()) << report.status().ToString();
+  return Contents(dir + "/out.pt");
+}
+
+struct TwoReports {
+  StatusOr<ConsolidateReport> rank0 = InternalError("not run"), rank1 = InternalError("not run");
+};
+
+// Both ranks consolidate the fixture into DIR/out.pt.
+TwoReports Together(TwoThreadJob& job, const std::string& dir, ConsolidateKeys keys = ConsolidateKeys::kFqn) {
+  TwoReports out;
+  auto run = [&](int rank) {
+    ThreadCoordinator co(job, rank);
+    auto dcp = OpenDcpCheckpoint(testing::RepoPath(kSource));
+    if (!dcp.ok()) return StatusOr<ConsolidateReport>(dcp.status());
+    ConsolidateOptions o = Unsynced();
+    o.keys = keys;
+    o.coordinator = &co;
+    return ConsolidateDcp(**dcp, dir + "/out.pt", o);
+  };
+  std::thread rank1([&] { out.rank1 = run(1); });
+  out.rank0 = run(0);
+  rank1.join();
+  return out;
+}
+
+TEST(ConsolidateTogetherTest, TwoProcessesWriteTheBytesOneWrites) {
+  for (ConsolidateKeys keys : {ConsolidateKeys::kFqn, ConsolidateKeys::kIndex}) {
+    const std::string one = Scratch("one"), two = Scratch("two");
+    const std::string expected = Alone(one, keys);
+    ASSERT_GT(expected.size(), 10000u);
+    TwoThreadJob job;
+    TwoReports r = Together(job, two, keys);
+    ASSERT_TRUE(r.rank0.ok()) << r.rank0.status().ToString();
+    ASSERT_TRUE(r.rank1.ok()) << r.rank1.status().ToString();
+    EXPECT_EQ(r.rank0->write.bytes, expected.size());
+    EXPECT_EQ(r.rank1->write.bytes, expected.size());
+    EXPECT_EQ(r.rank0->unconfirmed, "");
+    EXPECT_TRUE(Contents(two + "/out.pt") == expected) << "the bytes differ from one process's";
+    EXPECT_EQ(std::distance(fs::directory_iterator(two), fs::directory_iterator()), 1);  // no temporary left
+  }
+}
+
+// A process whose share failed fails the job: nothing appears, and an older
+// file at the path stays as it was.
+TEST(ConsolidateTogetherTest, AFailedShareLeavesNothing) {
+  const std::string dir = Scratch("failed");
+  { std::ofstream(dir + "/out.pt") << "older"; }
+  TwoThreadJob job;
+  job.fails_at = "written";
+  TwoReports r = Together(job, dir);
+  ASSERT_FALSE(r.rank0.ok());
+  EXPECT_EQ(r.rank0.status().ToString(), "I/O error: process 1 of 2 failed: I/O error: disk full");
+  ASSERT_FALSE(r.rank1.ok());
+  EXPECT_EQ(Contents(dir + "/out.pt"), "older");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+}
+
+// Process 0 published the file and its word was lost: process 1 finds at the
+// path the very file it wrote into, and succeeds saying so.
+TEST(ConsolidateTogetherTest, ARankThatMissedTheCommitFindsTheFileItWrote) {
+  const std::string one = Scratch("one_missed"), dir = Scratch("missed");
+  const std::string expected = Alone(one, ConsolidateKeys::kFqn);
+  TwoThreadJob job;
+  job.deaf_at = "done";
+  TwoReports r = Together(job, dir);
+  ASSERT_TRUE(r.rank0.ok()) << r.rank0.status().ToString();
+  ASSERT_TRUE(r.rank1.ok()) << r.rank1.status().ToString();
+  EXPECT_EQ(r.rank1->unconfirmed, "process 0 did not confirm the commit (I/O error: no word from process 0 of 2); " +
+                                      dir + "/out.pt is the file this process wrote into, so it committed");
+  EXPECT_EQ(r.rank1->write.bytes, expected.size());
+  EXPECT_TRUE(Contents(dir + "/out.pt") == expected);
+}
+
+// A temporary left by a killed job: the next job refuses, saying what to do.
+TEST(ConsolidateTogetherTest, ALeftoverTemporaryIsRefused) {
+  const std::string dir = Scratch("leftover");
+  { std::ofstream(dir + "/.out.pt.partial") << "half"; }
+  TwoThreadJob job;
+  TwoReports r = Together(job, dir);
+  ASSERT_FALSE(r.rank0.ok());
+  EXPECT_EQ(r.rank0.status().ToString(), "invalid argument: " + dir +
+                                             "/.out.pt.partial: exists: another run is writing " + dir +
+                                             "/out.pt, or one was interrupted (then remove it)");
+  ASSERT_FALSE(r.rank1.ok());
+  EXPECT_EQ(Contents(dir + "/.out.pt.partial"), "half");
+  EXPECT_FALSE(fs::exists(dir + "/out.pt"));
+}
+
+}  // namespace
+}  // namespace optstate
