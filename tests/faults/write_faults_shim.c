@@ -1,6 +1,6 @@
 /* LD_PRELOAD shim for tests: faults in this process's writes to regular files
- * through write() and copy_file_range() (the two calls optstate writes outputs
- * with), leaving the other processes of a job, which share the directory,
+ * through write(), pwrite() and copy_file_range() (the calls optstate writes
+ * outputs with; pwrite where several processes write one file), leaving the other processes of a job, which share the directory,
  * alone (no small tmpfs can do that):
  *   OPTSTATE_TEST_FULL_AFTER=N    ENOSPC once N bytes are written, as if the
  *                                 filesystem filled up;
@@ -51,6 +51,15 @@ ssize_t write(int fd, const void* buf, size_t n) {
   if (full(fd, n)) return -1;
   return real(fd, buf, n);
 }
+
+ssize_t pwrite(int fd, const void* buf, size_t n, off_t at) {
+  static ssize_t (*real)(int, const void*, size_t, off_t);
+  if (!real) real = (ssize_t(*)(int, const void*, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
+  if (full(fd, n)) return -1;
+  return real(fd, buf, n, at);
+}
+
+ssize_t pwrite64(int fd, const void* buf, size_t n, off_t at) { return pwrite(fd, buf, n, at); }
 
 ssize_t copy_file_range(int in, off_t* in_off, int out, off_t* out_off, size_t n, unsigned flags) {
   static ssize_t (*real)(int, off_t*, int, off_t*, size_t, unsigned);

@@ -4,7 +4,7 @@
 # touches the host's own network), 5 processes started as a launcher would
 # (RANK/WORLD_SIZE, MASTER_ADDR = the first namespace, where rank 0 serves the
 # store; ranks 0 and 4 share that host). On a DCP checkpoint of ~350 MiB:
-#   - reshard and export write exactly the bytes one process writes;
+#   - reshard, export and consolidate write exactly the bytes one process writes;
 #   - a worker's host cut off mid-export (its link taken down), then the store's
 #     host: every process exits 2 within 30 s naming the one that failed (the
 #     cut-off ones name themselves), nothing is left, and a rerun gives the same
@@ -53,7 +53,8 @@ seconds() { printf '%d.%d' $(($1 / 1000)) $((($1 % 1000) / 100)); }
 "$bin" regenerate -q --synthetic 128MiB --steps 1 --with-model --no-sync -o big.pt > /dev/null &&
   "$bin" export big.pt -o dcp --world-size 4 -q --no-sync > /dev/null &&
   "$bin" reshard dcp -o reshard.one --world-size 3 -q > /dev/null &&
-  "$bin" export big.pt -o export.one --world-size 4 -q > /dev/null || { echo "FAIL single-process runs"; exit 1; }
+  "$bin" export big.pt -o export.one --world-size 4 -q > /dev/null &&
+  mkdir one multi && "$bin" consolidate dcp -o one/big.pt -q > /dev/null || { echo "FAIL single-process runs"; exit 1; }
 
 # The processes of host $slow_host (none unless set) wait 4 s before their first
 # write (tests/faults/write_faults_shim.c), so a cut of that host lands while
@@ -96,6 +97,13 @@ if launch export direct export --distributed big.pt -o export.multi --world-size
   pass "export on 5 processes over 4 hosts: same bytes as one process"
 else
   fail "export over 4 hosts"; cat export.*.err
+fi
+port=$((port + 1)) direct=($port $port $port $port $port)
+if launch consolidate direct consolidate --distributed dcp -o multi/big.pt -q && wait "${pids[@]}" &&
+   [ "$(cat consolidate.*.rc | cut -d' ' -f1 | sort -u)" = 0 ] && cmp one/big.pt multi/big.pt; then
+  pass "consolidate on 5 processes over 4 hosts: one file, same bytes as one process"
+else
+  fail "consolidate over 4 hosts"; cat consolidate.*.err
 fi
 
 # Partitions: host VICTIM's link goes down once the job is writing, while the
@@ -160,6 +168,5 @@ if launch slow slow reshard --distributed dcp -o reshard.slow --world-size 3 -q 
 else
   fail "reshard on a slow link"; cat slow.*.err proxy.log
 fi
-
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
