@@ -251,5 +251,44 @@ else
   fail "consolidate rerun after SIGKILL"; cat "$scratch"/crefused.*.err "$scratch"/crerun.*.err
 fi
 
+# Two jobs started on one output: the second refuses (its rank 0 finds the
+# first's staging name) and touches nothing of the first, which completes with
+# the bytes one process writes. The first job's rank 1 waits 6 s before its
+# first write, so the second job starts while the first is surely writing.
+two_jobs() {  # NAME OUTPUT EXPECTED LEFTOVER COMMAND...: COMMAND gets --distributed and -o OUTPUT
+  local name=$1 out=$2 expected=$3 leftover=$4
+  shift 4
+  local port
+  port=$(free_port) pids=()
+  for r in 0 1; do
+    local delay=()
+    [ "$r" = 1 ] && delay=(LD_PRELOAD="$shim" OPTSTATE_TEST_FIRST_WRITE_DELAY_MS=6000
+                           ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0")
+    env "${delay[@]}" MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=2 timeout 120 "$bin" "$@" \
+      --distributed -o "$out" -q > /dev/null 2> "$scratch/${name}A.$r.err" &
+    pids+=($!)
+  done
+  for _ in $(seq 200); do [ -e "$leftover" ] && break; sleep 0.05; done
+  by_hand "${name}B" 2 "$@" --distributed -o "$out" -q; local rc_b=$?
+  local rc_a=0
+  wait "${pids[0]}" || rc_a=1
+  wait "${pids[1]}" || rc_a=1
+  if [ "$rc_b" != 0 ] && [ "$rc_a" = 0 ] &&
+     grep -qF "$leftover: exists: another run is writing $out, or one was interrupted (then remove it)" \
+       "$scratch/${name}B.0.err" && grep -qF "process 0 of 2 failed" "$scratch/${name}B.1.err" &&
+     diff -r "$expected" "$out" > /dev/null && [ ! -e "$leftover" ]; then
+    pass "$name: a second job on the same output refuses; the first completes with the bytes of one process"
+  else
+    fail "$name: two jobs on one output (exit codes: first $rc_a, second $rc_b)"; cat "$scratch"/${name}?.*.err
+  fi
+}
+if [ -f "$shim" ]; then
+  two_jobs "export, two jobs" "$scratch/twice" "$scratch/big.one" "$scratch/.twice.partial" \
+    export "$scratch/big.pt" --world-size 4
+  mkdir -p "$scratch/c5"
+  two_jobs "consolidate, two jobs" "$scratch/c5/big.pt" "$scratch/c1/big.pt" "$scratch/c5/.big.pt.partial" \
+    consolidate "$scratch/big.one"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
