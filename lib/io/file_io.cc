@@ -238,13 +238,7 @@ Status AtomicFileWriter::Commit() {
   committed_ = true;
   ForgetTemporaryOutput(cleanup_slot_);
   cleanup_slot_ = -1;
-  // Make the rename itself durable; failure here leaves a complete file, so it
-  // is not reported.
-  int dir = sync ? ::open(DirName(final_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
+  if (sync) SyncDirectoryAfterRename(DirName(final_path_));
   return Status();
 }
 
@@ -312,13 +306,7 @@ Status OutputGroup::Commit(Durability durability) {
                                          .c_str(),
                          err);
     }
-    if (durability == Durability::kSynced) {
-      int dir = ::open(DirName(final_path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (dir >= 0) {
-        ::fsync(dir);
-        ::close(dir);
-      }
-    }
+    if (durability == Durability::kSynced) SyncDirectoryAfterRename(DirName(final_path));
   }
   return Status();
 }

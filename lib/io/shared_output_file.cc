@@ -149,14 +149,7 @@ Status SharedOutputFile::Publish() {
   published_ = true;
   ForgetTemporaryOutput(cleanup_slot_);
   cleanup_slot_ = -1;
-  if (durability_ == Durability::kSynced) {
-    // The rename made durable; failure here leaves a complete file, so it is not reported.
-    int dir = ::open(ParentOf(final_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir >= 0) {
-      ::fsync(dir);
-      ::close(dir);
-    }
-  }
+  if (durability_ == Durability::kSynced) SyncDirectoryAfterRename(ParentOf(final_path_));
   return Status();
 }
 

@@ -130,6 +130,17 @@ start_job() {
   ( sleep 120; kill -9 "${pids[@]}" 2> /dev/null ) & watchdog=$!
   for _ in $(seq 200); do [ -e "$scratch/.$name.partial" ] && break; sleep 0.05; done
 }
+# kill_one VICTIM: SIGKILL to that rank of the job start_job started; waits for
+# the other ($rc: its exit code, $took: seconds after the kill) and the watchdog.
+kill_one() {
+  local killed_at
+  killed_at=$(date +%s)
+  kill -9 "${pids[$1]}"
+  wait "${pids[$((1 - $1))]}"; rc=$?
+  took=$(( $(date +%s) - killed_at ))
+  { wait "${pids[$1]}"; } 2> /dev/null
+  kill "$watchdog" 2> /dev/null; wait "$watchdog" 2> /dev/null
+}
 for victim in 0 1; do
   start_export "int$victim"
   kill -INT "${pids[$victim]}"
@@ -157,12 +168,7 @@ done
 for victim in 1 0; do
   start_export "kill$victim"
   other=$((1 - victim))
-  killed_at=$(date +%s)
-  kill -9 "${pids[$victim]}"
-  wait "${pids[$other]}"; rc=$?
-  took=$(( $(date +%s) - killed_at ))
-  { wait "${pids[$victim]}"; } 2> /dev/null
-  kill "$watchdog" 2> /dev/null; wait "$watchdog" 2> /dev/null
+  kill_one "$victim"
   if [ "$victim" = 1 ]; then
     said="c10d store at 127.0.0.1:$port: process 1 of 2 stopped answering: no heartbeat for 10 s"
   else
@@ -226,12 +232,7 @@ fi
 for victim in 1 0; do
   start_job "ckill$victim" consolidate --distributed "$scratch/big.one" -o "$scratch/ckill$victim" -q
   other=$((1 - victim))
-  killed_at=$(date +%s)
-  kill -9 "${pids[$victim]}"
-  wait "${pids[$other]}"; rc=$?
-  took=$(( $(date +%s) - killed_at ))
-  { wait "${pids[$victim]}"; } 2> /dev/null
-  kill "$watchdog" 2> /dev/null; wait "$watchdog" 2> /dev/null
+  kill_one "$victim"
   if [ "$rc" = 2 ] && [ "$took" -le 30 ] && [ ! -e "$scratch/ckill$victim" ] &&
      grep -qF "c10d store at 127.0.0.1:$port" "$scratch/ckill$victim.$other.err" &&
      { [ "$victim" = 0 ] || [ ! -e "$scratch/.ckill$victim.partial" ]; }; then
