@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "io/posix_status.h"
+#include "io/staging_directory.h"
 #include "io/temporary_outputs.h"
 
 namespace optstate {
@@ -25,11 +26,6 @@ std::string ParentOf(const std::string& path) {
 }
 
 }  // namespace
-
-std::string SharedOutputFile::SharedPath(const std::string& final_path) {
-  std::filesystem::path p(final_path);
-  return (std::filesystem::path(ParentOf(final_path)) / ("." + p.filename().string() + ".partial")).string();
-}
 
 SharedOutputFile::SharedOutputFile(std::string final_path, std::string temp_path, int fd, bool owner,
                                    Durability durability)
@@ -48,19 +44,16 @@ SharedOutputFile::SharedOutputFile(std::string final_path, std::string temp_path
 
 StatusOr<std::unique_ptr<SharedOutputFile>> SharedOutputFile::Create(const std::string& final_path,
                                                                      Durability durability) {
-  const std::string temp = SharedPath(final_path);
+  const std::string temp = StagingDirectory::SharedPath(final_path);
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0 && errno == EEXIST) {
-    return InvalidArgumentError(temp + ": exists: another run is writing " + final_path +
-                                ", or one was interrupted (then remove it)");
-  }
+  if (fd < 0 && errno == EEXIST) return StagingDirectory::OutputBusyError(temp, final_path);
   if (fd < 0) return ErrnoStatus(temp, "cannot create", errno);
   return std::unique_ptr<SharedOutputFile>(new SharedOutputFile(final_path, temp, fd, true, durability));
 }
 
 StatusOr<std::unique_ptr<SharedOutputFile>> SharedOutputFile::Open(const std::string& final_path,
                                                                    Durability durability) {
-  const std::string temp = SharedPath(final_path);
+  const std::string temp = StagingDirectory::SharedPath(final_path);
   int fd = ::open(temp.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(temp, "cannot open the file process 0 created", errno);
   return std::unique_ptr<SharedOutputFile>(new SharedOutputFile(final_path, temp, fd, false, durability));

@@ -1,8 +1,8 @@
 // One output file written by several processes at once (consolidate
 // --distributed): its layout is planned up front, so each process writes its
 // byte ranges where they belong with pwrite, into a temporary every process can
-// name, "<dir>/.<name>.partial"; rank 0 creates it and renames it into place
-// once everybody has written. Internal to lib/.
+// name, "<dir>/.<name>.partial" (StagingDirectory::SharedPath); rank 0 creates
+// it and renames it into place once everybody has written. Internal to lib/.
 #ifndef OPTSTATE_SHARED_OUTPUT_FILE_H_
 #define OPTSTATE_SHARED_OUTPUT_FILE_H_
 
@@ -20,8 +20,6 @@ namespace optstate {
 
 class SharedOutputFile : public OutputStream {
  public:
-  // The temporary's name for `final_path`, the same in every process.
-  static std::string SharedPath(const std::string& final_path);
   // Rank 0: creates the temporary, refusing one that exists (another job is
   // writing this output, or one was killed: the message says to remove it).
   static StatusOr<std::unique_ptr<SharedOutputFile>> Create(const std::string& final_path, Durability durability);

@@ -35,6 +35,11 @@ std::string StagingDirectory::SharedPath(const std::string& dir) {
   return (Parent(p) / ("." + p.filename().string() + ".partial")).string();
 }
 
+Status StagingDirectory::OutputBusyError(const std::string& shared_path, const std::string& output) {
+  return InvalidArgumentError(shared_path + ": exists: another run is writing " + output +
+                              ", or one was interrupted (then remove it)");
+}
+
 std::vector<std::string> StagingDirectory::Leftovers(const std::string& dir, const std::string& own) {
   std::filesystem::path p(dir);
   const std::string prefix = TemporaryPrefix(p.filename().string());
@@ -62,10 +67,7 @@ StatusOr<std::unique_ptr<StagingDirectory>> StagingDirectory::Create(const std::
   std::string parent = Parent(final_path).string();
   std::string temp;
   const std::string shared_path = SharedPath(dir);
-  auto busy = [&] {
-    return InvalidArgumentError(shared_path + ": exists: another run is writing " + dir +
-                                ", or one was interrupted (then remove it)");
-  };
+  auto busy = [&] { return OutputBusyError(shared_path, dir); };
   if (shared) {
     temp = shared_path;
     if (::mkdir(temp.c_str(), 0755) != 0) {

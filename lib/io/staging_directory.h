@@ -18,8 +18,11 @@ class StagingDirectory {
   // machines sharing the filesystem) write into it, so its name must be one
   // they can all compute: "<parent>/.<name>.partial" rather than a random one.
   static StatusOr<std::unique_ptr<StagingDirectory>> Create(const std::string& dir, bool shared);
-  // The name Create(dir, /*shared=*/true) uses.
+  // The name Create(dir, /*shared=*/true) uses: "<parent>/.<name>.partial".
+  // SharedOutputFile names its temporary for a file output the same way.
   static std::string SharedPath(const std::string& dir);
+  // What a job says when `shared_path` (SharedPath(output)) exists.
+  static Status OutputBusyError(const std::string& shared_path, const std::string& output);
   // Staging directories of `dir` that earlier runs left behind (killed before
   // they could remove them): "<parent>/.<name>.tmp-XXXXXX", sorted, excluding
   // `own`. Reported, never removed: another run may still be writing one.
