@@ -1,8 +1,7 @@
 #include "optstate/dcp.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
+#include <charconv>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -60,21 +59,6 @@ std::vector<Placement> Plan(const std::vector<DcpOutEntry>& entries, int world) 
 
 std::string FileName(int rank) { return "__" + std::to_string(rank) + "_0.distcp"; }
 
-// A file's device and inode, which a rename keeps: how a process recognises at
-// the final path the file it wrote under the staging name.
-struct FileIdentity {
-  dev_t device = 0;
-  ino_t inode = 0;
-  uint64_t size = 0;
-  friend bool operator==(const FileIdentity&, const FileIdentity&) = default;
-};
-
-std::optional<FileIdentity> IdentityOf(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  return FileIdentity{st.st_dev, st.st_ino, static_cast<uint64_t>(st.st_size)};
-}
-
 // For a process other than rank 0 whose 'done' exchange failed: whether rank 0
 // committed all the same. It did if `dir` now holds .metadata and, at their
 // final names, the very files this process wrote (`wrote`, by rank in `mine`):
@@ -86,7 +70,8 @@ std::optional<uint64_t> CommittedWithOurParts(const std::string& dir, const std:
   std::optional<FileIdentity> metadata = IdentityOf(dir + "/.metadata");
   if (!metadata) return std::nullopt;
   for (size_t i = 0; i < mine.size(); ++i) {
-    if (!wrote[i] || IdentityOf(dir + "/" + FileName(mine[i])) != wrote[i]) return std::nullopt;
+    std::optional<FileIdentity> now = IdentityOf(dir + "/" + FileName(mine[i]));
+    if (!wrote[i] || !now || !now->SameFileAs(*wrote[i])) return std::nullopt;
   }
   return metadata->size;
 }
@@ -290,8 +275,7 @@ StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const
   if (!finished.ok()) {
     // Every part was written and rank 0 has committed the output: a process
     // lost now does not make it any less complete.
-    const std::string fault = co.Fault();
-    const std::string why = fault.empty() ? finished.status().ToString() : fault;
+    const std::string why = WhyStepFailed(co, finished.status());
     if (co.rank() == 0 && done.ok()) {
       all.unconfirmed = why;
       return all;
@@ -300,14 +284,16 @@ StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const
     if (co.rank() != 0) {
       if (std::optional<uint64_t> metadata = CommittedWithOurParts(dir, mine, wrote_files)) {
         all.metadata_bytes = *metadata;
-        all.unconfirmed = "process 0 did not confirm the commit (" + why + "); " + dir +
-                          " holds .metadata and this process's files, so it committed";
+        all.unconfirmed = CommitUnconfirmed(why, dir + " holds .metadata and this process's files");
         return all;
       }
     }
     return finished.status();
   }
-  all.metadata_bytes = std::stoull((*finished)[0]);
+  const std::string& bytes = (*finished)[0];
+  if (std::from_chars(bytes.data(), bytes.data() + bytes.size(), all.metadata_bytes).ec != std::errc()) {
+    return InternalError(dir + ": process 0 sent '" + bytes + "' for the size of .metadata");
+  }
   return all;
 }
 

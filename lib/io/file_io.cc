@@ -24,13 +24,6 @@ namespace {
 
 std::atomic<bool> cancellation_requested{false};
 
-std::string DirName(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 std::string BaseName(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -176,26 +169,14 @@ StatusOr<uint64_t> AtomicFileWriter::CopyFromFile(int fd, uint64_t offset, uint6
     Abandon();
     return CancelledError(final_path_ + ": cancelled; nothing written");
   }
-  uint64_t copied = 0;
-  auto in_offset = static_cast<off64_t>(offset);
-  while (copied < length) {
-    ssize_t n = ::copy_file_range(fd, &in_offset, fd_, nullptr, length - copied, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && copied == 0 &&
-        (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP || errno == EBADF)) {
-      return uint64_t{0};  // not between these files: the caller writes instead
-    }
-    if (n < 0) {
-      int err = errno;
-      Abandon();
-      return ErrnoStatus(final_path_, "copy failed", err);
-    }
-    if (n == 0) break;  // the input ended early: the caller's write reports it
-    copied += static_cast<uint64_t>(n);
-    written_ += static_cast<uint64_t>(n);
+  RangeCopy copy = CopyFileRange(fd, offset, fd_, nullptr, length);
+  written_ += copy.copied;
+  if (copy.error != 0) {
+    Abandon();
+    return ErrnoStatus(final_path_, "copy failed", copy.error);
   }
   StartWriteBack();
-  return copied;
+  return copy.copied;  // 0 when unsupported: the caller writes instead
 }
 
 void AtomicFileWriter::StartWriteBack() {

@@ -1,5 +1,7 @@
 #include "io/job_steps.h"
 
+#include <sys/stat.h>
+
 namespace optstate {
 
 StatusOr<std::vector<std::string>> GatherStep(Coordinator& co, const std::string& step, const Status& mine,
@@ -15,6 +17,33 @@ StatusOr<std::vector<std::string>> GatherStep(Coordinator& co, const std::string
     all[r].erase(0, 1);
   }
   return all;
+}
+
+namespace {
+FileIdentity IdentityFromStat(const struct stat& st) {
+  return FileIdentity{st.st_dev, st.st_ino, static_cast<uint64_t>(st.st_size)};
+}
+}  // namespace
+
+std::optional<FileIdentity> IdentityOf(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return IdentityFromStat(st);
+}
+
+std::optional<FileIdentity> IdentityOf(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return std::nullopt;
+  return IdentityFromStat(st);
+}
+
+std::string WhyStepFailed(Coordinator& co, const Status& step) {
+  std::string fault = co.Fault();
+  return fault.empty() ? std::string(step.ToString()) : fault;
+}
+
+std::string CommitUnconfirmed(const std::string& why, const std::string& evidence) {
+  return "process 0 did not confirm the commit (" + why + "); " + evidence + ", so it committed";
 }
 
 }  // namespace optstate

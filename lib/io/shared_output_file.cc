@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <filesystem>
 
 #include "io/posix_status.h"
 #include "io/staging_directory.h"
@@ -20,11 +19,6 @@ namespace {
 constexpr size_t kPassThrough = 64 << 10;
 constexpr size_t kBuffer = 1 << 20;
 
-std::string ParentOf(const std::string& path) {
-  std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  return parent.empty() ? "." : parent.string();
-}
-
 }  // namespace
 
 SharedOutputFile::SharedOutputFile(std::string final_path, std::string temp_path, int fd, bool owner,
@@ -33,12 +27,8 @@ SharedOutputFile::SharedOutputFile(std::string final_path, std::string temp_path
       temp_path_(std::move(temp_path)),
       fd_(fd),
       owner_(owner),
-      durability_(durability) {
-  struct stat st;
-  if (::fstat(fd_, &st) == 0) {
-    device_ = st.st_dev;
-    inode_ = st.st_ino;
-  }
+      durability_(durability),
+      identity_(IdentityOf(fd_)) {
   if (owner_) cleanup_slot_ = RememberTemporaryOutput(temp_path_, /*is_directory=*/false);
 }
 
@@ -112,22 +102,9 @@ StatusOr<uint64_t> SharedOutputFile::CopyFromFile(int fd, uint64_t offset, uint6
   }
   if (CancellationRequested()) return Fail(CancelledError(final_path_ + ": cancelled; nothing written"));
   OPTSTATE_RETURN_IF_ERROR(Flush());
-  auto in = static_cast<off64_t>(offset);
-  auto out = static_cast<off64_t>(position_);
-  uint64_t copied = 0;
-  while (copied < length) {
-    ssize_t n = ::copy_file_range(fd, &in, fd_, &out, length - copied, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && copied == 0 &&
-        (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP || errno == EBADF)) {
-      return uint64_t{0};  // not between these files: the caller writes instead
-    }
-    if (n < 0) return Fail(ErrnoStatus(temp_path_, "copy failed", errno));
-    if (n == 0) break;  // the input ended early: the caller's write reports it
-    copied += static_cast<uint64_t>(n);
-  }
-  position_ += copied;
-  return copied;
+  RangeCopy copy = CopyFileRange(fd, offset, fd_, &position_, length);
+  if (copy.error != 0) return Fail(ErrnoStatus(temp_path_, "copy failed", copy.error));
+  return copy.copied;  // 0 when unsupported: the caller writes instead
 }
 
 Status SharedOutputFile::Commit() {
@@ -142,7 +119,7 @@ Status SharedOutputFile::Publish() {
   published_ = true;
   ForgetTemporaryOutput(cleanup_slot_);
   cleanup_slot_ = -1;
-  if (durability_ == Durability::kSynced) SyncDirectoryAfterRename(ParentOf(final_path_));
+  if (durability_ == Durability::kSynced) SyncDirectoryAfterRename(DirName(final_path_));
   return Status();
 }
 

@@ -10,9 +10,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "io/job_steps.h"
 #include "optstate/file_io.h"
 #include "optstate/status.h"
 
@@ -49,8 +51,7 @@ class SharedOutputFile : public OutputStream {
 
   // Device and inode of the temporary, which the rename keeps: a process that
   // misses rank 0's word can still tell whether its bytes were published.
-  dev_t device() const { return device_; }
-  ino_t inode() const { return inode_; }
+  const std::optional<FileIdentity>& identity() const { return identity_; }
   const std::string& final_path() const { return final_path_; }
 
  private:
@@ -64,8 +65,7 @@ class SharedOutputFile : public OutputStream {
   bool owner_;
   Durability durability_;
   int cleanup_slot_ = -1;
-  dev_t device_ = 0;
-  ino_t inode_ = 0;
+  std::optional<FileIdentity> identity_;
   bool writing_ = true;
   bool published_ = false;
   uint64_t position_ = 0;

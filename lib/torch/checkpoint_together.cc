@@ -6,8 +6,6 @@
 // written the central directory and renamed the file into place). A failure
 // before 'done' fails every process and process 0 removes the temporary, so
 // nothing appears and an older file at the path stays as it was.
-#include <sys/stat.h>
-
 #include <charconv>
 #include <string>
 #include <string_view>
@@ -118,19 +116,17 @@ StatusOr<WriteReport> WriteCheckpointTogether(const Checkpoint& cp, NodeId root,
     std::from_chars((*finished)[0].data(), (*finished)[0].data() + (*finished)[0].size(), report.bytes);
     return report;
   }
-  const std::string fault = co.Fault();
-  const std::string why = fault.empty() ? finished.status().ToString() : fault;
+  const std::string why = WhyStepFailed(co, finished.status());
   if (co.rank() == 0 && done.ok()) {
     unconfirmed = why;  // every part was written and the file is in place
     return report;
   }
   // Process 0 may have published the file and been lost before it could say
   // so: the file at `path` is then the very one this process wrote into.
-  struct stat st;
-  if (co.rank() != 0 && ::stat(path.c_str(), &st) == 0 && st.st_dev == file->device() && st.st_ino == file->inode()) {
-    report.bytes = static_cast<uint64_t>(st.st_size);
-    unconfirmed = "process 0 did not confirm the commit (" + why + "); " + path +
-                  " is the file this process wrote into, so it committed";
+  std::optional<FileIdentity> now = co.rank() != 0 ? IdentityOf(path) : std::nullopt;
+  if (now && file->identity() && now->SameFileAs(*file->identity())) {
+    report.bytes = now->size;
+    unconfirmed = CommitUnconfirmed(why, path + " is the file this process wrote into");
     return report;
   }
   return finished.status();
