@@ -222,6 +222,7 @@ StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::
                                                                     release, *options.coordinator, report.unconfirmed));
     return report;
   }
+  OPTSTATE_RETURN_IF_ERROR(StagingDirectory::RefuseIfBusy(output));
   OPTSTATE_ASSIGN_OR_RETURN(report.write,
                             WriteNewCheckpointFromPieces(cp, cp.graph.root, output, source, options.write, release));
   return report;

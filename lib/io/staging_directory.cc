@@ -40,6 +40,13 @@ Status StagingDirectory::OutputBusyError(const std::string& shared_path, const s
                               ", or one was interrupted (then remove it)");
 }
 
+Status StagingDirectory::RefuseIfBusy(const std::string& output) {
+  const std::string shared_path = SharedPath(output);
+  std::error_code ec;
+  if (std::filesystem::exists(shared_path, ec)) return OutputBusyError(shared_path, output);
+  return Status();
+}
+
 std::vector<std::string> StagingDirectory::Leftovers(const std::string& dir, const std::string& own) {
   std::filesystem::path p(dir);
   const std::string prefix = TemporaryPrefix(p.filename().string());
@@ -75,10 +82,8 @@ StatusOr<std::unique_ptr<StagingDirectory>> StagingDirectory::Create(const std::
       return IoError(temp + ": cannot create: " + std::strerror(errno));
     }
   } else {
-    // A job of several processes is writing this output now, or one was
-    // killed: a second writer would race it for the name (and a leftover
-    // holds as much as the output).
-    if (std::filesystem::exists(shared_path, ec)) return busy();
+    // A leftover of a killed job holds as much as the output: refused too.
+    OPTSTATE_RETURN_IF_ERROR(RefuseIfBusy(dir));
     temp = (Parent(final_path) / (TemporaryPrefix(final_path.filename().string()) + "XXXXXX")).string();
     if (::mkdtemp(temp.data()) == nullptr) {
       return IoError(temp + ": cannot create a temporary directory: " + std::strerror(errno));

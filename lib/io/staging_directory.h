@@ -23,6 +23,10 @@ class StagingDirectory {
   static std::string SharedPath(const std::string& dir);
   // What a job says when `shared_path` (SharedPath(output)) exists.
   static Status OutputBusyError(const std::string& shared_path, const std::string& output);
+  // OutputBusyError when SharedPath(output) exists: a job of several processes
+  // is writing `output` now, or one was killed. A single process writing the
+  // same output would race it for the name.
+  static Status RefuseIfBusy(const std::string& output);
   // Staging directories of `dir` that earlier runs left behind (killed before
   // they could remove them): "<parent>/.<name>.tmp-XXXXXX", sorted, excluding
   // `own`. Reported, never removed: another run may still be writing one.

@@ -56,6 +56,7 @@ class Consolidator {
                                                                        release, *o_.coordinator, report_.unconfirmed));
       return report_;
     }
+    OPTSTATE_RETURN_IF_ERROR(StagingDirectory::RefuseIfBusy(output));
     OPTSTATE_ASSIGN_OR_RETURN(report_.write,
                               WriteNewCheckpointFromPieces(cp_, cp_.graph.root, output, source, o_.write, release));
     return report_;

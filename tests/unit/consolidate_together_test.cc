@@ -134,5 +134,21 @@ TEST(ConsolidateTogetherTest, ALeftoverTemporaryIsRefused) {
   EXPECT_FALSE(fs::exists(dir + "/out.pt"));
 }
 
+// One process writing the output a job is writing (or a killed job left)
+// would race it for the name: it refuses the same way.
+TEST(ConsolidateTogetherTest, OneProcessRefusesAnOutputAJobIsWriting) {
+  const std::string dir = Scratch("busy");
+  { std::ofstream(dir + "/.out.pt.partial") << "half"; }
+  auto dcp = OpenDcpCheckpoint(testing::RepoPath(kSource));
+  ASSERT_TRUE(dcp.ok());
+  auto report = ConsolidateDcp(**dcp, dir + "/out.pt", Unsynced());
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().ToString(), "invalid argument: " + dir +
+                                            "/.out.pt.partial: exists: another run is writing " + dir +
+                                            "/out.pt, or one was interrupted (then remove it)");
+  EXPECT_EQ(Contents(dir + "/.out.pt.partial"), "half");
+  EXPECT_FALSE(fs::exists(dir + "/out.pt"));
+}
+
 }  // namespace
 }  // namespace optstate

@@ -234,6 +234,23 @@ TEST(ZeroCheckpointTest, ConsolidationEqualsDeepSpeedsOwnAnswers) {
   }
 }
 
+// A job of several processes writing the same output (`.<name>.partial`
+// beside it): one process refuses rather than race it for the name.
+TEST(ZeroCheckpointTest, ConsolidationRefusesAnOutputAJobIsWriting) {
+  const std::string dir = ::testing::TempDir() + "/zero_busy";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  { std::ofstream(dir + "/.out.pt.partial") << "half"; }
+  auto z = Open("zero2");
+  ASSERT_NE(z, nullptr);
+  auto report = ConsolidateZero(*z, dir + "/out.pt");
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().ToString(), "invalid argument: " + dir +
+                                            "/.out.pt.partial: exists: another run is writing " + dir +
+                                            "/out.pt, or one was interrupted (then remove it)");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/out.pt"));
+}
+
 // A NaN written into rank 1's fp32 master weights (a copy of the real
 // directory): no file's optimizer rules see it, the directory's check does.
 TEST(ZeroCheckpointTest, NonFiniteMasterWeightIsFound) {
