@@ -118,6 +118,9 @@ void Beat(std::shared_ptr<Heartbeat> beat) {
   }
 }
 
+// How long rank 0, serving the store, keeps it after a fault (see the destructor).
+constexpr auto kServerLingerOnFault = std::chrono::seconds(2);
+
 class TcpStoreCoordinator : public Coordinator {
  public:
   TcpStoreCoordinator(const TcpStoreEndpoint& e, c10::intrusive_ptr<c10d::TCPStore> store,
@@ -137,6 +140,11 @@ class TcpStoreCoordinator : public Coordinator {
     // failed, and a request to an unreachable one would wait for minutes.
     if (!Fault().empty()) {
       heartbeat_->stop.store(true);
+      // But the store's server keeps it up a moment longer: the others learn
+      // the fault from its abort key (waiting processes look every 0.1 s, busy
+      // ones' heartbeat every second), and once it is gone they can only say
+      // "Broken pipe", not which process failed.
+      if (endpoint_.rank == 0 && !endpoint_.agent_store) std::this_thread::sleep_for(kServerLingerOnFault);
       return;
     }
     try {

@@ -6,9 +6,9 @@
 # store; ranks 0 and 4 share that host). On a DCP checkpoint of ~350 MiB:
 #   - reshard, export and consolidate write exactly the bytes one process writes;
 #   - a worker's host cut off mid-export (its link taken down), then the store's
-#     host: every process exits 2 within 30 s naming the one that failed (the
-#     cut-off ones name themselves), nothing is left, and a rerun gives the same
-#     bytes as one process;
+#     host, then a worker's host mid-consolidate: every process exits 2 within
+#     30 s naming the one that failed (the cut-off ones name themselves),
+#     nothing is left, and a rerun gives the same bytes as one process;
 #   - a slow link (a TCP proxy of ours between the workers and the store: 100 ms
 #     each way, everything stalled 3 s in every 7): the job completes, same bytes.
 # Needs root and iproute2; otherwise it skips (exit 77), except under CI=true.
@@ -109,18 +109,28 @@ fi
 # Partitions: host VICTIM's link goes down once the job is writing, while the
 # processes of a host that has not reported its part are still in their delayed
 # first write.
-for victim in 2 0; do
+for cut in export:2 export:0 consolidate:2; do
+  job=${cut%:*} victim=${cut#*:}
   # The slow host must be one whose process cannot report its part once the cut
   # is made: the victim itself, or for the store's own host (whose processes
   # still reach the store) a worker host beyond it.
   slow_host=$victim
   [ "$victim" = 0 ] && slow_host=1
-  name=cut$victim port=$((port + 1)) direct=($port $port $port $port $port)
-  launch "$name" direct export --distributed big.pt -o "$name" --world-size 4 -q
+  name=$job-cut$victim port=$((port + 1)) direct=($port $port $port $port $port)
+  if [ "$job" = export ]; then
+    launch "$name" direct export --distributed big.pt -o "$name" --world-size 4 -q
+  else
+    launch "$name" direct consolidate --distributed dcp -o "$name" -q
+  fi
   slow_host=-1
-  # Writing: a rank file exists, so every process has passed the 'start' exchange (cut before
-  # it, a worker may hear of rank 0's exit before of the fault: "Broken pipe").
-  for _ in $(seq 400); do compgen -G ".$name.partial/*.distcp" > /dev/null && break; sleep 0.05; done
+  # Writing: a rank file exists (export), the one file has bytes (consolidate), so the
+  # processes have passed the 'start' exchange (cut before it, a worker may hear of rank
+  # 0's exit before of the fault: "Broken pipe").
+  for _ in $(seq 400); do
+    compgen -G ".$name.partial/*.distcp" > /dev/null && break
+    [ -s ".$name.partial" ] && break
+    sleep 0.05
+  done
   cut_at=$(ms)
   ip -n "$ns-br" link set h$victim down
   wait "${pids[@]}"
@@ -142,17 +152,25 @@ for victim in 2 0; do
   done
   [ "$victim" = 0 ] || grep -qF "process 2 of 5 stopped answering" "$name.0.err" || ok=0
   if [ $ok = 1 ] && [ "$worst" -le 30000 ] && [ ! -e "$name" ] && [ ! -e ".$name.partial" ]; then
-    pass "host h$victim cut off mid-export: all 5 exit 2 within $(seconds "$worst") s naming the process, nothing left"
+    pass "host h$victim cut off mid-$job: all 5 exit 2 within $(seconds "$worst") s naming the process, nothing left"
   else
-    fail "host h$victim cut off (the last exit $(seconds "$worst") s after)"; head -c 400 "$name".*.err; ls -a
+    fail "host h$victim cut off mid-$job (the last exit $(seconds "$worst") s after)"; head -c 400 "$name".*.err; ls -a
   fi
 done
 port=$((port + 1)) direct=($port $port $port $port $port)
-if launch rerun direct export --distributed big.pt -o cut0 --world-size 4 -q && wait "${pids[@]}" &&
-   [ "$(cat rerun.*.rc | cut -d' ' -f1 | sort -u)" = 0 ] && diff -r export.one cut0 > /dev/null; then
-  pass "the rerun after the cuts: same bytes as one process"
+if launch rerun direct export --distributed big.pt -o export-cut0 --world-size 4 -q && wait "${pids[@]}" &&
+   [ "$(cat rerun.*.rc | cut -d' ' -f1 | sort -u)" = 0 ] && diff -r export.one export-cut0 > /dev/null; then
+  pass "the export rerun after the cuts: same bytes as one process"
 else
-  fail "rerun after the cuts"; cat rerun.*.err
+  fail "export rerun after the cuts"; cat rerun.*.err
+fi
+port=$((port + 1)) direct=($port $port $port $port $port)
+mkdir rerun  # big.pt, as one/big.pt: records are named after the file
+if launch rerun-consolidate direct consolidate --distributed dcp -o rerun/big.pt -q && wait "${pids[@]}" &&
+   [ "$(cat rerun-consolidate.*.rc | cut -d' ' -f1 | sort -u)" = 0 ] && cmp one/big.pt rerun/big.pt; then
+  pass "the consolidate rerun after its cut: same bytes as one process"
+else
+  fail "consolidate rerun after its cut"; cat rerun-consolidate.*.err
 fi
 
 # A slow link: the workers reach the store through the proxy on the first host.
