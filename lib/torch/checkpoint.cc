@@ -179,9 +179,10 @@ StatusOr<std::vector<std::byte>> DecompressZstd(ByteSpan in, uint64_t cap) {
   return out;
 }
 
-StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions& options) {
+StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions& options, int fd) {
   Checkpoint out;
   ContainerOptions copts;
+  copts.fd = fd;
   copts.verify_crc = options.verify_crc;
   copts.resolve_offsets = options.resolve_offsets;
   copts.done_with = options.done_with;
@@ -229,7 +230,8 @@ StatusOr<std::unique_ptr<CheckpointFile>> OpenCheckpoint(const std::string& path
       ReadOptions mapped_options = options;
       ReleaseInBatches<MappedFile> done(*file->mapped_);
       mapped_options.done_with = [&done](ByteSpan range) { done.Add(range); };
-      StatusOr<Checkpoint> parsed = ParseCheckpoint(ByteCursor(file->mapped_->bytes()), mapped_options);
+      StatusOr<Checkpoint> parsed =
+          ParseCheckpoint(ByteCursor(file->mapped_->bytes()), mapped_options, file->mapped_->fd());
       done.Flush();
       if (!parsed.ok()) return std::move(parsed).status().WithContext(path);
       file->checkpoint_ = std::move(*parsed);

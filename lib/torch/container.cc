@@ -81,7 +81,7 @@ Status DescribeZip(const ByteCursor& cursor, const ContainerOptions& options, Co
   if (options.resolve_offsets || options.verify_crc) {
     // Each local header read faults in its page (a large folio, often): at
     // 4 * 10^5 records, every page of the file, unless released as we go.
-    OPTSTATE_RETURN_IF_ERROR(ResolveZipDataOffsets(cursor, zip, options.done_with));
+    OPTSTATE_RETURN_IF_ERROR(ResolveZipDataOffsets(cursor, zip, options.done_with, options.fd));
   }
   std::string data_dir = zip.prefix + "/data/";
   for (const ZipEntry& e : zip.entries) {

@@ -32,6 +32,9 @@ struct ContainerOptions {
   // pages can be released (verifying a 40 GB file must not keep 40 GB resident).
   std::function<void(ByteSpan)> done_with;
   ZipLimits zip;
+  // The file the cursor maps from its byte 0, or -1: resolve_offsets then reads
+  // local headers with pread (ResolveZipDataOffsets).
+  int fd = -1;
 };
 
 // Identifies and describes the checkpoint in `cursor`. Errors: kUnsupported for
@@ -44,7 +47,8 @@ const ZipArchive& ZipDirectory(const ContainerInfo& info);
 
 // Parses the zip or legacy checkpoint that fills `cursor` (OpenCheckpoint's
 // work after the bytes are in hand; DCP items are parsed in place this way).
-StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions& options = {});
+// `fd`: as ContainerOptions::fd.
+StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions& options = {}, int fd = -1);
 
 }  // namespace optstate
 

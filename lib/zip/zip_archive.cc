@@ -1,6 +1,9 @@
 #include "zip/zip_archive.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "io/byte_cursor.h"
@@ -184,9 +187,32 @@ StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& whole, const ZipEntry& e
   return data_offset;
 }
 
+namespace {
+
+// ZipEntryDataOffset's answer from a pread of the local header at the same
+// offset of `fd`; nullopt when the read fails or anything is out of place
+// (the caller then asks ZipEntryDataOffset, whose errors say what).
+std::optional<uint64_t> DataOffsetByRead(const ByteCursor& whole, const ZipEntry& e, int fd) {
+  if (e.local_header_offset > whole.size() || whole.size() - e.local_header_offset < 30) return std::nullopt;
+  std::byte fixed[30];
+  if (::pread(fd, fixed, sizeof fixed, static_cast<off_t>(e.local_header_offset)) != sizeof fixed) return std::nullopt;
+  if (LoadU32LEUnchecked(fixed) != kLocalHeaderSig) return std::nullopt;
+  uint64_t data_offset =
+      e.local_header_offset + 30 + LoadU16LEUnchecked(fixed + 26) + LoadU16LEUnchecked(fixed + 28);
+  if (data_offset > whole.size() || e.compressed_size > whole.size() - data_offset) return std::nullopt;
+  return data_offset;
+}
+
+}  // namespace
+
 Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
-                             const std::function<void(ByteSpan)>& header_read) {
+                             const std::function<void(ByteSpan)>& header_read, int fd) {
   for (ZipEntry& e : archive.entries) {
+    if (std::optional<uint64_t> read = fd >= 0 ? DataOffsetByRead(cursor, e, fd) : std::nullopt) {
+      e.data_offset = *read;
+      e.data_offset_known = true;
+      continue;
+    }
     OPTSTATE_ASSIGN_OR_RETURN(e.data_offset, ZipEntryDataOffset(cursor, e));
     e.data_offset_known = true;
     if (header_read) header_read(cursor.data().subspan(e.local_header_offset, e.data_offset - e.local_header_offset));

@@ -88,9 +88,13 @@ StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& cursor, const ZipEntry& 
 // Resolves every entry's data offset (for listings that show them).
 // `header_read` (optional) is given each local header's bytes once read, so
 // a caller reading a mapping can release them as it goes: at 4 * 10^5 records
-// they are every page of the file.
+// they are every page of the file. `fd` (optional): the file whose byte 0 is
+// the cursor's byte 0; local headers are then read from it with pread, which
+// costs less than the first touch of a mapped page per record (and leaves no
+// page to release); whatever looks wrong is read again through the cursor,
+// which says what.
 Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
-                             const std::function<void(ByteSpan)>& header_read = nullptr);
+                             const std::function<void(ByteSpan)>& header_read = nullptr, int fd = -1);
 
 // The stored bytes of `entry`. kUnsupported for a compressed record.
 StatusOr<ByteSpan> ZipEntryData(const ByteCursor& cursor, const ZipEntry& entry);

@@ -146,6 +146,47 @@ TEST_F(ZipCorruptionTest, LocalHeaderOffsetPastEnd) {
                          "bytes of data end past the end of the data (" + std::to_string(bytes_.size()) + ")");
 }
 
+// Local headers read with pread (ResolveZipDataOffsets given the file) give
+// the offsets the mapping gives; a broken one is read again through the
+// cursor, so its error is the same word for word.
+TEST_F(ZipCorruptionTest, LocalHeadersReadFromTheFileAgreeWithTheMapping) {
+  const std::string path = ::testing::TempDir() + "/zip_local_headers.pt";
+  auto resolve = [&](int fd) -> StatusOr<std::vector<uint64_t>> {
+    OPTSTATE_ASSIGN_OR_RETURN(ZipArchive zip, ReadZipDirectory(ByteCursor(AsBytes(bytes_))));
+    OPTSTATE_RETURN_IF_ERROR(ResolveZipDataOffsets(ByteCursor(AsBytes(bytes_)), zip, nullptr, fd));
+    std::vector<uint64_t> offsets;
+    for (const ZipEntry& e : zip.entries) offsets.push_back(e.data_offset);
+    return offsets;
+  };
+  auto through_file = [&]() {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    std::fwrite(bytes_.data(), 1, bytes_.size(), f);
+    std::fclose(f);
+    int fd = ::open(path.c_str(), O_RDONLY);
+    StatusOr<std::vector<uint64_t>> got = resolve(fd);
+    ::close(fd);
+    return got;
+  };
+  StatusOr<std::vector<uint64_t>> mapped = resolve(-1), read = through_file();
+  ASSERT_TRUE(mapped.ok() && read.ok());
+  EXPECT_EQ(*read, *mapped);
+  EXPECT_GT(read->size(), 3u);
+  // The last storage record's local header ("PK\x03\x04" before its name), signature broken.
+  size_t local = bytes_.rfind(std::string("PK\x03\x04", 4));
+  ASSERT_NE(local, std::string::npos);
+  bytes_[local + 3] = 'X';
+  mapped = resolve(-1);
+  read = through_file();
+  ASSERT_FALSE(mapped.ok());
+  EXPECT_EQ(mapped.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(mapped.status().message().find(": offset " + std::to_string(local) + ": expected local header, found "),
+            std::string::npos)
+      << mapped.status().ToString();
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().ToString(), mapped.status().ToString());
+  std::remove(path.c_str());
+}
+
 TEST_F(ZipCorruptionTest, RecordSizeBeyondFile) {
   size_t cd = bytes_.find(std::string("PK\x01\x02", 4));
   // Compressed size at central header offset 20: 0x40000000 bytes.
