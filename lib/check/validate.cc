@@ -4,7 +4,11 @@
 // (validate_params.cc). Rule ids and severities: validate_rules.cc.
 #include "optstate/validate.h"
 
+#include <unistd.h>
+
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "check/finding_sink.h"
 #include "check/validate_checkpoint.h"
@@ -18,6 +22,23 @@
 
 namespace optstate {
 namespace {
+
+// Up to this many bytes, ReadSmallTensor reads with pread rather than through the mapping.
+constexpr uint64_t kSmallTensorRead = 4096;
+
+// The bytes of `t` when it is small and lies in one run of the file; nullopt
+// otherwise (or when the read fails: the mapping is then read as before).
+std::optional<std::vector<std::byte>> ReadSmallTensor(const CheckpointFile& file, const TensorRef& t) {
+  if (t.storage < 0 || t.nbytes() == 0 || t.nbytes() > kSmallTensorRead) return std::nullopt;
+  StatusOr<std::optional<ByteSpan>> in_place = TensorBytesInPlace(file.bytes(), file.checkpoint(), t);
+  if (!in_place.ok() || !*in_place) return std::nullopt;
+  std::optional<FileRange> range = file.FileRangeOf(**in_place);
+  if (!range) return std::nullopt;
+  std::vector<std::byte> out((*in_place)->size());
+  ssize_t got = ::pread(range->fd, out.data(), out.size(), static_cast<off_t>(range->offset));
+  if (got != static_cast<ssize_t>(out.size())) return std::nullopt;
+  return out;
+}
 
 // The rules needing the parameter list are noted by CheckAgainstParams.
 void NoteRules(const ValidateOptions& o, const Checkpoint& cp, ValidationReport& r) {
@@ -170,6 +191,13 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
   // four records of 10^5 parameters touched the whole file.
   ReleaseInBatches<CheckpointFile> read_pages(*file);
   TensorBytesReader reader = [&](const TensorRef& t) -> StatusOr<std::vector<std::byte>> {
+    // A small tensor in one run is read with pread: the first touch of a
+    // mapped page per `step` costs more than the read, and leaves the page.
+    // Only once every record's data offset is known (scan_values resolves
+    // them): finding one would read its local header through the mapping.
+    if (o.scan_values) {
+      if (std::optional<std::vector<std::byte>> small = ReadSmallTensor(*file, t)) return std::move(*small);
+    }
     OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, ReadTensorBytes(file->bytes(), cp, t));
     if (t.storage >= 0) {
       StatusOr<ByteSpan> storage = StorageBytes(file->bytes(), cp, cp.storages[t.storage]);
