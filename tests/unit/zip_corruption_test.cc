@@ -1,0 +1,155 @@
+// The zip layer on a real fixture with its bytes edited: each broken
+// directory or local header is refused with the offset and what was found.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "fixtures.h"
+#include "io/byte_cursor.h"
+#include "zip/zip_archive.h"
+
+namespace optstate {
+namespace {
+
+const char kAdamW[] = "testdata/good/torch113/adamw_index.pt";
+
+// Corruption tests edit the bytes of a real fixture.
+class ZipCorruptionTest : public ::testing::Test {
+ protected:
+  void SetUp() override { bytes_ = testing::ReadFileOrFail(kAdamW); }
+  Status Read() { return ReadZipDirectory(ByteCursor(AsBytes(bytes_))).status(); }
+  size_t Find(const std::string& needle) { return bytes_.rfind(needle); }
+  std::string bytes_;
+};
+
+TEST_F(ZipCorruptionTest, TruncatedFileHasNoEndRecord) {
+  bytes_.resize(bytes_.size() / 2);
+  Status s = Read();
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message(), "no zip end-of-central-directory record from offset 0 to the end of the file at offset "
+                         "4868: it was cut short (a partial copy or download), or it is no zip");
+}
+
+TEST_F(ZipCorruptionTest, TinyFile) {
+  bytes_ = "PK\x03\x04";
+  EXPECT_EQ(Read().ToString(),
+            "truncated input: 4 bytes are too few for a zip end-of-central-directory record");
+}
+
+TEST_F(ZipCorruptionTest, BadCentralHeaderSignatureNamesOffset) {
+  size_t cd = bytes_.find(std::string("PK\x01\x02", 4));  // first central header
+  ASSERT_NE(cd, std::string::npos);
+  bytes_[cd + 2] = 'X';
+  Status s = Read();
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message(), "offset " + std::to_string(cd) +
+                             ": expected central directory header, found 0x02584b50");
+}
+
+// The first central header's 32-bit field at `field` set to `value`: the
+// first record, data.pkl, then ends past the end of the file.
+void ExpectFirstRecordPastTheEnd(std::string bytes, size_t field, uint32_t value, const std::string& where) {
+  size_t cd = bytes.find(std::string("PK\x01\x02", 4));
+  ASSERT_NE(cd, std::string::npos);
+  for (int i = 0; i < 4; ++i) bytes[cd + field + i] = static_cast<char>((value >> (8 * i)) & 0xFF);
+  Status s = ReadZipDirectory(ByteCursor(AsBytes(bytes))).status();
+  EXPECT_EQ(s.code(), StatusCode::kTruncated);
+  EXPECT_EQ(s.message(), "record 'adamw_index/data.pkl': " + where + " bytes of data end past the end of the data (" +
+                             std::to_string(bytes.size()) + ")");
+}
+
+TEST_F(ZipCorruptionTest, LocalHeaderOffsetPastEnd) {
+  // Relative offset of local header (central header offset 42): far away.
+  ExpectFirstRecordPastTheEnd(bytes_, 42, 0x7f000000u, "offset 2130706432: local header and 1802");
+}
+
+TEST_F(ZipCorruptionTest, RecordSizeBeyondFile) {
+  // Compressed size (central header offset 20): 1 GiB.
+  ExpectFirstRecordPastTheEnd(bytes_, 20, 0x40000000u, "offset 0: local header and 1073741824");
+}
+
+// Local headers read with pread (ResolveZipDataOffsets given the file) give
+// the offsets the mapping gives; a broken one is read again through the
+// cursor, so its error is the same word for word.
+TEST_F(ZipCorruptionTest, LocalHeadersReadFromTheFileAgreeWithTheMapping) {
+  const std::string path = ::testing::TempDir() + "/zip_local_headers.pt";
+  auto resolve = [&](int fd) -> StatusOr<std::vector<uint64_t>> {
+    OPTSTATE_ASSIGN_OR_RETURN(ZipArchive zip, ReadZipDirectory(ByteCursor(AsBytes(bytes_))));
+    OPTSTATE_RETURN_IF_ERROR(ResolveZipDataOffsets(ByteCursor(AsBytes(bytes_)), zip, nullptr, fd));
+    std::vector<uint64_t> offsets;
+    for (const ZipEntry& e : zip.entries) offsets.push_back(e.data_offset);
+    return offsets;
+  };
+  auto through_file = [&]() {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    std::fwrite(bytes_.data(), 1, bytes_.size(), f);
+    std::fclose(f);
+    int fd = ::open(path.c_str(), O_RDONLY);
+    StatusOr<std::vector<uint64_t>> got = resolve(fd);
+    ::close(fd);
+    return got;
+  };
+  StatusOr<std::vector<uint64_t>> mapped = resolve(-1), read = through_file();
+  ASSERT_TRUE(mapped.ok() && read.ok());
+  EXPECT_EQ(*read, *mapped);
+  EXPECT_GT(read->size(), 3u);
+  // The last storage record's local header ("PK\x03\x04" before its name), signature broken.
+  size_t local = bytes_.rfind(std::string("PK\x03\x04", 4));
+  ASSERT_NE(local, std::string::npos);
+  bytes_[local + 3] = 'X';
+  mapped = resolve(-1);
+  read = through_file();
+  ASSERT_FALSE(mapped.ok());
+  EXPECT_EQ(mapped.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(mapped.status().message().find(": offset " + std::to_string(local) + ": expected local header, found "),
+            std::string::npos)
+      << mapped.status().ToString();
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().ToString(), mapped.status().ToString());
+  std::remove(path.c_str());
+}
+
+TEST_F(ZipCorruptionTest, CrcMismatchIsReportedWithBothValues) {
+  StatusOr<ZipArchive> zip = ReadZipDirectory(ByteCursor(AsBytes(bytes_)));
+  ASSERT_TRUE(zip.ok());
+  const ZipEntry* pkl = zip->Find("data.pkl");
+  ASSERT_NE(pkl, nullptr);
+  bytes_[*ZipEntryDataOffset(ByteCursor(AsBytes(bytes_)), *pkl) + 5] ^= 0x01;
+  Status s = VerifyZipEntryCrc(ByteCursor(AsBytes(bytes_)), *pkl);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_TRUE(s.message().starts_with("record 'adamw_index/data.pkl': CRC-32 is 0x")) << s.message();
+  EXPECT_NE(s.message().find(", the directory says 0x"), std::string::npos);
+}
+
+// The zip64 end record's entry count (offset 32 from its signature) is what we trust.
+void SetZip64EntryCount(std::string& bytes, uint32_t count) {
+  size_t z64 = bytes.rfind(std::string("PK\x06\x06", 4));
+  ASSERT_NE(z64, std::string::npos);
+  for (int i = 0; i < 4; ++i) bytes[z64 + 32 + i] = static_cast<char>(count >> (8 * i));
+}
+
+TEST_F(ZipCorruptionTest, EntryCountLargerThanDirectoryIsCorrupt) {
+  SetZip64EntryCount(bytes_, 1000);
+  Status s = Read();
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_TRUE(s.message().starts_with("zip declares 1000 records in a ")) << s.message();
+}
+
+TEST_F(ZipCorruptionTest, EntryCountOverLimitIsRefusedBeforeAllocating) {
+  SetZip64EntryCount(bytes_, 0x10000000);
+  Status s = Read();
+  EXPECT_EQ(s.code(), StatusCode::kLimitExceeded);
+  EXPECT_EQ(s.message(), "zip declares 268435456 records; the limit is 16000000");
+  StatusOr<ZipArchive> small = ReadZipDirectory(ByteCursor(AsBytes(testing::ReadFileOrFail(kAdamW))),
+                                                ZipLimits{.max_entries = 5});
+  size_t records = testing::ExpectedJson(kAdamW)["container"]["records"].size();
+  EXPECT_EQ(small.status().message(),
+            "zip declares " + std::to_string(records) + " records; the limit is 5");
+}
+
+}  // namespace
+}  // namespace optstate
