@@ -10,7 +10,8 @@
 #     30 s naming the one that failed (the cut-off ones name themselves),
 #     nothing is left, and a rerun gives the same bytes as one process;
 #   - a slow link (a TCP proxy of ours between the workers and the store: 100 ms
-#     each way, everything stalled 3 s in every 7): the job completes, same bytes.
+#     each way, everything stalled 3 s in every 7): reshard and consolidate
+#     complete, same bytes.
 # Needs root and iproute2; otherwise it skips (exit 77), except under CI=true.
 # Usage: tests/interop/check_dcp_netns.sh OPTSTATE_BINARY
 set -uo pipefail
@@ -29,6 +30,7 @@ port=$((30000 + $$ % 20000))  # the store's port; each job takes the next one
 proxy=$((port + 100))
 cleanup() {
   pkill -f "slow_link_proxy.py 10.231.0.1 $proxy " 2> /dev/null
+  pkill -f "slow_link_proxy.py 10.231.0.1 $((proxy + 1)) " 2> /dev/null
   for n in br h0 h1 h2 h3; do ip netns del "$ns-$n" 2> /dev/null; done
   rm -rf "$scratch"
 }
@@ -173,18 +175,32 @@ else
   fail "consolidate rerun after its cut"; cat rerun-consolidate.*.err
 fi
 
-# A slow link: the workers reach the store through the proxy on the first host.
-store=$((port + 1))
-ip netns exec "$ns-h0" /usr/bin/python3 "$repo/tests/interop/slow_link_proxy.py" 10.231.0.1 "$proxy" \
-  10.231.0.1 "$store" 100 4 3 > proxy.log 2>&1 &
-for _ in $(seq 100); do grep -q ready proxy.log 2> /dev/null && break; sleep 0.05; done
-slow=($store $proxy $proxy $proxy $store)
+# A slow link: the workers reach the store through a proxy on the first host,
+# one proxy per job (each job's store has a port of its own).
+slow_job() {  # NAME PROXY_PORT COMMAND...: runs the job through the proxy; 0 when every process exits 0
+  local name=$1 via=$2
+  shift 2
+  local store=$((port + 1))
+  port=$store
+  ip netns exec "$ns-h0" /usr/bin/python3 "$repo/tests/interop/slow_link_proxy.py" 10.231.0.1 "$via" \
+    10.231.0.1 "$store" 100 4 3 > "$name.proxy.log" 2>&1 &
+  for _ in $(seq 100); do grep -q ready "$name.proxy.log" 2> /dev/null && break; sleep 0.05; done
+  local slow=($store $via $via $via $store)
+  launch "$name" slow "$@" && wait "${pids[@]}" && [ "$(cat "$name".*.rc | cut -d' ' -f1 | sort -u)" = 0 ]
+}
 started=$(ms)
-if launch slow slow reshard --distributed dcp -o reshard.slow --world-size 3 -q && wait "${pids[@]}" &&
-   [ "$(cat slow.*.rc | cut -d' ' -f1 | sort -u)" = 0 ] && diff -r reshard.one reshard.slow > /dev/null; then
+if slow_job slow "$proxy" reshard --distributed dcp -o reshard.slow --world-size 3 -q &&
+   diff -r reshard.one reshard.slow > /dev/null; then
   pass "reshard with the workers on a slow link (100 ms each way, 3 s stalls): same bytes, $(seconds $(($(ms) - started))) s"
 else
-  fail "reshard on a slow link"; cat slow.*.err proxy.log
+  fail "reshard on a slow link"; cat slow.*.err slow.proxy.log
+fi
+mkdir slowc  # big.pt, as one/big.pt
+started=$(ms)
+if slow_job slowc $((proxy + 1)) consolidate --distributed dcp -o slowc/big.pt -q && cmp one/big.pt slowc/big.pt; then
+  pass "consolidate with the workers on a slow link: one file, same bytes, $(seconds $(($(ms) - started))) s"
+else
+  fail "consolidate on a slow link"; cat slowc.*.err slowc.proxy.log
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
