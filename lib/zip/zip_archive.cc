@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <optional>
 #include <string>
 
 #include "io/byte_cursor.h"
@@ -167,55 +166,43 @@ Status CheckEntryBounds(const ByteCursor& whole, const ZipEntry& e) {
 
 }  // namespace
 
-// Follows the local header to the first data byte and checks the range.
-StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& whole, const ZipEntry& e) {
+// Follows the local header to the first data byte and checks the range. With
+// `fd`, the 30 fixed bytes come from a pread (no page of a mapping touched);
+// when that read comes up short they are read through the cursor, whose
+// errors say what.
+StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& whole, const ZipEntry& e, int fd) {
   if (e.data_offset_known) return e.data_offset;
-  ByteCursor local = whole;
   // Built only for an error: this runs once per record of a checkpoint.
   auto ctx = [&e] { return "record '" + e.name + "'"; };
-  OPTSTATE_RETURN_IF_ERROR_CTX(local.Seek(e.local_header_offset, "local header"), ctx());
-  OPTSTATE_ASSIGN_OR_RETURN(ByteSpan fixed, local.ReadBytes(30, "local header"));
-  uint32_t sig = LoadU32LEUnchecked(fixed.data());
+  std::byte read[30];
+  const std::byte* fixed = read;
+  bool in_range = e.local_header_offset <= whole.size() && whole.size() - e.local_header_offset >= sizeof read;
+  if (fd < 0 || !in_range || ::pread(fd, read, sizeof read, static_cast<off_t>(e.local_header_offset)) != sizeof read) {
+    ByteCursor local = whole;
+    OPTSTATE_RETURN_IF_ERROR_CTX(local.Seek(e.local_header_offset, "local header"), ctx());
+    OPTSTATE_ASSIGN_OR_RETURN(ByteSpan mapped, local.ReadBytes(sizeof read, "local header"));
+    fixed = mapped.data();
+  }
+  uint32_t sig = LoadU32LEUnchecked(fixed);
   if (sig != kLocalHeaderSig) {
     return CorruptError(ctx() + ": offset " + std::to_string(whole.base_offset() + e.local_header_offset) +
                         ": expected local header, found " + Hex32(sig));
   }
-  uint16_t name_len = LoadU16LEUnchecked(fixed.data() + 26);
-  uint16_t extra_len = LoadU16LEUnchecked(fixed.data() + 28);
+  uint16_t name_len = LoadU16LEUnchecked(fixed + 26);
+  uint16_t extra_len = LoadU16LEUnchecked(fixed + 28);
   uint64_t data_offset = e.local_header_offset + 30 + name_len + extra_len;
   OPTSTATE_RETURN_IF_ERROR_CTX(whole.Slice(data_offset, e.compressed_size, "record data").status(), ctx());
   return data_offset;
 }
 
-namespace {
-
-// ZipEntryDataOffset's answer from a pread of the local header at the same
-// offset of `fd`; nullopt when the read fails or anything is out of place
-// (the caller then asks ZipEntryDataOffset, whose errors say what).
-std::optional<uint64_t> DataOffsetByRead(const ByteCursor& whole, const ZipEntry& e, int fd) {
-  if (e.local_header_offset > whole.size() || whole.size() - e.local_header_offset < 30) return std::nullopt;
-  std::byte fixed[30];
-  if (::pread(fd, fixed, sizeof fixed, static_cast<off_t>(e.local_header_offset)) != sizeof fixed) return std::nullopt;
-  if (LoadU32LEUnchecked(fixed) != kLocalHeaderSig) return std::nullopt;
-  uint64_t data_offset =
-      e.local_header_offset + 30 + LoadU16LEUnchecked(fixed + 26) + LoadU16LEUnchecked(fixed + 28);
-  if (data_offset > whole.size() || e.compressed_size > whole.size() - data_offset) return std::nullopt;
-  return data_offset;
-}
-
-}  // namespace
-
 Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
                              const std::function<void(ByteSpan)>& header_read, int fd) {
   for (ZipEntry& e : archive.entries) {
-    if (std::optional<uint64_t> read = fd >= 0 ? DataOffsetByRead(cursor, e, fd) : std::nullopt) {
-      e.data_offset = *read;
-      e.data_offset_known = true;
-      continue;
-    }
-    OPTSTATE_ASSIGN_OR_RETURN(e.data_offset, ZipEntryDataOffset(cursor, e));
+    OPTSTATE_ASSIGN_OR_RETURN(e.data_offset, ZipEntryDataOffset(cursor, e, fd));
     e.data_offset_known = true;
-    if (header_read) header_read(cursor.data().subspan(e.local_header_offset, e.data_offset - e.local_header_offset));
+    if (header_read && fd < 0) {
+      header_read(cursor.data().subspan(e.local_header_offset, e.data_offset - e.local_header_offset));
+    }
   }
   return Status();
 }

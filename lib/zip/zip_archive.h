@@ -83,7 +83,9 @@ struct ZipLimits {
 StatusOr<ZipArchive> ReadZipDirectory(const ByteCursor& cursor, const ZipLimits& limits = {});
 
 // Where `entry`'s data starts (reads its local header unless already known).
-StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& cursor, const ZipEntry& entry);
+// `fd` (optional): the file whose byte 0 is the cursor's byte 0; the header is
+// then read from it with pread when it can be.
+StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& cursor, const ZipEntry& entry, int fd = -1);
 
 // Resolves every entry's data offset (for listings that show them).
 // `header_read` (optional) is given each local header's bytes once read, so
@@ -91,8 +93,7 @@ StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& cursor, const ZipEntry& 
 // they are every page of the file. `fd` (optional): the file whose byte 0 is
 // the cursor's byte 0; local headers are then read from it with pread, which
 // costs less than the first touch of a mapped page per record (and leaves no
-// page to release); whatever looks wrong is read again through the cursor,
-// which says what.
+// page to release, so `header_read` is not called).
 Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
                              const std::function<void(ByteSpan)>& header_read = nullptr, int fd = -1);
 

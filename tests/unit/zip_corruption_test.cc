@@ -73,8 +73,8 @@ TEST_F(ZipCorruptionTest, RecordSizeBeyondFile) {
 }
 
 // Local headers read with pread (ResolveZipDataOffsets given the file) give
-// the offsets the mapping gives; a broken one is read again through the
-// cursor, so its error is the same word for word.
+// the offsets the mapping gives; a broken one gives the same error word for
+// word (one parse of the header, wherever its bytes came from).
 TEST_F(ZipCorruptionTest, LocalHeadersReadFromTheFileAgreeWithTheMapping) {
   const std::string path = ::testing::TempDir() + "/zip_local_headers.pt";
   auto resolve = [&](int fd) -> StatusOr<std::vector<uint64_t>> {
