@@ -1,7 +1,6 @@
 #include "optstate/dcp.h"
 
 #include <algorithm>
-#include <charconv>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -290,10 +289,7 @@ StatusOr<DcpWriteReport> WriteDcp(const std::vector<DcpOutEntry>& entries, const
     }
     return finished.status();
   }
-  const std::string& bytes = (*finished)[0];
-  if (std::from_chars(bytes.data(), bytes.data() + bytes.size(), all.metadata_bytes).ec != std::errc()) {
-    return InternalError(dir + ": process 0 sent '" + bytes + "' for the size of .metadata");
-  }
+  OPTSTATE_ASSIGN_OR_RETURN(all.metadata_bytes, SizeFromProcessZero(*finished, dir + "/.metadata"));
   return all;
 }
 

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <charconv>
+
 namespace optstate {
 
 StatusOr<std::vector<std::string>> GatherStep(Coordinator& co, const std::string& step, const Status& mine,
@@ -44,6 +46,16 @@ std::string WhyStepFailed(Coordinator& co, const Status& step) {
 
 std::string CommitUnconfirmed(const std::string& why, const std::string& evidence) {
   return "process 0 did not confirm the commit (" + why + "); " + evidence + ", so it committed";
+}
+
+StatusOr<uint64_t> SizeFromProcessZero(const std::vector<std::string>& payloads, const std::string& what) {
+  const std::string sent = payloads.empty() ? std::string() : payloads[0];
+  uint64_t size = 0;
+  std::from_chars_result r = std::from_chars(sent.data(), sent.data() + sent.size(), size);
+  if (sent.empty() || r.ec != std::errc() || r.ptr != sent.data() + sent.size()) {
+    return InternalError(what + ": process 0 sent '" + sent + "' for its size");
+  }
+  return size;
 }
 
 }  // namespace optstate

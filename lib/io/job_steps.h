@@ -42,6 +42,10 @@ std::string WhyStepFailed(Coordinator& co, const Status& step);
 // commit (`why`) but found it done: `evidence` says what it found.
 std::string CommitUnconfirmed(const std::string& why, const std::string& evidence);
 
+// The byte count process 0 sent as its payload of a step (`payloads` as
+// GatherStep returns them); kInternal naming `what` when it is not a number.
+StatusOr<uint64_t> SizeFromProcessZero(const std::vector<std::string>& payloads, const std::string& what);
+
 }  // namespace optstate
 
 #endif  // OPTSTATE_IO_JOB_STEPS_H_

@@ -113,7 +113,7 @@ StatusOr<WriteReport> WriteCheckpointTogether(const Checkpoint& cp, NodeId root,
   }
   auto finished = GatherStep(co, "done", done, std::to_string(report.bytes));
   if (finished.ok()) {
-    std::from_chars((*finished)[0].data(), (*finished)[0].data() + (*finished)[0].size(), report.bytes);
+    OPTSTATE_ASSIGN_OR_RETURN(report.bytes, SizeFromProcessZero(*finished, path));
     return report;
   }
   const std::string why = WhyStepFailed(co, finished.status());

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "fixtures.h"
+#include "io/job_steps.h"
 #include "optstate/dcp.h"
 #include "thread_coordinator.h"
 
@@ -148,6 +149,18 @@ TEST(ConsolidateTogetherTest, OneProcessRefusesAnOutputAJobIsWriting) {
                                             "/out.pt, or one was interrupted (then remove it)");
   EXPECT_EQ(Contents(dir + "/.out.pt.partial"), "half");
   EXPECT_FALSE(fs::exists(dir + "/out.pt"));
+}
+
+// Process 0's last word is the size it wrote; anything else is refused by name,
+// never read as a partial number (what from_chars would do unchecked).
+TEST(JobStepsTest, SizeFromProcessZeroTakesOnlyANumber) {
+  EXPECT_EQ(*SizeFromProcessZero({"4096", "0"}, "out.pt"), 4096u);
+  for (std::string sent : {"", "12x", "-1", " 7", "99999999999999999999"}) {
+    StatusOr<uint64_t> got = SizeFromProcessZero({sent}, "out.pt");
+    ASSERT_FALSE(got.ok()) << sent;
+    EXPECT_EQ(got.status().ToString(), "internal error: out.pt: process 0 sent '" + sent + "' for its size");
+  }
+  EXPECT_FALSE(SizeFromProcessZero({}, "out.pt").ok());
 }
 
 }  // namespace
