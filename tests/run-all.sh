@@ -20,7 +20,7 @@ cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release > build-release.log 2>&1 
   { cat build-release.log; exit 1; }
 cmake --build build/release -j "$jobs"
 cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Asan > build-asan.log 2>&1 || { cat build-asan.log; exit 1; }
-setsid nice -n 19 cmake --build build/asan -j "$jobs" > build-asan.log 2>&1 &
+setsid -w nice -n 19 cmake --build build/asan -j "$jobs" > build-asan.log 2>&1 &
 asan_build=$!
 release_rc=0
 (cd build/release && ctest --output-on-failure) || release_rc=$?
