@@ -199,7 +199,8 @@ StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::
   ConsolidateReport report = graph.counts;
   report.largest_tensor_bytes = 0;
   std::vector<std::byte> whole;
-  uint64_t done = 0;
+  // With several processes, each counts its own share (told before it writes).
+  uint64_t done = 0, total = report.tensor_bytes;
   auto source = [&](size_t storage) -> StatusOr<std::vector<RecordPiece>> {
     const DcpEntry& e = *graph.storage_entry[storage];
     // Chunks holding whole rows follow each other in the output: each is a
@@ -212,14 +213,15 @@ StatusOr<ConsolidateReport> ConsolidateDcp(const DcpCheckpoint& dcp, const std::
       pieces.push_back(RecordPiece{ByteSpan(whole.data(), whole.size()), std::nullopt, std::nullopt});
     }
     for (const RecordPiece& p : pieces) done += p.data.size();
-    if (options.progress) options.progress(done, report.tensor_bytes);
+    if (options.progress) options.progress(done, total);
     return pieces;
   };
   auto release = [&dcp](ByteSpan range) { dcp.ReleasePages(range); };
   const Checkpoint& cp = graph.checkpoint;
   if (options.coordinator && options.coordinator->size() > 1) {
     OPTSTATE_ASSIGN_OR_RETURN(report.write, WriteCheckpointTogether(cp, cp.graph.root, output, options.write, source,
-                                                                    release, *options.coordinator, report.unconfirmed));
+                                                                    release, *options.coordinator, report.unconfirmed,
+                                                                    [&total](uint64_t share) { total = share; }));
     return report;
   }
   OPTSTATE_RETURN_IF_ERROR(StagingDirectory::RefuseIfBusy(output));

@@ -28,11 +28,13 @@ struct CheckpointShare {
 // The storages go to the processes in contiguous runs of about equal bytes, in
 // file order; process 0 also writes data.pkl, byteorder and version. The zip's
 // top directory is named after `named_after`, as the single-process writer
-// names it after its output path.
+// names it after its output path. `share_planned` (optional) is told the bytes
+// of this process's storages before any is written: its progress's total.
 StatusOr<CheckpointShare> WriteCheckpointShare(const Checkpoint& checkpoint, NodeId root, SharedOutputFile& file,
                                                const std::string& named_after, int process, int processes,
                                                const StoragePiecesSource& source,
-                                               const std::function<void(ByteSpan)>& release);
+                                               const std::function<void(ByteSpan)>& release,
+                                               const std::function<void(uint64_t)>& share_planned = nullptr);
 
 // The whole write, coordinated (checkpoint_together.cc): the same bytes at
 // `path` as WriteNewCheckpointFromPieces writes alone, every process writing its
@@ -43,7 +45,8 @@ StatusOr<CheckpointShare> WriteCheckpointShare(const Checkpoint& checkpoint, Nod
 StatusOr<WriteReport> WriteCheckpointTogether(const Checkpoint& checkpoint, NodeId root, const std::string& path,
                                               const WriteOptions& options, const StoragePiecesSource& source,
                                               const std::function<void(ByteSpan)>& release, Coordinator& co,
-                                              std::string& unconfirmed);
+                                              std::string& unconfirmed,
+                                              const std::function<void(uint64_t)>& share_planned = nullptr);
 
 }  // namespace optstate
 

@@ -55,7 +55,8 @@ StatusOr<size_t> SetCrcs(ZipWriter& zip, std::string_view from, int process) {
 StatusOr<WriteReport> WriteCheckpointTogether(const Checkpoint& cp, NodeId root, const std::string& path,
                                               const WriteOptions& options, const StoragePiecesSource& source,
                                               const std::function<void(ByteSpan)>& release, Coordinator& co,
-                                              std::string& unconfirmed) {
+                                              std::string& unconfirmed,
+                                              const std::function<void(uint64_t)>& share_planned) {
   if (options.zstd) return InvalidArgumentError(path + ": several processes write a plain zip; compress it afterwards");
   std::unique_ptr<SharedOutputFile> file;
   Status made;
@@ -80,7 +81,7 @@ StatusOr<WriteReport> WriteCheckpointTogether(const Checkpoint& cp, NodeId root,
   CheckpointShare share;
   if (wrote.ok()) {
     auto written = WriteCheckpointShare(cp, root, *file, options.named_after.empty() ? path : options.named_after,
-                                        co.rank(), co.size(), source, release);
+                                        co.rank(), co.size(), source, release, share_planned);
     if (written.ok()) {
       share = std::move(*written);
     } else {

@@ -54,18 +54,21 @@ struct StorageShare {
   SharedOutputFile* file;
   int process, processes;
   std::vector<uint32_t>* written;  // zip records this process wrote
+  const std::function<void(uint64_t)>* planned;  // told this process's bytes (may be empty)
 
   std::vector<bool> Mine(const Checkpoint& cp, const std::vector<size_t>& storages) const {
     uint64_t total = 0;
     for (size_t s : storages) total += cp.storages[s].nbytes;
     std::vector<bool> mine(storages.size());
-    uint64_t before = 0;
+    uint64_t before = 0, own = 0;
     for (size_t key = 0; key < storages.size(); ++key) {
       // The process whose share of the bytes this storage starts in.
       auto owner = total == 0 ? 0 : static_cast<int>((static_cast<unsigned __int128>(before) * processes) / total);
       mine[key] = std::min(owner, processes - 1) == process;
       before += cp.storages[storages[key]].nbytes;
+      own += mine[key] ? cp.storages[storages[key]].nbytes : 0;
     }
+    if (planned && *planned) (*planned)(own);
     return mine;
   }
 };
@@ -228,10 +231,11 @@ StatusOr<WriteReport> WriteEmbeddedCheckpoint(const Checkpoint& checkpoint, Node
 StatusOr<CheckpointShare> WriteCheckpointShare(const Checkpoint& cp, NodeId root, SharedOutputFile& file,
                                                const std::string& named_after, int process, int processes,
                                                const StoragePiecesSource& source,
-                                               const std::function<void(ByteSpan)>& release) {
+                                               const std::function<void(ByteSpan)>& release,
+                                               const std::function<void(uint64_t)>& share_planned) {
   CheckpointShare out;
   out.zip = ZipWriter::CreateShared(file, ArchiveName(named_after));
-  StorageShare share{&file, process, processes, &out.written};
+  StorageShare share{&file, process, processes, &out.written, &share_planned};
   OPTSTATE_ASSIGN_OR_RETURN(out.report, WriteRecords(*out.zip, cp, root, FromPieces(source, release), &share));
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 #include "io/staging_directory.h"
@@ -53,7 +54,8 @@ class Consolidator {
     };
     if (o_.coordinator && o_.coordinator->size() > 1) {
       OPTSTATE_ASSIGN_OR_RETURN(report_.write, WriteCheckpointTogether(cp_, cp_.graph.root, output, o_.write, source,
-                                                                       release, *o_.coordinator, report_.unconfirmed));
+                                                                       release, *o_.coordinator, report_.unconfirmed,
+                                                                       [this](uint64_t share) { share_ = share; }));
       return report_;
     }
     OPTSTATE_RETURN_IF_ERROR(StagingDirectory::RefuseIfBusy(output));
@@ -274,7 +276,7 @@ class Consolidator {
       }
     }
     for (const RecordPiece& piece : pieces) done_ += piece.data.size();
-    if (o_.progress) o_.progress(done_, report_.tensor_bytes);
+    if (o_.progress) o_.progress(done_, share_ ? *share_ : report_.tensor_bytes);
     return pieces;
   }
 
@@ -285,6 +287,7 @@ class Consolidator {
   std::vector<StoragePlan> plans_;  // by storage index
   std::vector<std::byte> held_;     // a buffer copied out of a model file
   uint64_t done_ = 0;
+  std::optional<uint64_t> share_;  // this process's bytes when several write the file
   ZeroConsolidateReport report_;
 };
 

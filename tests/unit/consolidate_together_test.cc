@@ -52,6 +52,8 @@ std::string Alone(const std::string& dir, ConsolidateKeys keys) {
 
 struct TwoReports {
   StatusOr<ConsolidateReport> rank0 = InternalError("not run"), rank1 = InternalError("not run");
+  // Each rank's progress calls, (done, total).
+  std::vector<std::pair<uint64_t, uint64_t>> progress[2];
 };
 
 // Both ranks consolidate the fixture into DIR/out.pt.
@@ -64,6 +66,7 @@ TwoReports Together(TwoThreadJob& job, const std::string& dir, ConsolidateKeys k
     ConsolidateOptions o = Unsynced();
     o.keys = keys;
     o.coordinator = &co;
+    o.progress = [&out, rank](uint64_t done, uint64_t total) { out.progress[rank].emplace_back(done, total); };
     return ConsolidateDcp(**dcp, dir + "/out.pt", o);
   };
   std::thread rank1([&] { out.rank1 = run(1); });
@@ -87,6 +90,26 @@ TEST(ConsolidateTogetherTest, TwoProcessesWriteTheBytesOneWrites) {
     EXPECT_TRUE(Contents(two + "/out.pt") == expected) << "the bytes differ from one process's";
     EXPECT_EQ(std::distance(fs::directory_iterator(two), fs::directory_iterator()), 1);  // no temporary left
   }
+}
+
+// Each process's progress runs to its own share, not to the whole file's
+// bytes (which only the sum of the shares reaches).
+TEST(ConsolidateTogetherTest, EachProcessCountsItsOwnShare) {
+  auto dcp = OpenDcpCheckpoint(testing::RepoPath(kSource));
+  ASSERT_TRUE(dcp.ok());
+  auto alone = ConsolidateDcp(**dcp, Scratch("progress_one") + "/out.pt", Unsynced());
+  ASSERT_TRUE(alone.ok());
+  TwoThreadJob job;
+  TwoReports r = Together(job, Scratch("progress_two"));
+  ASSERT_TRUE(r.rank0.ok() && r.rank1.ok());
+  uint64_t shares = 0;
+  for (const auto& calls : r.progress) {
+    ASSERT_FALSE(calls.empty());
+    EXPECT_EQ(calls.back().first, calls.back().second);
+    EXPECT_LT(calls.back().second, alone->tensor_bytes);
+    shares += calls.back().second;
+  }
+  EXPECT_EQ(shares, alone->tensor_bytes);
 }
 
 // A process whose share failed fails the job: nothing appears, and an older

@@ -6,13 +6,17 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
+#include <thread>
+#include <utility>
 
 #include <gtest/gtest.h>
 
 #include "fixtures.h"
 #include "optstate/checkpoint.h"
 #include "optstate/validate.h"
+#include "thread_coordinator.h"
 
 namespace optstate {
 namespace {
@@ -249,6 +253,54 @@ TEST(ZeroCheckpointTest, ConsolidationRefusesAnOutputAJobIsWriting) {
                                             "/.out.pt.partial: exists: another run is writing " + dir +
                                             "/out.pt, or one was interrupted (then remove it)");
   EXPECT_FALSE(std::filesystem::exists(dir + "/out.pt"));
+}
+
+// consolidate --distributed of a ZeRO directory, two processes played by two
+// threads: the bytes one process writes, and each process's progress runs to
+// its own share (the shares add up to the whole).
+TEST(ZeroCheckpointTest, TwoProcessesWriteTheBytesOneWrites) {
+  const std::string dir = ::testing::TempDir() + "/zero_together";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/one");
+  std::filesystem::create_directories(dir + "/two");
+  auto contents = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  for (const char* stage : {"zero2", "zero3"}) {
+    SCOPED_TRACE(stage);
+    auto z = Open(stage);
+    ASSERT_NE(z, nullptr);
+    ZeroConsolidateOptions o;
+    o.write.durability = Durability::kUnsynced;
+    auto alone = ConsolidateZero(*z, dir + "/one/out.pt", o);
+    ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+    TwoThreadJob job;
+    std::vector<std::pair<uint64_t, uint64_t>> progress[2];
+    StatusOr<ZeroConsolidateReport> reports[2] = {InternalError("not run"), InternalError("not run")};
+    auto run = [&](int rank) {
+      ThreadCoordinator co(job, rank);
+      auto mine = OpenZeroCheckpoint(Tag(stage));
+      if (!mine.ok()) return reports[rank] = mine.status(), void();
+      ZeroConsolidateOptions p = o;
+      p.coordinator = &co;
+      p.progress = [&progress, rank](uint64_t done, uint64_t total) { progress[rank].emplace_back(done, total); };
+      reports[rank] = ConsolidateZero(**mine, dir + "/two/out.pt", p);
+    };
+    std::thread rank1([&] { run(1); });
+    run(0);
+    rank1.join();
+    ASSERT_TRUE(reports[0].ok()) << reports[0].status().ToString();
+    ASSERT_TRUE(reports[1].ok()) << reports[1].status().ToString();
+    EXPECT_TRUE(contents(dir + "/two/out.pt") == contents(dir + "/one/out.pt")) << "the bytes differ";
+    uint64_t shares = 0;
+    for (const auto& calls : progress) {
+      ASSERT_FALSE(calls.empty());
+      EXPECT_EQ(calls.back().first, calls.back().second);
+      shares += calls.back().second;
+    }
+    EXPECT_EQ(shares, alone->tensor_bytes);
+  }
 }
 
 // A NaN written into rank 1's fp32 master weights (a copy of the real
