@@ -212,6 +212,16 @@ if by_hand consolidate3 3 consolidate --distributed "$in" -o "$scratch/c3/small.
 else
   fail "consolidate on 3 processes"; cat "$scratch"/consolidate3.*.err
 fi
+# A DeepSpeed ZeRO-3 directory (real DeepSpeed 0.16.4 files) the same way.
+zero=testdata/frameworks/deepspeed_0.16.4/zero3
+mkdir -p "$scratch/z1" "$scratch/z2"
+"$bin" consolidate "$zero" -o "$scratch/z1/zero.pt" -q > /dev/null || fail "single-process consolidate of $zero"
+if by_hand zconsolidate 2 consolidate --distributed "$zero" -o "$scratch/z2/zero.pt" -q &&
+   cmp "$scratch/z1/zero.pt" "$scratch/z2/zero.pt" && [ "$(ls -A "$scratch/z2")" = zero.pt ]; then
+  pass "consolidate of a ZeRO-3 directory on 2 processes: same bytes as one"
+else
+  fail "consolidate of a ZeRO-3 directory on 2 processes"; cat "$scratch"/zconsolidate.*.err
+fi
 if [ -f "$shim" ]; then
   port=$(free_port)
   MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=2 timeout 60 "$bin" consolidate --distributed \
