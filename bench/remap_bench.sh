@@ -4,12 +4,15 @@
 #
 # Usage: bench/remap_bench.sh OPTSTATE_BINARY CHECKPOINT MANIFEST [RUNS]
 # Make the inputs first: /usr/bin/python3 bench/make_big_checkpoint.py /tmp/bigptr.pt 3.2 --ptr-shape
+# COMMAND=migrate measures `optstate migrate` (to HeavyBall 3.2's layout) in remap's place, on a
+# legacy HeavyBall file: make_big_checkpoint.py /tmp/bighb.pt 3.2 \
+#   --heavyball-like=testdata/heavyball/migrate/0.24.4/adamw_foreach/optim.pt (no Python row then).
 # Runs alternate between the commands, with `sync` before each so no command
 # pays for another's write-back; the input is in the page cache (warm); medians.
 # optstate fsyncs its output before renaming it, plain cp does not, so
 # `cp && sync` is shown too, and `remap --no-sync` (no fsync, like cp).
 set -euo pipefail
-bin=$1 ckpt=$2 manifest=$3 runs=${4:-3}
+bin=$1 ckpt=$2 manifest=$3 runs=${4:-3} command=${COMMAND:-remap}
 out=$(dirname "$ckpt")/remap-bench.out.pt
 cat "$ckpt" > /dev/null
 declare -A wall rss
@@ -34,15 +37,19 @@ PY
 for _ in $(seq "$runs"); do
   measure "cp" cp "$ckpt" "$out"
   measure "cp && sync" sh -c "cp '$ckpt' '$out' && sync"
-  measure "optstate remap" "$bin" remap --manifest "$manifest" "$ckpt" -o "$out"
-  measure "optstate remap --no-sync" "$bin" remap --no-sync --manifest "$manifest" "$ckpt" -o "$out"
+  measure "optstate $command" "$bin" "$command" --manifest "$manifest" "$ckpt" -o "$out"
+  measure "optstate $command --no-sync" "$bin" "$command" --no-sync --manifest "$manifest" "$ckpt" -o "$out"
 done
-measure "python: torch.load, rekey, torch.save" /usr/bin/python3 -c "$python_way" "$ckpt" "$manifest" "$out"
+rows=("cp" "cp && sync" "optstate $command" "optstate $command --no-sync")
+if [ "$command" = remap ]; then
+  measure "python: torch.load, rekey, torch.save" /usr/bin/python3 -c "$python_way" "$ckpt" "$manifest" "$out"
+  rows+=("python: torch.load, rekey, torch.save")
+fi
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-echo "checkpoint: $ckpt, $(( $(stat -c %s "$ckpt") / 1048576 )) MiB, $(jq -r '.params | length' "$manifest" 2>/dev/null || echo '?') parameters; runs: $runs (median), python once; $(nproc) cores"
+echo "checkpoint: $ckpt, $(( $(stat -c %s "$ckpt") / 1048576 )) MiB, $(jq -r '.params | length' "$manifest" 2>/dev/null || echo '?') parameters; runs: $runs (median)$([ "$command" = remap ] && echo ", python once"); $(nproc) cores"
 echo
 echo "| command | wall (s) | peak RSS (MiB) |"
 echo "|---|---|---|"
-for name in "cp" "cp && sync" "optstate remap" "optstate remap --no-sync" "python: torch.load, rekey, torch.save"; do
+for name in "${rows[@]}"; do
   echo "| $name | $(echo "${wall[$name]}" | median) | $(( $(echo "${rss[$name]}" | median) / 1024 )) |"
 done

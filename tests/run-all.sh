@@ -22,11 +22,13 @@ cmake --build build/release -j "$jobs"
 cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Asan > build-asan.log 2>&1 || { cat build-asan.log; exit 1; }
 setsid -w nice -n 19 cmake --build build/asan -j "$jobs" > build-asan.log 2>&1 &
 asan_build=$!
+# However this script ends, no compiler of that build outlives it.
+trap 'kill -- "-$asan_build" 2> /dev/null || true' EXIT
 release_rc=0
 (cd build/release && ctest --output-on-failure) || release_rc=$?
 if [ "$release_rc" != 0 ]; then
-  kill -- "-$asan_build" 2> /dev/null
-  wait "$asan_build" 2> /dev/null
+  kill -- "-$asan_build" 2> /dev/null || true
+  wait "$asan_build" 2> /dev/null || true
   exit "$release_rc"
 fi
 echo "run-all: Release suites passed after $(( $(date +%s) - start )) s; waiting for the Asan build"
