@@ -21,6 +21,7 @@ A disagreement fails unless FILE (JSON {"<torch> <path>": reason}) lists it. Pri
 """
 import _compat_pickle
 import argparse
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -170,7 +171,9 @@ def main():
     runs = [("torch26", ["bash", os.path.abspath(args.torch26)], True)]
     if args.torch113:
         runs.append(("torch113", [args.torch113], False))
-    reports = {f: validate(args.optstate, f) for f in files}
+    # One validate per file, as many at once as there are cores (each is one thread).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        reports = dict(zip(files, pool.map(lambda f: validate(args.optstate, f), files)))
     failed = 0
     allowlist26 = None
     for tag, python, chroot in runs:
