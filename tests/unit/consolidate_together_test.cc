@@ -28,11 +28,6 @@ std::string Scratch(const std::string& name) {
   return dir;
 }
 
-std::string Contents(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 ConsolidateOptions Unsynced() {
   ConsolidateOptions o;
   o.write.durability = Durability::kUnsynced;
@@ -47,7 +42,7 @@ std::string Alone(const std::string& dir, ConsolidateKeys keys) {
   o.keys = keys;
   auto report = ConsolidateDcp(**dcp, dir + "/out.pt", o);
   EXPECT_TRUE(report.ok()) << report.status().ToString();
-  return Contents(dir + "/out.pt");
+  return testing::FileContents(dir + "/out.pt");
 }
 
 struct TwoReports {
@@ -87,7 +82,7 @@ TEST(ConsolidateTogetherTest, TwoProcessesWriteTheBytesOneWrites) {
     EXPECT_EQ(r.rank0->write.bytes, expected.size());
     EXPECT_EQ(r.rank1->write.bytes, expected.size());
     EXPECT_EQ(r.rank0->unconfirmed, "");
-    EXPECT_TRUE(Contents(two + "/out.pt") == expected) << "the bytes differ from one process's";
+    EXPECT_TRUE(testing::FileContents(two + "/out.pt") == expected) << "the bytes differ from one process's";
     EXPECT_EQ(std::distance(fs::directory_iterator(two), fs::directory_iterator()), 1);  // no temporary left
   }
 }
@@ -123,7 +118,7 @@ TEST(ConsolidateTogetherTest, AFailedShareLeavesNothing) {
   ASSERT_FALSE(r.rank0.ok());
   EXPECT_EQ(r.rank0.status().ToString(), "I/O error: process 1 of 2 failed: I/O error: disk full");
   ASSERT_FALSE(r.rank1.ok());
-  EXPECT_EQ(Contents(dir + "/out.pt"), "older");
+  EXPECT_EQ(testing::FileContents(dir + "/out.pt"), "older");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
 }
 
@@ -140,7 +135,7 @@ TEST(ConsolidateTogetherTest, ARankThatMissedTheCommitFindsTheFileItWrote) {
   EXPECT_EQ(r.rank1->unconfirmed, "process 0 did not confirm the commit (I/O error: no word from process 0 of 2); " +
                                       dir + "/out.pt is the file this process wrote into, so it committed");
   EXPECT_EQ(r.rank1->write.bytes, expected.size());
-  EXPECT_TRUE(Contents(dir + "/out.pt") == expected);
+  EXPECT_TRUE(testing::FileContents(dir + "/out.pt") == expected);
 }
 
 // A temporary left by a killed job: the next job refuses, saying what to do.
@@ -154,7 +149,7 @@ TEST(ConsolidateTogetherTest, ALeftoverTemporaryIsRefused) {
                                              "/.out.pt.partial: exists: another run is writing " + dir +
                                              "/out.pt, or one was interrupted (then remove it)");
   ASSERT_FALSE(r.rank1.ok());
-  EXPECT_EQ(Contents(dir + "/.out.pt.partial"), "half");
+  EXPECT_EQ(testing::FileContents(dir + "/.out.pt.partial"), "half");
   EXPECT_FALSE(fs::exists(dir + "/out.pt"));
 }
 
@@ -170,7 +165,7 @@ TEST(ConsolidateTogetherTest, OneProcessRefusesAnOutputAJobIsWriting) {
   EXPECT_EQ(report.status().ToString(), "invalid argument: " + dir +
                                             "/.out.pt.partial: exists: another run is writing " + dir +
                                             "/out.pt, or one was interrupted (then remove it)");
-  EXPECT_EQ(Contents(dir + "/.out.pt.partial"), "half");
+  EXPECT_EQ(testing::FileContents(dir + "/.out.pt.partial"), "half");
   EXPECT_FALSE(fs::exists(dir + "/out.pt"));
 }
 

@@ -22,6 +22,13 @@ std::string ReadFileOrFail(const std::string& relative) {
   return ss.str();
 }
 
+std::string FileContents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 nlohmann::json ExpectedJson(const std::string& fixture_relative) {
   std::string text = ReadFileOrFail(fixture_relative + ".expected.json");
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -14,6 +14,8 @@ namespace optstate::testing {
 std::string RepoPath(const std::string& relative);
 // The whole file; fails the current test (and returns "") when unreadable.
 std::string ReadFileOrFail(const std::string& relative);
+// The whole file at `path` (any path, e.g. a test's output); "" when unreadable.
+std::string FileContents(const std::string& path);
 // Parsed "<fixture>.expected.json".
 nlohmann::json ExpectedJson(const std::string& fixture_relative);
 // Every fixture (a file with an .expected.json beside it) under testdata/good,

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -263,10 +262,6 @@ TEST(ZeroCheckpointTest, TwoProcessesWriteTheBytesOneWrites) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir + "/one");
   std::filesystem::create_directories(dir + "/two");
-  auto contents = [](const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
   for (const char* stage : {"zero2", "zero3"}) {
     SCOPED_TRACE(stage);
     auto z = Open(stage);
@@ -292,7 +287,8 @@ TEST(ZeroCheckpointTest, TwoProcessesWriteTheBytesOneWrites) {
     rank1.join();
     ASSERT_TRUE(reports[0].ok()) << reports[0].status().ToString();
     ASSERT_TRUE(reports[1].ok()) << reports[1].status().ToString();
-    EXPECT_TRUE(contents(dir + "/two/out.pt") == contents(dir + "/one/out.pt")) << "the bytes differ";
+    EXPECT_TRUE(testing::FileContents(dir + "/two/out.pt") == testing::FileContents(dir + "/one/out.pt"))
+        << "the bytes differ";
     uint64_t shares = 0;
     for (const auto& calls : progress) {
       ASSERT_FALSE(calls.empty());
