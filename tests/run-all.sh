@@ -24,7 +24,9 @@ setsid -w nice -n 19 cmake --build build/asan -j "$jobs" > build-asan.log 2>&1 &
 asan_build=$!
 # However this script ends, no compiler of that build outlives it (the pid
 # itself too: a script failing at once may end before setsid made the group).
-trap 'kill -- "-$asan_build" 2> /dev/null; kill "$asan_build" 2> /dev/null || true' EXIT
+# Each kill may find nothing; under set -e a failing command in the trap would
+# become the script's exit code, so neither may fail.
+trap 'kill -- "-$asan_build" 2> /dev/null || true; kill "$asan_build" 2> /dev/null || true' EXIT
 (cd build/release && ctest --output-on-failure)
 echo "run-all: Release suites passed after $(( $(date +%s) - start )) s; waiting for the Asan build"
 wait "$asan_build" || { tail -60 build-asan.log; exit 1; }
