@@ -22,14 +22,15 @@ constexpr size_t kCopyChunk = 8 << 20;  // bytes written (and pages released) at
 // for a 2.3 GiB ZeRO-3 consolidate; level with cp in most runs).
 constexpr size_t kSumStep = 1 << 20;
 // A record the kernel copies whole from another file starts at the same offset
-// within a page as it did there. The kernel's copy moves the source's page-cache
-// pages to the output a page at a time: where the two offsets disagree each
-// page lands in two of the output's pages, and the per-page work of the write
-// (locking, buffer heads, accounting), most of the copy's cost beside the
-// memcpy, is done twice. Only for records this large: the padding (up to
-// 4 KiB) is then at most 0.4% of the record.
-constexpr uint64_t kPageBytes = 4096;
-constexpr uint64_t kSamePageOffsetBytes = 1 << 20;
+// within 64 KiB as it did there. The kernel's copy hands the source's page-cache
+// folios to the output's write; where the two offsets disagree the output gets
+// small folios, and its per-folio work (locking, buffer heads, accounting) is
+// most of the copy's cost beside the memcpy: 1 GiB took 0.29 s offset by 4 KiB
+// pages, 0.21 s at the same offset within 64 KiB or more (BENCHMARKS.md). The
+// padding (under 64 KiB, what an extra field holds) is for records of 4 MiB
+// and more, at most 1.6% of the record.
+constexpr uint64_t kCopyPhaseBytes = 64 << 10;
+constexpr uint64_t kSamePhaseRecordBytes = 4 << 20;
 
 void U16(std::string& s, uint64_t v) {
   s += static_cast<char>(v & 0xFF);
@@ -190,11 +191,11 @@ Status ZipWriter::AddRecord(const std::string& record, ByteSpan data, const std:
                             std::optional<uint32_t> known_crc, std::optional<FileRange> source) {
   // Only where the layout is this process's alone: processes sharing a zip
   // lay out records they do not copy (AddSkippedRecord) without a source.
-  std::optional<uint64_t> page_offset;
-  if (source && known_crc && !shared_ && data.size() >= kSamePageOffsetBytes && source->offset % kAlignment == 0) {
-    page_offset = source->offset % kPageBytes;
+  std::optional<uint64_t> phase;
+  if (source && known_crc && !shared_ && data.size() >= kSamePhaseRecordBytes && source->offset % kAlignment == 0) {
+    phase = source->offset % kCopyPhaseBytes;
   }
-  OPTSTATE_RETURN_IF_ERROR(Header(record, data.size(), page_offset));
+  OPTSTATE_RETURN_IF_ERROR(Header(record, data.size(), phase));
   OPTSTATE_ASSIGN_OR_RETURN(uint32_t crc, WritePiece(RecordPiece{data, known_crc, source}, done_with));
   return Descriptor(crc);
 }
@@ -256,7 +257,7 @@ Status ZipWriter::AddZeroRecord(const std::string& record, uint64_t size) {
 
 // Local header of a stored record. Bit 3 says the CRC follows the data in a
 // descriptor; the sizes are known up front and given here too.
-Status ZipWriter::Header(const std::string& record, uint64_t size, std::optional<uint64_t> page_offset) {
+Status ZipWriter::Header(const std::string& record, uint64_t size, std::optional<uint64_t> phase) {
   if (streaming_) return InternalError("zip record '" + record + "' begun before the streamed record ended");
   const std::string name = prefix_ + "/" + record;
   Entry e{names_.size(), static_cast<uint32_t>(name.size()), 0, size, out_->position()};
@@ -281,10 +282,10 @@ Status ZipWriter::Header(const std::string& record, uint64_t size, std::optional
     U64(extra, e.size);
   }
   // Pad with an 'FB' extra field so the data starts on a 64-byte boundary
-  // (or at `page_offset` within a page, itself a multiple of 64).
+  // (or at `phase` within 64 KiB, itself a multiple of 64).
   uint64_t data_at = e.local_offset + 30 + name.size() + extra.size() + 4;
-  uint64_t pad = page_offset ? (kPageBytes + *page_offset - data_at % kPageBytes) % kPageBytes
-                             : (kAlignment - data_at % kAlignment) % kAlignment;
+  uint64_t pad = phase ? (kCopyPhaseBytes + *phase - data_at % kCopyPhaseBytes) % kCopyPhaseBytes
+                       : (kAlignment - data_at % kAlignment) % kAlignment;
   U16(extra, 0x4246);  // "FB"
   U16(extra, pad);
   extra.append(pad, 'Z');

@@ -95,7 +95,7 @@ class ZipWriter {
   ZipWriter(std::unique_ptr<OutputStream> out, std::string prefix, SharedOutputFile* shared = nullptr)
       : out_(std::move(out)), prefix_(std::move(prefix)), shared_(shared) {}
   Status Put(const std::string& bytes);
-  Status Header(const std::string& record, uint64_t size, std::optional<uint64_t> page_offset = std::nullopt);
+  Status Header(const std::string& record, uint64_t size, std::optional<uint64_t> phase = std::nullopt);
   Status Descriptor(uint32_t crc);
   // Writes one piece of a record and returns its CRC-32: with a known CRC,
   // copied by the kernel from its source if it has one, else written a chunk

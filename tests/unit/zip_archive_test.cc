@@ -297,13 +297,13 @@ TEST(ZipWriterTest, RecordOfPiecesCopiesKnownPiecesAndSumsCutOnes) {
   EXPECT_TRUE(VerifyZipEntryCrc(cursor, e).ok());
 }
 
-// A record of 1 MiB or more that the kernel copies whole from another file
-// starts at the offset within a 4 KiB page it had there (64-byte aligned as
-// always), so the copy moves whole pages; a smaller one, or one whose source
+// A record of 4 MiB or more that the kernel copies whole from another file
+// starts at the offset within 64 KiB it had there (64-byte aligned as always),
+// so the copy moves whole page-cache folios; a smaller one, or one whose source
 // offset torch would never write (not 64-byte aligned), is padded to 64 bytes
 // only. Every record reads back with its CRC.
-TEST(ZipWriterTest, LargeCopiedRecordKeepsItsOffsetWithinThePage) {
-  std::string file_bytes(3 << 20, '\0');
+TEST(ZipWriterTest, LargeCopiedRecordKeepsItsOffsetWithin64KiB) {
+  std::string file_bytes(12 << 20, '\0');
   for (size_t i = 0; i < file_bytes.size(); ++i) file_bytes[i] = static_cast<char>((i * 2654435761u) >> 11);
   char path[] = "/tmp/optstate_page_XXXXXX";
   int fd = ::mkstemp(path);
@@ -312,13 +312,13 @@ TEST(ZipWriterTest, LargeCopiedRecordKeepsItsOffsetWithinThePage) {
   ASSERT_EQ(::write(fd, file_bytes.data(), file_bytes.size()), static_cast<ssize_t>(file_bytes.size()));
   struct Copied {
     uint64_t at, size;
-    uint64_t want_in_page;  // kNotChosen: any 64-byte aligned offset
+    uint64_t want_phase;  // offset within 64 KiB; kNotChosen: any 64-byte aligned offset
   };
   constexpr uint64_t kNotChosen = ~uint64_t{0};
-  const std::vector<Copied> records = {{3 * 4096 + 1344, 1 << 20, 1344},
-                                       {1 << 20, (1 << 20) + 5, 0},
-                                       {2 * 4096 + 64, (1 << 20) - 1, kNotChosen},
-                                       {1000, 1 << 20, kNotChosen}};
+  const std::vector<Copied> records = {{3 * 65536 + 9 * 4096 + 1344, 4 << 20, 9 * 4096 + 1344},
+                                       {4 << 20, (4 << 20) + 5, 0},
+                                       {65536 + 64, (4 << 20) - 1, kNotChosen},
+                                       {1000, 4 << 20, kNotChosen}};
   CountingStream out;
   out.kernel_copies = true;
   std::unique_ptr<ZipWriter> zip = ZipWriter::CreateEmbedded(out, "archive");
@@ -341,10 +341,10 @@ TEST(ZipWriterTest, LargeCopiedRecordKeepsItsOffsetWithinThePage) {
     const uint64_t at = static_cast<uint64_t>(reinterpret_cast<const char*>(data->data()) - out.bytes.data());
     EXPECT_EQ(at % 64, 0u) << e.name;
     const uint64_t header_end = e.local_header_offset + 30 + e.name.size() + 4;  // through the 'FB' field's header
-    if (records[i].want_in_page == kNotChosen) {
+    if (records[i].want_phase == kNotChosen) {
       EXPECT_LT(at - header_end, 64u) << e.name << ": padded beyond the next 64-byte boundary";
     } else {
-      EXPECT_EQ(at % 4096, records[i].want_in_page) << e.name;
+      EXPECT_EQ(at % 65536, records[i].want_phase) << e.name;
     }
     EXPECT_TRUE(std::string(reinterpret_cast<const char*>(data->data()), data->size()) ==
                 file_bytes.substr(records[i].at, records[i].size))
