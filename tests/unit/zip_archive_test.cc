@@ -1,12 +1,12 @@
 #include "zip/zip_archive.h"
 
-#include <gtest/gtest.h>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fixtures.h"
@@ -249,6 +249,23 @@ TEST(ZipWriterTest, StreamedRecordReadsBackWithItsSizeAndCrc) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(second->data()), second->size()), "little");
 }
 
+// An unlinked temporary file holding `size` bytes of a fixed pattern, for
+// the kernel copies a zip writer makes from a source file: its descriptor
+// (-1 on failure) and the bytes.
+std::pair<int, std::string> PatternFile(size_t size) {
+  std::string bytes(size, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
+  char path[] = "/tmp/optstate_source_XXXXXX";
+  int fd = ::mkstemp(path);
+  if (fd < 0) return {-1, bytes};
+  ::unlink(path);
+  if (::write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
+    ::close(fd);
+    return {-1, bytes};
+  }
+  return {fd, bytes};
+}
+
 // A record of pieces (a ZeRO-3 parameter from two ranks' partitions, a
 // reshard's chunk): a piece with a known CRC and a source goes to the kernel
 // copy untouched; a piece cut from a record (a source, no CRC) is summed and
@@ -257,13 +274,8 @@ TEST(ZipWriterTest, StreamedRecordReadsBackWithItsSizeAndCrc) {
 // byte that passed through memory is handed back to `done_with` exactly once
 // (the kernel's copy never maps its bytes in).
 TEST(ZipWriterTest, RecordOfPiecesCopiesKnownPiecesAndSumsCutOnes) {
-  std::string file_bytes(9 * 1048576 + 3 * 1000 + 7, '\0');
-  for (size_t i = 0; i < file_bytes.size(); ++i) file_bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
-  char path[] = "/tmp/optstate_pieces_XXXXXX";
-  int fd = ::mkstemp(path);
+  auto [fd, file_bytes] = PatternFile(9 * 1048576 + 3 * 1000 + 7);
   ASSERT_GE(fd, 0);
-  ::unlink(path);
-  ASSERT_EQ(::write(fd, file_bytes.data(), file_bytes.size()), static_cast<ssize_t>(file_bytes.size()));
   ByteSpan all = AsBytes(file_bytes);
   ByteSpan known = all.subspan(0, 3000);
   ByteSpan cut = all.subspan(3000, 9 * 1048576 + 7);
@@ -303,13 +315,8 @@ TEST(ZipWriterTest, RecordOfPiecesCopiesKnownPiecesAndSumsCutOnes) {
 // offset torch would never write (not 64-byte aligned), is padded to 64 bytes
 // only. Every record reads back with its CRC.
 TEST(ZipWriterTest, LargeCopiedRecordKeepsItsOffsetWithin64KiB) {
-  std::string file_bytes(12 << 20, '\0');
-  for (size_t i = 0; i < file_bytes.size(); ++i) file_bytes[i] = static_cast<char>((i * 2654435761u) >> 11);
-  char path[] = "/tmp/optstate_page_XXXXXX";
-  int fd = ::mkstemp(path);
+  auto [fd, file_bytes] = PatternFile(12 << 20);
   ASSERT_GE(fd, 0);
-  ::unlink(path);
-  ASSERT_EQ(::write(fd, file_bytes.data(), file_bytes.size()), static_cast<ssize_t>(file_bytes.size()));
   struct Copied {
     uint64_t at, size;
     uint64_t want_phase;  // offset within 64 KiB; kNotChosen: any 64-byte aligned offset
