@@ -25,10 +25,10 @@ constexpr size_t kSumStep = 1 << 20;
 // within 64 KiB as it did there. The kernel's copy hands the source's page-cache
 // folios to the output's write; where the two offsets disagree the output gets
 // small folios, and its per-folio work (locking, buffer heads, accounting) is
-// most of the copy's cost beside the memcpy: 1 GiB took 0.29 s offset by 4 KiB
-// pages, 0.21 s at the same offset within 64 KiB or more (BENCHMARKS.md). The
-// padding (under 64 KiB, what an extra field holds) is for records of 4 MiB
-// and more, at most 1.6% of the record.
+// most of the copy's cost beside the memcpy: 1 GiB took 0.24-0.29 s at the same
+// offset within 4 KiB only, 0.18-0.21 s within 64 KiB or more (BENCHMARKS.md,
+// bench/copy_phase_bench.py). The padding (under 64 KiB, what an extra field
+// holds) is for records of 4 MiB and more, at most 1.6% of the record.
 constexpr uint64_t kCopyPhaseBytes = 64 << 10;
 constexpr uint64_t kSamePhaseRecordBytes = 4 << 20;
 
