@@ -1,7 +1,8 @@
 #include "zip/zip_archive.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
