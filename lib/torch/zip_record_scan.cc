@@ -3,7 +3,6 @@
 
 #include <string>
 #include <string_view>
-#include <unordered_map>
 
 #include "io/byte_cursor.h"
 #include "torch/container.h"
@@ -19,17 +18,16 @@ void ScanRecordsBesideTheMainPickle(const ByteCursor& whole, const PickleLimits&
   const ZipArchive& zip = ZipDirectory(out.container);
   // torch's zip reader matches names ignoring ASCII case: names that differ
   // only so are one record to it, and which it takes is the reader's choice.
-  std::unordered_map<std::string, std::string_view> seen;
-  for (const ZipEntry& e : zip.entries) {
-    auto [it, fresh] = seen.emplace(FoldedRecordName(e.name), std::string_view(e.name));
-    if (fresh) continue;
-    if (it->second == std::string_view(e.name)) {
-      out.findings.push_back({Severity::kError, "zip-duplicate-record", e.name,
-                              "two zip records named '" + e.name + "': torch 2.6 reads the first, torch 1.13 the "
+  for (const auto& [later, first] : RecordsNamedAlike(zip.entries)) {
+    const std::string& name = zip.entries[later].name;
+    const std::string& earlier = zip.entries[first].name;
+    if (earlier == name) {
+      out.findings.push_back({Severity::kError, "zip-duplicate-record", name,
+                              "two zip records named '" + name + "': torch 2.6 reads the first, torch 1.13 the "
                               "last, so each loads a different checkpoint (optstate reads the first)", ""});
     } else {
-      out.findings.push_back({Severity::kError, "zip-duplicate-record", e.name,
-                              "zip records '" + std::string(it->second) + "' and '" + e.name + "' differ only in "
+      out.findings.push_back({Severity::kError, "zip-duplicate-record", name,
+                              "zip records '" + earlier + "' and '" + name + "' differ only in "
                               "case: torch's zip reader ignores case, so they are one name to it and which one it "
                               "reads is its own choice (optstate scans both)", ""});
     }

@@ -211,6 +211,16 @@ namespace {
 
 char FoldAsciiCase(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
+// FNV-1a over the folded bytes, then a 64-bit finalizer so that names that
+// differ only in their last bytes spread over the whole table.
+uint64_t FoldedNameHash(std::string_view name) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : name) h = (h ^ static_cast<unsigned char>(FoldAsciiCase(c))) * 1099511628211ull;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  return h ^ (h >> 33);
+}
+
 }  // namespace
 
 bool SameRecordName(std::string_view a, std::string_view b) {
@@ -221,10 +231,28 @@ bool SameRecordName(std::string_view a, std::string_view b) {
   return true;
 }
 
-std::string FoldedRecordName(std::string_view name) {
-  std::string out(name);
-  for (char& c : out) c = FoldAsciiCase(c);
-  return out;
+std::vector<std::pair<size_t, size_t>> RecordsNamedAlike(const std::vector<ZipEntry>& entries) {
+  std::vector<std::pair<size_t, size_t>> alike;
+  // Open addressing, load at most one half: each slot holds 1 + the index of
+  // the first record of its folded name, 0 when free.
+  size_t capacity = 16;
+  while (capacity < 2 * entries.size()) capacity *= 2;
+  std::vector<uint32_t> slots(capacity, 0);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    std::string_view name(entries[i].name);
+    for (size_t at = FoldedNameHash(name) & (capacity - 1);; at = (at + 1) & (capacity - 1)) {
+      if (slots[at] == 0) {
+        slots[at] = static_cast<uint32_t>(i + 1);
+        break;
+      }
+      const size_t first = slots[at] - 1;
+      if (SameRecordName(entries[first].name, name)) {
+        alike.emplace_back(i, first);
+        break;
+      }
+    }
+  }
+  return alike;
 }
 
 bool NameIsRecord(std::string_view name, std::string_view record) {

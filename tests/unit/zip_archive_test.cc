@@ -100,6 +100,26 @@ TEST(ZipArchiveTest, IndexedFindAgreesWithDirectoryOrder) {
   EXPECT_EQ(pkl, &zip->entries[first_at]);
 }
 
+// Records torch's reader takes for one name: each later one paired with the
+// first of its name, in directory order; a scan over every pair agrees.
+TEST(ZipArchiveTest, RecordsNamedAlikePairsEachWithTheFirstOfItsName) {
+  std::vector<ZipEntry> entries;
+  for (const char* name : {"a/data.pkl", "a/data/0", "A/DATA.PKL", "a/data/0", "b", "a/Data.pkl", "a/data/1"}) {
+    entries.emplace_back().name = name;
+  }
+  using Pairs = std::vector<std::pair<size_t, size_t>>;
+  EXPECT_EQ(RecordsNamedAlike(entries), (Pairs{{2, 0}, {3, 1}, {5, 0}}));
+  // Many distinct names that differ only in their last bytes: no pair, and
+  // every case-folded copy pairs with its original.
+  entries.clear();
+  for (int i = 0; i < 20000; ++i) entries.emplace_back().name = "archive/data/" + std::to_string(i);
+  EXPECT_TRUE(RecordsNamedAlike(entries).empty());
+  entries.emplace_back().name = "ARCHIVE/data/19999";
+  entries.emplace_back().name = "archive/DATA/7";
+  EXPECT_EQ(RecordsNamedAlike(entries), (Pairs{{20000, 19999}, {20001, 7}}));
+  EXPECT_TRUE(RecordsNamedAlike({}).empty());
+}
+
 TEST(ContainerTest, IdentifiesEachFormat) {
   struct Case {
     const char* path;
