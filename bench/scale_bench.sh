@@ -18,7 +18,8 @@
 #
 # Writes DATADIR/scale.tsv, prints a Markdown table, and plots wall and peak
 # RSS against N on log-log axes to DATADIR/scale.png with gnuplot (Debian's
-# gnuplot-nox; skipped with a note when it is missing).
+# gnuplot-nox; skipped with a note when it is missing). PLOT_ONLY=1 measures
+# nothing: it redraws the table and the plot from an existing DATADIR/scale.tsv.
 set -euo pipefail
 bin=$(readlink -f "$1") data=$(readlink -f "$2")
 shift 2
@@ -29,7 +30,12 @@ read -r -a dcp_ranks <<< "${DCP_RANKS:-8 64}"
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$data"
 tsv="$data/scale.tsv"
-printf "part\tn\tcommand\twall_s\trss_mib\texit\n" > "$tsv"
+if [ "${PLOT_ONLY:-0}" = 1 ]; then
+  [ -f "$tsv" ] || { echo "PLOT_ONLY=1: no $tsv to plot" >&2; exit 2; }
+  counts=() dcp_n=0
+else
+  printf "part\tn\tcommand\twall_s\trss_mib\texit\n" > "$tsv"
+fi
 
 # measure PART N NAME command...: one run, wall seconds and peak RSS (MiB).
 measure() {
