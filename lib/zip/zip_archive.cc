@@ -172,17 +172,20 @@ Status CheckEntryBounds(const ByteCursor& whole, const ZipEntry& e) {
 // errors say what.
 StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& whole, const ZipEntry& e, int fd) {
   if (e.data_offset_known) return e.data_offset;
-  // Built only for an error: this runs once per record of a checkpoint.
-  auto ctx = [&e] { return "record '" + e.name + "'"; };
-  std::byte read[30];
-  const std::byte* fixed = read;
+  std::byte read[kLocalHeaderFixedBytes];
   bool in_range = e.local_header_offset <= whole.size() && whole.size() - e.local_header_offset >= sizeof read;
   if (fd < 0 || !in_range || ::pread(fd, read, sizeof read, static_cast<off_t>(e.local_header_offset)) != sizeof read) {
     ByteCursor local = whole;
-    OPTSTATE_RETURN_IF_ERROR_CTX(local.Seek(e.local_header_offset, "local header"), ctx());
+    OPTSTATE_RETURN_IF_ERROR_CTX(local.Seek(e.local_header_offset, "local header"), "record '" + e.name + "'");
     OPTSTATE_ASSIGN_OR_RETURN(ByteSpan mapped, local.ReadBytes(sizeof read, "local header"));
-    fixed = mapped.data();
+    return DataOffsetFromLocalHeader(whole, e, mapped.data());
   }
+  return DataOffsetFromLocalHeader(whole, e, read);
+}
+
+StatusOr<uint64_t> DataOffsetFromLocalHeader(const ByteCursor& whole, const ZipEntry& e, const std::byte* fixed) {
+  // Built only for an error: this runs once per record of a checkpoint.
+  auto ctx = [&e] { return "record '" + e.name + "'"; };
   uint32_t sig = LoadU32LEUnchecked(fixed);
   if (sig != kLocalHeaderSig) {
     return CorruptError(ctx() + ": offset " + std::to_string(whole.base_offset() + e.local_header_offset) +
@@ -190,21 +193,9 @@ StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& whole, const ZipEntry& e
   }
   uint16_t name_len = LoadU16LEUnchecked(fixed + 26);
   uint16_t extra_len = LoadU16LEUnchecked(fixed + 28);
-  uint64_t data_offset = e.local_header_offset + 30 + name_len + extra_len;
+  uint64_t data_offset = e.local_header_offset + kLocalHeaderFixedBytes + name_len + extra_len;
   OPTSTATE_RETURN_IF_ERROR_CTX(whole.Slice(data_offset, e.compressed_size, "record data").status(), ctx());
   return data_offset;
-}
-
-Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
-                             const std::function<void(ByteSpan)>& header_read, int fd) {
-  for (ZipEntry& e : archive.entries) {
-    OPTSTATE_ASSIGN_OR_RETURN(e.data_offset, ZipEntryDataOffset(cursor, e, fd));
-    e.data_offset_known = true;
-    if (header_read && fd < 0) {
-      header_read(cursor.data().subspan(e.local_header_offset, e.data_offset - e.local_header_offset));
-    }
-  }
-  return Status();
 }
 
 namespace {

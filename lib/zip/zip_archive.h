@@ -91,13 +91,20 @@ StatusOr<ZipArchive> ReadZipDirectory(const ByteCursor& cursor, const ZipLimits&
 // then read from it with pread when it can be.
 StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& cursor, const ZipEntry& entry, int fd = -1);
 
+// A local header's fixed part: signature to extra-field length.
+inline constexpr size_t kLocalHeaderFixedBytes = 30;
+// Where `entry`'s data starts, from the kLocalHeaderFixedBytes of its local
+// header at `fixed` (read by the caller), checked as ZipEntryDataOffset does.
+StatusOr<uint64_t> DataOffsetFromLocalHeader(const ByteCursor& cursor, const ZipEntry& entry, const std::byte* fixed);
+
 // Resolves every entry's data offset (for listings that show them).
 // `header_read` (optional) is given each local header's bytes once read, so
 // a caller reading a mapping can release them as it goes: at 4 * 10^5 records
 // they are every page of the file. `fd` (optional): the file whose byte 0 is
 // the cursor's byte 0; local headers are then read from it with pread, which
 // costs less than the first touch of a mapped page per record (and leaves no
-// page to release, so `header_read` is not called).
+// page to release, so `header_read` is not called). Headers that follow one
+// another within 128 KiB of the file are read by one pread (local_headers.cc).
 Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
                              const std::function<void(ByteSpan)>& header_read = nullptr, int fd = -1);
 

@@ -1,0 +1,83 @@
+// Resolving every record's data offset: one local header per record, read
+// from the file by windows.
+//
+// validate reads each record's local header before its values. One pread per
+// header was a system call per record: 4 * 10^5 of them at 10^5 parameters
+// (~1 s of validate's 3.7 s on a virtual machine, where a system call costs
+// several microseconds) and 4 * 10^4 for a 0.5 GB file of 16 KiB tensors
+// (0.1 s of 0.45 s). torch.save writes the records one after the other, so
+// the headers that follow one another within a window of the file come in one
+// read; the bytes between them are copied and not looked at, which costs less
+// than the calls as long as the window is small.
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "io/byte_cursor.h"
+#include "zip/zip_archive.h"
+
+namespace optstate {
+namespace {
+
+constexpr uint64_t kHeaderWindow = 128 << 10;
+
+// The headers of `entries` from `first` on, in directory order, whose fixed
+// part lies within kHeaderWindow bytes from entry `first`'s header: one past
+// the last of them, and where its fixed part ends.
+std::pair<size_t, uint64_t> HeadersInWindow(const std::vector<ZipEntry>& entries, size_t first, uint64_t file_size) {
+  const uint64_t start = entries[first].local_header_offset;
+  const uint64_t limit = std::min(file_size, start + kHeaderWindow);
+  uint64_t end = start + kLocalHeaderFixedBytes;
+  size_t next = first + 1;
+  for (; next < entries.size(); ++next) {
+    const uint64_t at = entries[next].local_header_offset;
+    if (entries[next].data_offset_known || at < end || at > limit || limit - at < kLocalHeaderFixedBytes) break;
+    end = at + kLocalHeaderFixedBytes;
+  }
+  return {next, end};
+}
+
+}  // namespace
+
+Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
+                             const std::function<void(ByteSpan)>& header_read, int fd) {
+  std::vector<ZipEntry>& entries = archive.entries;
+  if (fd < 0) {
+    for (ZipEntry& e : entries) {
+      OPTSTATE_ASSIGN_OR_RETURN(e.data_offset, ZipEntryDataOffset(cursor, e));
+      e.data_offset_known = true;
+      if (header_read) header_read(cursor.data().subspan(e.local_header_offset, e.data_offset - e.local_header_offset));
+    }
+    return Status();
+  }
+  std::vector<std::byte> window;
+  for (size_t i = 0; i < entries.size();) {
+    ZipEntry& e = entries[i];
+    const bool in_range = !e.data_offset_known && e.local_header_offset <= cursor.size() &&
+                          cursor.size() - e.local_header_offset >= kLocalHeaderFixedBytes;
+    auto [next, end] = in_range ? HeadersInWindow(entries, i, cursor.size()) : std::make_pair(i + 1, uint64_t{0});
+    const uint64_t start = e.local_header_offset;
+    if (in_range && next > i + 1) {
+      window.resize(static_cast<size_t>(end - start));
+      if (::pread(fd, window.data(), window.size(), static_cast<off_t>(start)) ==
+          static_cast<ssize_t>(window.size())) {
+        for (; i < next; ++i) {
+          ZipEntry& w = entries[i];
+          const std::byte* fixed = window.data() + (w.local_header_offset - start);
+          OPTSTATE_ASSIGN_OR_RETURN(w.data_offset, DataOffsetFromLocalHeader(cursor, w, fixed));
+          w.data_offset_known = true;
+        }
+        continue;
+      }
+    }
+    // One header, or a window read that came up short: the one-header path,
+    // which falls back to the cursor and its errors.
+    OPTSTATE_ASSIGN_OR_RETURN(e.data_offset, ZipEntryDataOffset(cursor, e, fd));
+    e.data_offset_known = true;
+    ++i;
+  }
+  return Status();
+}
+
+}  // namespace optstate
