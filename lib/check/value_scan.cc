@@ -66,8 +66,10 @@ struct Piece {
 };
 
 // `file`: where the piece lies in a file, to pread it block by block into
-// `buffer`; the mapping is read only if that fails.
-void Sweep(Piece& piece, const std::vector<ScanRange>& ranges, std::optional<FileRange> file, std::byte* buffer) {
+// `buffer`; the mapping is read only if that fails. `loaded`: the piece's
+// bytes already read (a piece of a Batch), so nothing is read here.
+void Sweep(Piece& piece, const std::vector<ScanRange>& ranges, std::optional<FileRange> file, std::byte* buffer,
+           const std::byte* loaded = nullptr) {
   const std::byte* end = piece.bytes.data() + piece.bytes.size();
   size_t next = 0;
   for (const std::byte* block = piece.bytes.data(); block < end; block += kBlock) {
@@ -75,7 +77,9 @@ void Sweep(Piece& piece, const std::vector<ScanRange>& ranges, std::optional<Fil
     const std::byte* block_end = std::min(end, block + kBlock);
     // Addresses stay those of the mapping (parts are placed by them); `data` is where the bytes are read.
     const std::byte* data = block;
-    if (file) {
+    if (loaded != nullptr) {
+      data = loaded + (block - piece.bytes.data());
+    } else if (file) {
       size_t want = static_cast<size_t>(block_end - block);
       uint64_t at = file->offset + static_cast<uint64_t>(block - piece.bytes.data());
       ssize_t got = ::pread(file->fd, buffer, want, static_cast<off_t>(at));
@@ -96,6 +100,58 @@ void Sweep(Piece& piece, const std::vector<ScanRange>& ranges, std::optional<Fil
            piece.parts[next].bytes.data() + piece.parts[next].bytes.size() <= block_end) {
       ++next;
     }
+  }
+}
+
+// Pieces [first, end) that lie one after another in one block's span of
+// the mapping: a file of 4 * 10^4 tensors of 16 KiB is as many records, and a
+// pread each was a system call per 16 KiB; a batch is one pread of up to
+// kBlock bytes (with the local headers between the records, not looked at).
+struct Batch {
+  size_t first, end;
+};
+
+std::vector<Batch> BatchNeighbours(const std::vector<Piece>& pieces) {
+  std::vector<Batch> batches;
+  for (size_t i = 0; i < pieces.size();) {
+    size_t j = i + 1;
+    if (!pieces[i].bytes.empty()) {
+      const std::byte* start = pieces[i].bytes.data();
+      const std::byte* end = start + pieces[i].bytes.size();
+      for (; j < pieces.size(); ++j) {
+        const ByteSpan next = pieces[j].bytes;
+        if (next.empty() || next.data() < end || next.data() + next.size() - start > static_cast<ptrdiff_t>(kBlock)) {
+          break;
+        }
+        end = next.data() + next.size();
+      }
+    }
+    batches.push_back({i, j});
+    i = j;
+  }
+  return batches;
+}
+
+// Sweeps the batch's pieces from one read of their whole span when it lies in
+// one file, else each piece on its own.
+void SweepBatch(std::vector<Piece>& pieces, Batch batch, const std::vector<ScanRange>& ranges, const ScanHooks& hooks,
+                std::byte* buffer) {
+  if (batch.end - batch.first > 1 && hooks.locate) {
+    const std::byte* start = pieces[batch.first].bytes.data();
+    const ByteSpan& last = pieces[batch.end - 1].bytes;
+    const ByteSpan span(start, static_cast<size_t>(last.data() + last.size() - start));
+    std::optional<FileRange> file = hooks.locate(span);
+    if (file &&
+        ::pread(file->fd, buffer, span.size(), static_cast<off_t>(file->offset)) == static_cast<ssize_t>(span.size())) {
+      for (size_t p = batch.first; p < batch.end; ++p) {
+        Sweep(pieces[p], ranges, std::nullopt, buffer, buffer + (pieces[p].bytes.data() - start));
+      }
+      return;
+    }
+  }
+  for (size_t p = batch.first; p < batch.end; ++p) {
+    std::optional<FileRange> file = hooks.locate ? hooks.locate(pieces[p].bytes) : std::nullopt;
+    Sweep(pieces[p], ranges, file, buffer);
   }
 }
 
@@ -156,10 +212,10 @@ void ScanRecordsAndRanges(std::vector<ScanRecord>& records, std::vector<ScanRang
     std::sort(p.parts.begin(), p.parts.end(),
               [](const Part& x, const Part& y) { return x.bytes.data() < y.bytes.data(); });
   }
-  ParallelFor(pieces.size(), threads, [&](size_t i) {
+  const std::vector<Batch> batches = BatchNeighbours(pieces);
+  ParallelFor(batches.size(), threads, [&](size_t i) {
     thread_local std::vector<std::byte> buffer(kBlock);
-    std::optional<FileRange> file = hooks.locate ? hooks.locate(pieces[i].bytes) : std::nullopt;
-    Sweep(pieces[i], ranges, file, buffer.data());
+    SweepBatch(pieces, batches[i], ranges, hooks, buffer.data());
   });
   for (size_t r = 0; r < records.size(); ++r) {
     uint32_t crc = 0;
