@@ -22,18 +22,20 @@ namespace {
 
 constexpr uint64_t kHeaderWindow = 128 << 10;
 
-// The headers of `entries` from `first` on, in directory order, whose fixed
-// part lies within kHeaderWindow bytes from entry `first`'s header: one past
-// the last of them, and where its fixed part ends.
+// The headers of `entries` from `first` on, in directory order, unresolved,
+// whose fixed parts follow one another within kHeaderWindow bytes from entry
+// `first`'s header: one past the last of them, and where its fixed part ends.
+// Just `first` (end 0) when its own header is resolved or out of the file.
 std::pair<size_t, uint64_t> HeadersInWindow(const std::vector<ZipEntry>& entries, size_t first, uint64_t file_size) {
+  if (entries[first].data_offset_known || !LocalHeaderFits(entries[first], file_size)) return {first + 1, 0};
   const uint64_t start = entries[first].local_header_offset;
   const uint64_t limit = std::min(file_size, start + kHeaderWindow);
   uint64_t end = start + kLocalHeaderFixedBytes;
   size_t next = first + 1;
   for (; next < entries.size(); ++next) {
-    const uint64_t at = entries[next].local_header_offset;
-    if (entries[next].data_offset_known || at < end || at > limit || limit - at < kLocalHeaderFixedBytes) break;
-    end = at + kLocalHeaderFixedBytes;
+    const ZipEntry& e = entries[next];
+    if (e.data_offset_known || e.local_header_offset < end || !LocalHeaderFits(e, limit)) break;
+    end = e.local_header_offset + kLocalHeaderFixedBytes;
   }
   return {next, end};
 }
@@ -54,11 +56,9 @@ Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
   std::vector<std::byte> window;
   for (size_t i = 0; i < entries.size();) {
     ZipEntry& e = entries[i];
-    const bool in_range = !e.data_offset_known && e.local_header_offset <= cursor.size() &&
-                          cursor.size() - e.local_header_offset >= kLocalHeaderFixedBytes;
-    auto [next, end] = in_range ? HeadersInWindow(entries, i, cursor.size()) : std::make_pair(i + 1, uint64_t{0});
+    const auto [next, end] = HeadersInWindow(entries, i, cursor.size());
     const uint64_t start = e.local_header_offset;
-    if (in_range && next > i + 1) {
+    if (next > i + 1) {
       window.resize(static_cast<size_t>(end - start));
       if (::pread(fd, window.data(), window.size(), static_cast<off_t>(start)) ==
           static_cast<ssize_t>(window.size())) {

@@ -93,6 +93,10 @@ StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& cursor, const ZipEntry& 
 
 // A local header's fixed part: signature to extra-field length.
 inline constexpr size_t kLocalHeaderFixedBytes = 30;
+// Whether the fixed part of `entry`'s local header lies within `size` bytes.
+inline bool LocalHeaderFits(const ZipEntry& entry, uint64_t size) {
+  return entry.local_header_offset <= size && size - entry.local_header_offset >= kLocalHeaderFixedBytes;
+}
 // Where `entry`'s data starts, from the kLocalHeaderFixedBytes of its local
 // header at `fixed` (read by the caller), checked as ZipEntryDataOffset does.
 StatusOr<uint64_t> DataOffsetFromLocalHeader(const ByteCursor& cursor, const ZipEntry& entry, const std::byte* fixed);
