@@ -173,7 +173,8 @@ Status CheckEntryBounds(const ByteCursor& whole, const ZipEntry& e) {
 StatusOr<uint64_t> ZipEntryDataOffset(const ByteCursor& whole, const ZipEntry& e, int fd) {
   if (e.data_offset_known) return e.data_offset;
   std::byte read[kLocalHeaderFixedBytes];
-  if (fd < 0 || !LocalHeaderFits(e, whole.size()) || ::pread(fd, read, sizeof read, static_cast<off_t>(e.local_header_offset)) != sizeof read) {
+  if (fd < 0 || !LocalHeaderFits(e, whole.size()) ||
+      ::pread(fd, read, sizeof read, static_cast<off_t>(e.local_header_offset)) != sizeof read) {
     ByteCursor local = whole;
     OPTSTATE_RETURN_IF_ERROR_CTX(local.Seek(e.local_header_offset, "local header"), "record '" + e.name + "'");
     OPTSTATE_ASSIGN_OR_RETURN(ByteSpan mapped, local.ReadBytes(sizeof read, "local header"));
