@@ -19,6 +19,7 @@
 #include "optstate/torch_objects.h"
 #include "torch/container.h"
 #include "torch/security.h"
+#include "zip/zip_archive.h"
 
 namespace optstate {
 namespace {
@@ -26,15 +27,22 @@ namespace {
 // Up to this many bytes, ReadSmallTensor reads with pread rather than through the mapping.
 constexpr uint64_t kSmallTensorRead = 4096;
 
-// The bytes of `t` when it is small and lies in one run of the file; nullopt
-// otherwise (or when the read fails: the mapping is then read as before).
+// The bytes of `t` when it is small and lies in one run of the file: kept
+// from the header windows when its record is tiny (ZipArchive::tiny_records),
+// else read with pread; nullopt otherwise (or when the read fails: the
+// mapping is then read as before).
 std::optional<std::vector<std::byte>> ReadSmallTensor(const CheckpointFile& file, const TensorRef& t) {
   if (t.storage < 0 || t.nbytes() == 0 || t.nbytes() > kSmallTensorRead) return std::nullopt;
   StatusOr<std::optional<ByteSpan>> in_place = TensorBytesInPlace(file.bytes(), file.checkpoint(), t);
   if (!in_place.ok() || !*in_place) return std::nullopt;
-  std::optional<FileRange> range = file.FileRangeOf(**in_place);
+  const ByteSpan bytes = **in_place;
+  const ZipArchive& zip = ZipDirectory(file.checkpoint().container);
+  if (std::optional<ByteSpan> kept = zip.TinyRecordBytes(bytes.data(), bytes.size())) {
+    return std::vector<std::byte>(kept->begin(), kept->end());
+  }
+  std::optional<FileRange> range = file.FileRangeOf(bytes);
   if (!range) return std::nullopt;
-  std::vector<std::byte> out((*in_place)->size());
+  std::vector<std::byte> out(bytes.size());
   ssize_t got = ::pread(range->fd, out.data(), out.size(), static_cast<off_t>(range->offset));
   if (got != static_cast<ssize_t>(out.size())) return std::nullopt;
   return out;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "io/byte_cursor.h"
@@ -38,6 +39,17 @@ std::pair<size_t, uint64_t> HeadersInWindow(const std::vector<ZipEntry>& entries
     end = e.local_header_offset + kLocalHeaderFixedBytes;
   }
   return {next, end};
+}
+
+// Keeps the data of `e` (just resolved from `window`, read at `start`) when
+// the record is tiny and its data lies inside the window.
+void KeepIfTiny(const ZipEntry& e, const ByteCursor& cursor, const std::vector<std::byte>& window, uint64_t start,
+                std::vector<ZipArchive::TinyRecord>& tiny) {
+  if (e.method != 0 || e.size == 0 || e.size > ZipArchive::kTinyRecordBytes || e.compressed_size != e.size) return;
+  if (e.data_offset + e.size > start + window.size()) return;
+  ZipArchive::TinyRecord r{cursor.data().data() + e.data_offset, {}, static_cast<uint8_t>(e.size)};
+  std::memcpy(r.bytes.data(), window.data() + (e.data_offset - start), e.size);
+  tiny.push_back(r);
 }
 
 }  // namespace
@@ -67,6 +79,7 @@ Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
           const std::byte* fixed = window.data() + (w.local_header_offset - start);
           OPTSTATE_ASSIGN_OR_RETURN(w.data_offset, DataOffsetFromLocalHeader(cursor, w, fixed));
           w.data_offset_known = true;
+          KeepIfTiny(w, cursor, window, start, archive.tiny_records);
         }
         continue;
       }
@@ -77,6 +90,9 @@ Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
     e.data_offset_known = true;
     ++i;
   }
+  auto by_address = [](const ZipArchive::TinyRecord& a, const ZipArchive::TinyRecord& b) { return a.data < b.data; };
+  std::vector<ZipArchive::TinyRecord>& tiny = archive.tiny_records;
+  if (!std::is_sorted(tiny.begin(), tiny.end(), by_address)) std::sort(tiny.begin(), tiny.end(), by_address);
   return Status();
 }
 

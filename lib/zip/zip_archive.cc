@@ -252,6 +252,16 @@ bool NameIsRecord(std::string_view name, std::string_view record) {
   return name.size() == record.size() || name[name.size() - record.size() - 1] == '/';
 }
 
+std::optional<ByteSpan> ZipArchive::TinyRecordBytes(const std::byte* at, uint64_t size) const {
+  auto after = std::upper_bound(tiny_records.begin(), tiny_records.end(), at,
+                                [](const std::byte* p, const TinyRecord& r) { return p < r.data; });
+  if (after == tiny_records.begin()) return std::nullopt;
+  const TinyRecord& r = *(after - 1);
+  const uint64_t skip = static_cast<uint64_t>(at - r.data);
+  if (skip > r.size || size > r.size - skip) return std::nullopt;
+  return ByteSpan(r.bytes.data() + skip, size);
+}
+
 const ZipEntry* ZipArchive::Find(std::string_view record) const {
   const ZipEntry* exact = FindExactly(record);
   if (exact != nullptr) return exact;

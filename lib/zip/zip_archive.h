@@ -14,8 +14,10 @@
 #ifndef OPTSTATE_ZIP_ARCHIVE_H_
 #define OPTSTATE_ZIP_ARCHIVE_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -53,6 +55,20 @@ struct ZipArchive {
   // n^2 (a checkpoint of 10^5 parameters has 4 * 10^5 records). Built by
   // ReadZipDirectory; when it does not cover `entries`, Find searches linearly.
   std::vector<uint32_t> by_name;
+  // The data of stored records of at most kTinyRecordBytes (a parameter's
+  // `step`) that ResolveZipDataOffsets read inside a header window, by the
+  // address of their data in the cursor: validate reads each step value, and
+  // one pread per value was 10^4 system calls for a file of 10^4 parameters.
+  struct TinyRecord {
+    const std::byte* data;
+    std::array<std::byte, 8> bytes;
+    uint8_t size;
+  };
+  static constexpr uint64_t kTinyRecordBytes = 8;
+  std::vector<TinyRecord> tiny_records;  // ascending by data
+
+  // The `size` bytes at `at` when they lie inside one tiny record; else empty.
+  std::optional<ByteSpan> TinyRecordBytes(const std::byte* at, uint64_t size) const;
 
   // The first entry named "<prefix>/<record>" (the one torch 2.6 reads); else,
   // as torch's zip reader (miniz, no case-sensitive flag) also matches, the
@@ -108,7 +124,8 @@ StatusOr<uint64_t> DataOffsetFromLocalHeader(const ByteCursor& cursor, const Zip
 // the cursor's byte 0; local headers are then read from it with pread, which
 // costs less than the first touch of a mapped page per record (and leaves no
 // page to release, so `header_read` is not called). Headers that follow one
-// another within 128 KiB of the file are read by one pread (local_headers.cc).
+// another within 128 KiB of the file are read by one pread (local_headers.cc),
+// and the data of tiny records inside such a read is kept (tiny_records).
 Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
                              const std::function<void(ByteSpan)>& header_read = nullptr, int fd = -1);
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,7 +75,9 @@ TEST_F(ZipCorruptionTest, RecordSizeBeyondFile) {
 
 // Every record's data offset from the bytes at hand (fd -1: the mapping's
 // path), or with the local headers read from `file_bytes` written to a file.
-StatusOr<std::vector<uint64_t>> ResolveOffsets(const std::string& bytes, const std::string* file_bytes = nullptr) {
+// `bytes`' directory with every data offset resolved: from the bytes at hand,
+// or (with `file_bytes`) read from a file holding those.
+StatusOr<ZipArchive> ResolveArchive(const std::string& bytes, const std::string* file_bytes = nullptr) {
   const std::string path = ::testing::TempDir() + "/zip_local_headers.pt";
   int fd = -1;
   if (file_bytes != nullptr) {
@@ -88,8 +91,13 @@ StatusOr<std::vector<uint64_t>> ResolveOffsets(const std::string& bytes, const s
   if (fd >= 0) ::close(fd);
   std::remove(path.c_str());
   if (!resolved.ok()) return resolved;
+  return zip;
+}
+
+StatusOr<std::vector<uint64_t>> ResolveOffsets(const std::string& bytes, const std::string* file_bytes = nullptr) {
+  OPTSTATE_ASSIGN_OR_RETURN(ZipArchive zip, ResolveArchive(bytes, file_bytes));
   std::vector<uint64_t> offsets;
-  for (const ZipEntry& e : zip->entries) offsets.push_back(e.data_offset);
+  for (const ZipEntry& e : zip.entries) offsets.push_back(e.data_offset);
   return offsets;
 }
 
@@ -182,6 +190,40 @@ TEST_F(ZipCorruptionTest, EntryCountOverLimitIsRefusedBeforeAllocating) {
   size_t records = testing::ExpectedJson(kAdamW)["container"]["records"].size();
   EXPECT_EQ(small.status().message(),
             "zip declares " + std::to_string(records) + " records; the limit is 5");
+}
+
+// Headers read by windows keep the data of the records of at most 8 bytes
+// (each parameter's `step`) that lie inside a window, for validate's step
+// reads: the kept bytes are the record's, asked for by the address of its
+// data in the bytes at hand; a wider or shifted span, or an address in no
+// tiny record, is not answered. Without the file nothing is kept.
+TEST_F(ZipCorruptionTest, WindowsKeepTheDataOfTinyRecords) {
+  bytes_ = testing::ReadFileOrFail("testdata/validate/weight_decay_groups.pt");  // 18 records, one window
+  StatusOr<ZipArchive> read = ResolveArchive(bytes_, &bytes_);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  size_t tiny = 0;
+  for (const ZipEntry& e : read->entries) tiny += e.method == 0 && e.size > 0 && e.size <= 8;
+  ASSERT_GT(tiny, 5u);
+  ASSERT_GE(read->tiny_records.size(), tiny - 1);  // all but the window's last record
+  ASSERT_LE(read->tiny_records.size(), tiny);
+  const std::byte* base = AsBytes(bytes_).data();
+  for (const ZipEntry& e : read->entries) {
+    if (e.method != 0 || e.size == 0 || e.size > 8) continue;
+    std::optional<ByteSpan> kept = read->TinyRecordBytes(base + e.data_offset, e.size);
+    if (!kept) continue;
+    EXPECT_EQ(std::string(AsChars(*kept)), bytes_.substr(e.data_offset, e.size)) << e.name;
+    EXPECT_EQ(read->TinyRecordBytes(base + e.data_offset, e.size + 1), std::nullopt) << e.name;
+    if (e.size > 1) {
+      std::optional<ByteSpan> tail = read->TinyRecordBytes(base + e.data_offset + 1, e.size - 1);
+      ASSERT_TRUE(tail.has_value()) << e.name;
+      EXPECT_EQ(std::string(AsChars(*tail)), bytes_.substr(e.data_offset + 1, e.size - 1));
+    }
+  }
+  EXPECT_EQ(read->TinyRecordBytes(base, 1), std::nullopt);  // data.pkl's local header
+  EXPECT_EQ(read->TinyRecordBytes(base + bytes_.size(), 1), std::nullopt);
+  StatusOr<ZipArchive> mapped = ResolveArchive(bytes_);
+  ASSERT_TRUE(mapped.ok());
+  EXPECT_TRUE(mapped->tiny_records.empty());
 }
 
 }  // namespace
