@@ -97,7 +97,8 @@ Status DescribeZip(const ByteCursor& cursor, const ContainerOptions& options, Co
       }
     }
   }
-  info.zip = std::make_shared<const ZipArchive>(std::move(zip));
+  // Not a const object: ParseZipCheckpoint may still resolve its data offsets.
+  info.zip = std::make_shared<ZipArchive>(std::move(zip));
   info.crc_checked = options.verify_crc;
   return Status();
 }

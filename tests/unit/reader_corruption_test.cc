@@ -3,12 +3,16 @@
 // runs these too).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "fixtures.h"
 #include "io/byte_cursor.h"
 #include "optstate/checkpoint.h"
 #include "torch/container.h"
+#include "zip/zip_archive.h"
 
 namespace optstate {
 namespace {
@@ -57,6 +61,48 @@ TEST(ReaderCorruptionTest, OpenCheckpointNamesTheFile) {
   EXPECT_TRUE(f.status().message().starts_with(testing::RepoPath("testdata/pickles/p2.pkl") +
                                                ": not a PyTorch checkpoint"))
       << f.status().ToString();
+}
+
+// Opened from a file with resolve_offsets, data offsets are read beside the
+// pickle's parse (ParseZipCheckpoint): every one is found, as from memory;
+// a broken local header is reported before a broken pickle, as when the
+// headers were read first; a broken pickle alone is reported as before.
+TEST(ReaderCorruptionTest, OffsetsReadBesideTheParseKeepTheirErrorsFirst) {
+  ReadOptions read;
+  read.resolve_offsets = true;
+  std::string bytes = testing::ReadFileOrFail(kAdamW);
+  const std::string path = ::testing::TempDir() + "/offsets_beside.pt";
+  auto open_edited = [&](const std::string& edited) {
+    std::ofstream(path, std::ios::binary) << edited;
+    StatusOr<std::unique_ptr<CheckpointFile>> f = OpenCheckpoint(path, read);
+    std::remove(path.c_str());
+    return f;
+  };
+  StatusOr<std::unique_ptr<CheckpointFile>> file = open_edited(bytes);
+  StatusOr<Checkpoint> in_memory = ParseCheckpoint(ByteCursor(AsBytes(bytes)), read);
+  ASSERT_TRUE(file.ok() && in_memory.ok()) << file.status().ToString();
+  const std::vector<ZipEntry>& from_file = ZipDirectory((*file)->checkpoint().container).entries;
+  const std::vector<ZipEntry>& from_memory = ZipDirectory(in_memory->container).entries;
+  ASSERT_EQ(from_file.size(), from_memory.size());
+  for (size_t i = 0; i < from_file.size(); ++i) {
+    EXPECT_TRUE(from_file[i].data_offset_known) << from_file[i].name;
+    EXPECT_EQ(from_file[i].data_offset, from_memory[i].data_offset) << from_file[i].name;
+  }
+  bytes[70] = '\xff';  // an unknown opcode in data.pkl
+  file = open_edited(bytes);
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().ToString(),
+            "corrupt data: " + path + ": record 'adamw_index/data.pkl': offset 70: 0xff: unknown opcode");
+  const size_t local = bytes.rfind(std::string("PK\x03\x04", 4));  // the last record's local header
+  bytes[local + 3] = 'X';
+  file = open_edited(bytes);
+  in_memory = ParseCheckpoint(ByteCursor(AsBytes(bytes)), read);
+  ASSERT_FALSE(file.ok());
+  ASSERT_FALSE(in_memory.ok());
+  EXPECT_NE(in_memory.status().message().find(": offset " + std::to_string(local) + ": expected local header"),
+            std::string::npos)
+      << in_memory.status().ToString();
+  EXPECT_EQ(file.status().ToString(), "corrupt data: " + path + ": " + std::string(in_memory.status().message()));
 }
 
 // Every prefix of a real file must fail cleanly: zip (directory at the end),
