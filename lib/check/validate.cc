@@ -185,7 +185,12 @@ ValidationReport::TorchLoadPrediction PredictTorchLoad(const Checkpoint& cp) {
 StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptions& o) {
   if (IsDcpDirectory(path)) return ValidateDcpDirectory(path, o);
   ReadOptions read = o.read;
-  read.resolve_offsets = o.scan_values;  // record data offsets, for the CRC check
+  // Every record's data offset: for the CRC check, and so that each `step`
+  // is read with pread (or taken from the header reads) rather than through
+  // the mapping, under --no-values too. Read beside the pickle's parse, they
+  // cost no time of their own (--no-values on 4 * 10^4 tensors of 16 KiB:
+  // 0.40 -> 0.22 s).
+  read.resolve_offsets = true;
   StatusOr<std::unique_ptr<CheckpointFile>> opened = OpenCheckpoint(path, read);
   if (!opened.ok()) return ValidateUnreadable(path, o, std::move(opened).status());
   std::unique_ptr<CheckpointFile> file = std::move(*opened);
@@ -201,11 +206,7 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
   TensorBytesReader reader = [&](const TensorRef& t) -> StatusOr<std::vector<std::byte>> {
     // A small tensor in one run is read with pread: the first touch of a
     // mapped page per `step` costs more than the read, and leaves the page.
-    // Only once every record's data offset is known (scan_values resolves
-    // them): finding one would read its local header through the mapping.
-    if (o.scan_values) {
-      if (std::optional<std::vector<std::byte>> small = ReadSmallTensor(*file, t)) return std::move(*small);
-    }
+    if (std::optional<std::vector<std::byte>> small = ReadSmallTensor(*file, t)) return std::move(*small);
     OPTSTATE_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, ReadTensorBytes(file->bytes(), cp, t));
     if (t.storage >= 0) {
       StatusOr<ByteSpan> storage = StorageBytes(file->bytes(), cp, cp.storages[t.storage]);
