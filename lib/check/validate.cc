@@ -199,9 +199,10 @@ StatusOr<ValidationReport> Validate(const std::string& path, const ValidateOptio
   r.input = path;
   r.format = std::string(ContainerFormatName(cp.container.format));
   NoteRules(o, cp, r);
-  // The rules read small tensors (every `step`) through the mapping: a
-  // storage smaller than a page releases nothing by itself, and reading one in
-  // four records of 10^5 parameters touched the whole file.
+  // What the rules read through the mapping (anything ReadSmallTensor cannot
+  // answer) is released in batches: a storage smaller than a page releases
+  // nothing by itself, and reading one in four records of 10^5 parameters
+  // touched the whole file.
   ReleaseInBatches<CheckpointFile> read_pages(*file);
   TensorBytesReader reader = [&](const TensorRef& t) -> StatusOr<std::vector<std::byte>> {
     // A small tensor in one run is read with pread: the first touch of a
