@@ -59,12 +59,12 @@ struct ZipArchive {
   // `step`) that ResolveZipDataOffsets read inside a header window, by the
   // address of their data in the cursor: validate reads each step value, and
   // one pread per value was 10^4 system calls for a file of 10^4 parameters.
+  static constexpr size_t kTinyRecordBytes = 8;
   struct TinyRecord {
     const std::byte* data;
-    std::array<std::byte, 8> bytes;
+    std::array<std::byte, kTinyRecordBytes> bytes;
     uint8_t size;
   };
-  static constexpr uint64_t kTinyRecordBytes = 8;
   std::vector<TinyRecord> tiny_records;  // ascending by data
 
   // The `size` bytes at `at` when they lie inside one tiny record; else empty.
