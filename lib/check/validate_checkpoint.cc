@@ -269,13 +269,13 @@ class Validator {
  public:
   // Reads what was deferred, every stored record of a file with it (`records`:
   // the zip entries whose CRCs to check), then reports values and CRCs.
-  void ScanAndReport(const std::vector<const ZipEntry*>& records) {
+  void ScanAndReport(const std::vector<const ZipEntry*>& records, const SweptRecords* swept) {
     std::vector<ScanRecord> scan;
     for (const ZipEntry* e : records) scan.push_back({file_->bytes().subspan(e->data_offset, e->size), 0});
     if (!scan.empty() || !ranges_.empty()) {
       ScanHooks hooks;
       if (file_) hooks.locate = [this](ByteSpan b) { return file_->FileRangeOf(b); };
-      ScanRecordsAndRanges(scan, ranges_, hooks);
+      ScanRecordsAndRanges(scan, ranges_, hooks, 2, swept);
     }
     for (ScanTask& task : tasks_) {
       if (task.range != kNoRange) task.counts = ranges_[task.range].counts;
@@ -350,12 +350,12 @@ class Validator {
 }  // namespace
 
 void CheckCheckpointRules(const Checkpoint& checkpoint, const TensorBytesReader& read, const CheckpointFile* file,
-                          const std::vector<const ZipEntry*>& records, FindingSink& sink) {
+                          const std::vector<const ZipEntry*>& records, FindingSink& sink, const SweptRecords* swept) {
   Validator v(checkpoint, read, sink);
   v.ScanInPlace(file);
   v.Security();
   v.Optimizers();
-  v.ScanAndReport(records);
+  v.ScanAndReport(records, swept);
 }
 
 }  // namespace optstate

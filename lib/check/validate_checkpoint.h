@@ -18,14 +18,16 @@ namespace optstate {
 // lr, then (when the options scan values) the values of every state tensor and
 // the CRCs of `records`. Tensors are read through `read`; with `file` (a mapped
 // torch.save file), contiguous ones are counted where they lie instead, in the
-// same sweep as the records. `file` may be null (a DCP directory).
+// same sweep as the records. `file` may be null (a DCP directory). `swept`
+// (optional): records already swept while the file was opened, not read again.
+void CheckCheckpointRules(const Checkpoint& checkpoint, const TensorBytesReader& read, const CheckpointFile* file,
+                          const std::vector<const ZipEntry*>& records, FindingSink& sink,
+                          const SweptRecords* swept = nullptr);
+
 // The security findings of a checkpoint (or of what could be scanned of an
 // unreadable file), under validate's rule ids; globals the rules file
 // allowlists are counted in the report instead.
 void AddSecurityFindings(const std::vector<Finding>& findings, FindingSink& sink);
-
-void CheckCheckpointRules(const Checkpoint& checkpoint, const TensorBytesReader& read, const CheckpointFile* file,
-                          const std::vector<const ZipEntry*>& records, FindingSink& sink);
 
 // state-tensors-alias for state tensors of `state` that share bytes (each
 // reported with the one it overlaps), state-step-shared for one step tensor

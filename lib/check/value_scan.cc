@@ -170,8 +170,64 @@ ValueCounts CountValues(ByteSpan bytes, DType dtype) {
   return CountOther(bytes.data(), bytes.size() / size, dtype);
 }
 
-void ScanRecordsAndRanges(std::vector<ScanRecord>& records, std::vector<ScanRange>& ranges,
-                          const ScanHooks& hooks, int threads) {
+void SweptRecords::Sweep(ByteSpan where, ByteSpan bytes) {
+  if ((bytes.size() > kMaxTinyBytes && bytes.size() < kMinBytes) || bytes.size() > kBlock ||
+      where.size() != bytes.size()) {
+    return;
+  }
+  const ValueCounts c = CountValues(bytes, DType::kFloat32);  // at most kBlock / 4 of each: uint32 holds them
+  swept_.push_back({where.data(), static_cast<uint32_t>(bytes.size()), Crc32(bytes, 0),
+                    static_cast<uint32_t>(c.nonfinite), static_cast<uint32_t>(c.negative),
+                    static_cast<uint32_t>(c.nonzero)});
+}
+
+void SweptRecords::Seal() {
+  auto by_address = [](const Swept& a, const Swept& b) { return a.data < b.data; };
+  if (!std::is_sorted(swept_.begin(), swept_.end(), by_address)) std::sort(swept_.begin(), swept_.end(), by_address);
+}
+
+const SweptRecords::Swept* SweptRecords::Find(ByteSpan where) const {
+  auto it = std::lower_bound(swept_.begin(), swept_.end(), where.data(),
+                             [](const Swept& s, const std::byte* p) { return s.data < p; });
+  return it != swept_.end() && it->data == where.data() && it->size == where.size() ? &*it : nullptr;
+}
+
+namespace {
+
+// The records and ranges `swept` answers are answered from it; the rest are
+// scanned as usual.
+void ScanWhatWasNotSwept(std::vector<ScanRecord>& records, std::vector<ScanRange>& ranges, const ScanHooks& hooks,
+                         int threads, const SweptRecords& swept) {
+  std::vector<size_t> record_left, range_left;
+  std::vector<ScanRecord> scan_records;
+  std::vector<ScanRange> scan_ranges;
+  for (size_t r = 0; r < records.size(); ++r) {
+    if (const SweptRecords::Swept* s = swept.Find(records[r].bytes)) {
+      records[r].crc = s->crc;
+    } else {
+      record_left.push_back(r);
+      scan_records.push_back(records[r]);
+    }
+  }
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const SweptRecords::Swept* s = ranges[i].dtype == DType::kFloat32 ? swept.Find(ranges[i].bytes) : nullptr;
+    if (s != nullptr) {
+      ranges[i].counts += ValueCounts{s->nonfinite, s->negative, s->nonzero};
+    } else {
+      range_left.push_back(i);
+      scan_ranges.push_back(ranges[i]);
+    }
+  }
+  ScanRecordsAndRanges(scan_records, scan_ranges, hooks, threads);
+  for (size_t j = 0; j < record_left.size(); ++j) records[record_left[j]].crc = scan_records[j].crc;
+  for (size_t j = 0; j < range_left.size(); ++j) ranges[range_left[j]].counts = scan_ranges[j].counts;
+}
+
+}  // namespace
+
+void ScanRecordsAndRanges(std::vector<ScanRecord>& records, std::vector<ScanRange>& ranges, const ScanHooks& hooks,
+                          int threads, const SweptRecords* swept) {
+  if (swept != nullptr && swept->size() > 0) return ScanWhatWasNotSwept(records, ranges, hooks, threads, *swept);
   std::vector<size_t> by_address(records.size());
   for (size_t i = 0; i < records.size(); ++i) by_address[i] = i;
   std::sort(by_address.begin(), by_address.end(),

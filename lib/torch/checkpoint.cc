@@ -76,7 +76,9 @@ Status ParseZipPickle(const ByteCursor& whole, const ReadOptions& options, const
 // tensors that read copies most of the file (local_headers.cc) and took a
 // seventh of validate's time on the one core. The thread writes only each
 // entry's data offset and the archive's tiny records, which nothing reads
-// until it is joined; its error comes first, as when it ran before the parse.
+// until it is joined, and hands the records it read whole to
+// options.record_bytes_read; its error comes first, as when it ran before
+// the parse.
 Status ParseZipCheckpoint(const ByteCursor& whole, const ReadOptions& options, Checkpoint& out, int offsets_fd) {
   const ZipArchive& zip = ZipDirectory(out.container);
   const ZipEntry* pkl = zip.Find("data.pkl");  // InspectContainer checked it exists
@@ -91,13 +93,13 @@ Status ParseZipCheckpoint(const ByteCursor& whole, const ReadOptions& options, C
   try {
     beside = std::thread([&] {
       try {
-        resolved = ResolveZipDataOffsets(whole, unresolved, nullptr, offsets_fd);
+        resolved = ResolveZipDataOffsets(whole, unresolved, nullptr, offsets_fd, options.record_bytes_read);
       } catch (const std::bad_alloc&) {  // an exception would end the process from this thread
         resolved = LimitExceededError("out of memory reading the zip's local headers");
       }
     });
   } catch (const std::system_error&) {  // no second thread: one after the other
-    OPTSTATE_RETURN_IF_ERROR(ResolveZipDataOffsets(whole, unresolved, nullptr, offsets_fd));
+    OPTSTATE_RETURN_IF_ERROR(ResolveZipDataOffsets(whole, unresolved, nullptr, offsets_fd, options.record_bytes_read));
   }
   Status parsed = ParseZipPickle(whole, options, pkl, pickle, pickle_offset, out);
   if (beside.joinable()) beside.join();

@@ -41,21 +41,26 @@ std::pair<size_t, uint64_t> HeadersInWindow(const std::vector<ZipEntry>& entries
   return {next, end};
 }
 
-// Keeps the data of `e` (just resolved from `window`, read at `start`) when
-// the record is tiny and its data lies inside the window.
-void KeepIfTiny(const ZipEntry& e, const ByteCursor& cursor, const std::vector<std::byte>& window, uint64_t start,
-                std::vector<ZipArchive::TinyRecord>& tiny) {
-  if (e.method != 0 || e.size == 0 || e.size > ZipArchive::kTinyRecordBytes || e.compressed_size != e.size) return;
+// When `e` (just resolved from `window`, read at `start`) is stored and its
+// data lies inside the window: hands it to `record_read`, and keeps it when
+// it is tiny.
+void UseRecordInWindow(const ZipEntry& e, const ByteCursor& cursor, const std::vector<std::byte>& window,
+                       uint64_t start, std::vector<ZipArchive::TinyRecord>& tiny, const RecordBytesRead& record_read) {
+  if (e.method != 0 || e.size == 0 || e.compressed_size != e.size) return;
   if (e.data_offset + e.size > start + window.size()) return;
+  const std::byte* read = window.data() + (e.data_offset - start);
+  if (record_read) record_read(cursor.data().subspan(e.data_offset, e.size), ByteSpan(read, e.size));
+  if (e.size > ZipArchive::kTinyRecordBytes) return;
   ZipArchive::TinyRecord r{cursor.data().data() + e.data_offset, {}, static_cast<uint8_t>(e.size)};
-  std::memcpy(r.bytes.data(), window.data() + (e.data_offset - start), e.size);
+  std::memcpy(r.bytes.data(), read, e.size);
   tiny.push_back(r);
 }
 
 }  // namespace
 
 Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
-                             const std::function<void(ByteSpan)>& header_read, int fd) {
+                             const std::function<void(ByteSpan)>& header_read, int fd,
+                             const RecordBytesRead& record_read) {
   std::vector<ZipEntry>& entries = archive.entries;
   if (fd < 0) {
     for (ZipEntry& e : entries) {
@@ -79,7 +84,7 @@ Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
           const std::byte* fixed = window.data() + (w.local_header_offset - start);
           OPTSTATE_ASSIGN_OR_RETURN(w.data_offset, DataOffsetFromLocalHeader(cursor, w, fixed));
           w.data_offset_known = true;
-          KeepIfTiny(w, cursor, window, start, archive.tiny_records);
+          UseRecordInWindow(w, cursor, window, start, archive.tiny_records, record_read);
         }
         continue;
       }

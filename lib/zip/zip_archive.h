@@ -126,8 +126,14 @@ StatusOr<uint64_t> DataOffsetFromLocalHeader(const ByteCursor& cursor, const Zip
 // page to release, so `header_read` is not called). Headers that follow one
 // another within 128 KiB of the file are read by one pread (local_headers.cc),
 // and the data of tiny records inside such a read is kept (tiny_records).
+// `record_read` (optional, with `fd`) is given each stored record that lies
+// whole inside such a read: where its data lies in the cursor, and the bytes
+// read (valid during the call), so a caller can use them instead of reading
+// them again.
+using RecordBytesRead = std::function<void(ByteSpan where, ByteSpan bytes)>;
 Status ResolveZipDataOffsets(const ByteCursor& cursor, ZipArchive& archive,
-                             const std::function<void(ByteSpan)>& header_read = nullptr, int fd = -1);
+                             const std::function<void(ByteSpan)>& header_read = nullptr, int fd = -1,
+                             const RecordBytesRead& record_read = nullptr);
 
 // The stored bytes of `entry`. kUnsupported for a compressed record.
 StatusOr<ByteSpan> ZipEntryData(const ByteCursor& cursor, const ZipEntry& entry);

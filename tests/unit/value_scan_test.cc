@@ -193,5 +193,55 @@ TEST(ValueScanTest, NeighbouringSmallRecordsAreReadTogether) {
   std::filesystem::remove(path);
 }
 
+// Records swept while the file was opened (SweptRecords) are not read again:
+// their CRCs, and the counts of float32 ranges that are the whole of one, come
+// from the sweep, so they stay right after the bytes change; a view inside a
+// swept record, another dtype, and a record of a size the sweep does not keep
+// are read as before.
+TEST(ValueScanTest, SweptRecordsAreNotReadAgain) {
+  constexpr size_t kRecord = 16u << 10, kStride = kRecord + 64;
+  Layout l;
+  l.bytes.resize(8 * kStride);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> value(-1, 1);
+  for (size_t i = 0; i < l.bytes.size() / 4; ++i) {
+    float v = i % 97 == 0 ? std::numeric_limits<float>::quiet_NaN() : value(rng);
+    std::memcpy(l.bytes.data() + 4 * i, &v, 4);
+  }
+  ByteSpan all(l.bytes.data(), l.bytes.size());
+  for (size_t r = 0; r < 5; ++r) l.records.push_back({all.subspan(r * kStride + 64, kRecord), 0});
+  l.records.push_back({all.subspan(5 * kStride + 64, 4), 0});     // a step: kept
+  l.records.push_back({all.subspan(6 * kStride + 64, 1024), 0});  // between the sizes kept
+  l.ranges = {{l.records[0].bytes, DType::kFloat32, {}},          // whole: from the sweep
+              {l.records[1].bytes.subspan(4, 400), DType::kFloat32, {}},
+              {l.records[2].bytes, DType::kBFloat16, {}},
+              {l.records[5].bytes, DType::kFloat32, {}},
+              {l.records[6].bytes, DType::kFloat32, {}}};
+  SweptRecords swept;
+  for (size_t r = l.records.size(); r-- > 0;) swept.Sweep(l.records[r].bytes, l.records[r].bytes);  // any order
+  swept.Seal();
+  EXPECT_EQ(swept.size(), 6u);  // not the 1 KiB record
+  EXPECT_EQ(swept.Find(l.records[0].bytes.subspan(4)), nullptr);
+  EXPECT_EQ(swept.Find(l.records[0].bytes.subspan(0, 64)), nullptr);
+  Layout before = l;
+  ScanRecordsAndRanges(before.records, before.ranges, ScanHooks{});  // the answers of the unchanged bytes
+  for (std::byte& b : l.bytes) b = ~b;
+  Layout after = l;
+  ScanRecordsAndRanges(after.records, after.ranges, ScanHooks{}, 2, &swept);
+  for (size_t r : {0, 1, 2, 3, 4, 5}) EXPECT_EQ(after.records[r].crc, before.records[r].crc) << r;
+  EXPECT_EQ(after.records[6].crc, Crc32(l.records[6].bytes));  // read now: the changed bytes
+  EXPECT_NE(after.records[6].crc, before.records[6].crc);
+  auto same = [](const ValueCounts& a, const ValueCounts& b) {
+    return a.nonfinite == b.nonfinite && a.negative == b.negative && a.nonzero == b.nonzero;
+  };
+  EXPECT_TRUE(same(after.ranges[0].counts, before.ranges[0].counts));
+  EXPECT_GT(after.ranges[0].counts.nonfinite, 0u);
+  EXPECT_TRUE(same(after.ranges[3].counts, before.ranges[3].counts));
+  for (size_t i : {1, 2, 4}) {  // read now
+    EXPECT_TRUE(same(after.ranges[i].counts, CountValues(l.ranges[i].bytes, l.ranges[i].dtype))) << i;
+  }
+  EXPECT_FALSE(same(after.ranges[1].counts, before.ranges[1].counts));
+}
+
 }  // namespace
 }  // namespace optstate

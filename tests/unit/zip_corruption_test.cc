@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -77,7 +79,8 @@ TEST_F(ZipCorruptionTest, RecordSizeBeyondFile) {
 // path), or with the local headers read from `file_bytes` written to a file.
 // `bytes`' directory with every data offset resolved: from the bytes at hand,
 // or (with `file_bytes`) read from a file holding those.
-StatusOr<ZipArchive> ResolveArchive(const std::string& bytes, const std::string* file_bytes = nullptr) {
+StatusOr<ZipArchive> ResolveArchive(const std::string& bytes, const std::string* file_bytes = nullptr,
+                                    const RecordBytesRead& record_read = nullptr) {
   const std::string path = ::testing::TempDir() + "/zip_local_headers.pt";
   int fd = -1;
   if (file_bytes != nullptr) {
@@ -87,7 +90,8 @@ StatusOr<ZipArchive> ResolveArchive(const std::string& bytes, const std::string*
     fd = ::open(path.c_str(), O_RDONLY);
   }
   StatusOr<ZipArchive> zip = ReadZipDirectory(ByteCursor(AsBytes(bytes)));
-  Status resolved = zip.ok() ? ResolveZipDataOffsets(ByteCursor(AsBytes(bytes)), *zip, nullptr, fd) : zip.status();
+  Status resolved =
+      zip.ok() ? ResolveZipDataOffsets(ByteCursor(AsBytes(bytes)), *zip, nullptr, fd, record_read) : zip.status();
   if (fd >= 0) ::close(fd);
   std::remove(path.c_str());
   if (!resolved.ok()) return resolved;
@@ -224,6 +228,44 @@ TEST_F(ZipCorruptionTest, WindowsKeepTheDataOfTinyRecords) {
   StatusOr<ZipArchive> mapped = ResolveArchive(bytes_);
   ASSERT_TRUE(mapped.ok());
   EXPECT_TRUE(mapped->tiny_records.empty());
+}
+
+// Every stored record whose data a header window read whole is handed over
+// once, with its place in the cursor and the bytes read (those of the file,
+// which here differ from the cursor's); nothing is without the file.
+TEST_F(ZipCorruptionTest, WindowsHandOverTheRecordsTheyRead) {
+  bytes_ = testing::ReadFileOrFail("testdata/validate/weight_decay_groups.pt");  // 18 records, one window
+  const std::byte* base = AsBytes(bytes_).data();
+  std::vector<std::pair<uint64_t, std::string>> handed;  // offset in the cursor, bytes
+  RecordBytesRead keep = [&](ByteSpan where, ByteSpan read) {
+    EXPECT_EQ(where.size(), read.size());
+    handed.emplace_back(where.data() - base, std::string(AsChars(read)));
+  };
+  StatusOr<ZipArchive> clean = ResolveArchive(bytes_, &bytes_);
+  ASSERT_TRUE(clean.ok());
+  std::string headers_only = bytes_;  // the file: same headers, every record's data inverted
+  for (const ZipEntry& e : clean->entries) {
+    for (uint64_t i = e.data_offset; i < e.data_offset + e.size; ++i) headers_only[i] = static_cast<char>(~bytes_[i]);
+  }
+  StatusOr<ZipArchive> read = ResolveArchive(bytes_, &headers_only, keep);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  size_t stored = 0;
+  for (const ZipEntry& e : read->entries) stored += e.method == 0 && e.size > 0;
+  ASSERT_GT(stored, 10u);
+  EXPECT_GE(handed.size(), stored - 2);  // all but data.pkl (first) and the window's last record
+  EXPECT_LE(handed.size(), stored);
+  std::set<uint64_t> seen;
+  for (const auto& [offset, got] : handed) {
+    EXPECT_TRUE(seen.insert(offset).second) << offset;
+    auto e = std::find_if(read->entries.begin(), read->entries.end(),
+                          [&](const ZipEntry& z) { return z.data_offset == offset; });
+    ASSERT_NE(e, read->entries.end()) << offset;
+    EXPECT_EQ(got.size(), e->size) << e->name;
+    EXPECT_EQ(got, headers_only.substr(offset, e->size)) << e->name;  // the file's bytes, not the cursor's
+  }
+  handed.clear();
+  ASSERT_TRUE(ResolveArchive(bytes_, nullptr, keep).ok());
+  EXPECT_TRUE(handed.empty());
 }
 
 }  // namespace

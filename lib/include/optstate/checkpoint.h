@@ -117,6 +117,10 @@ struct ReadOptions {
   bool verify_crc = false;                          // recompute every zip record's CRC
   bool resolve_offsets = false;                     // read every zip local header (listings)
   std::function<void(ByteSpan)> done_with;          // see ContainerOptions::done_with
+  // Given stored records whose bytes reading the local headers brought in
+  // anyway (ResolveZipDataOffsets' record_read), when that read runs beside
+  // the pickle's parse: called on that second thread, before Open returns.
+  std::function<void(ByteSpan where, ByteSpan bytes)> record_bytes_read;
   uint64_t max_storage_bytes = 1ull << 40;          // one storage (1 TiB)
   uint64_t max_decompressed_bytes = 16ull << 30;    // a .zst's content (16 GiB)
   uint32_t max_nested_pickle_depth = 3;             // pickles inside bytes inside pickles
