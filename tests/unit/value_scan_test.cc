@@ -66,6 +66,18 @@ void ExpectEqualToOneByOne(const Layout& l) {
   }
 }
 
+// `size` bytes of float32 in [-1, 1), every `every`th value `special`.
+std::vector<std::byte> RandomFloats(size_t size, unsigned seed, size_t every, float special) {
+  std::vector<std::byte> bytes(size);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> value(-1, 1);
+  for (size_t i = 0; i < size / 4; ++i) {
+    float v = i % every == 0 ? special : value(rng);
+    std::memcpy(bytes.data() + 4 * i, &v, 4);
+  }
+  return bytes;
+}
+
 // `bytes` written to a fresh file, open for reading at *fd; its path.
 std::string WriteTempFile(const std::vector<std::byte>& bytes, int* fd) {
   std::string path =
@@ -152,13 +164,7 @@ TEST(ValueScanTest, OneSweepEqualsOneByOneThroughPread) {
 TEST(ValueScanTest, NeighbouringSmallRecordsAreReadTogether) {
   constexpr size_t kRecords = 300, kRecord = 16u << 10, kStride = kRecord + 64;
   Layout l;
-  l.bytes.resize(kRecords * kStride);
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> value(-1, 1);
-  for (size_t i = 0; i < l.bytes.size() / 4; ++i) {
-    float v = i % 101 == 0 ? std::numeric_limits<float>::infinity() : value(rng);
-    std::memcpy(l.bytes.data() + 4 * i, &v, 4);
-  }
+  l.bytes = RandomFloats(kRecords * kStride, 5, 101, std::numeric_limits<float>::infinity());
   ByteSpan all(l.bytes.data(), l.bytes.size());
   for (size_t r = 0; r < kRecords; ++r) {
     l.records.push_back({all.subspan(r * kStride + 64, kRecord), 0});
@@ -201,13 +207,7 @@ TEST(ValueScanTest, NeighbouringSmallRecordsAreReadTogether) {
 TEST(ValueScanTest, SweptRecordsAreNotReadAgain) {
   constexpr size_t kRecord = 16u << 10, kStride = kRecord + 64;
   Layout l;
-  l.bytes.resize(8 * kStride);
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> value(-1, 1);
-  for (size_t i = 0; i < l.bytes.size() / 4; ++i) {
-    float v = i % 97 == 0 ? std::numeric_limits<float>::quiet_NaN() : value(rng);
-    std::memcpy(l.bytes.data() + 4 * i, &v, 4);
-  }
+  l.bytes = RandomFloats(8 * kStride, 7, 97, std::numeric_limits<float>::quiet_NaN());
   ByteSpan all(l.bytes.data(), l.bytes.size());
   for (size_t r = 0; r < 5; ++r) l.records.push_back({all.subspan(r * kStride + 64, kRecord), 0});
   l.records.push_back({all.subspan(5 * kStride + 64, 4), 0});     // a step: kept
