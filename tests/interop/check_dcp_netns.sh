@@ -3,7 +3,9 @@
 # bridge in a fifth (addresses in 10.231.0.0/24, used only inside them; nothing
 # touches the host's own network), 5 processes started as a launcher would
 # (RANK/WORLD_SIZE, MASTER_ADDR = the first namespace, where rank 0 serves the
-# store; ranks 0 and 4 share that host). On a DCP checkpoint of ~350 MiB:
+# store; ranks 0 and 4 share that host). On a checkpoint torch 2.6 writes when
+# the test starts (tests/interop/make_netns_dcp.py: 4 FSDP2 ranks' dcp.save,
+# ~290 MiB, and the same state as one torch.save file for export):
 #   - reshard, export and consolidate write exactly the bytes one process writes;
 #   - a worker's host cut off mid-export (its link taken down), then the store's
 #     host, then a worker's host mid-consolidate: every process exits 2 within
@@ -12,7 +14,8 @@
 #   - a slow link (a TCP proxy of ours between the workers and the store: 100 ms
 #     each way, everything stalled 3 s in every 7): reshard and consolidate
 #     complete, same bytes.
-# Needs root and iproute2; otherwise it skips (exit 77), except under CI=true.
+# Needs root, iproute2 and torch 2.6 (the chroot); otherwise it skips (exit 77),
+# except under CI=true.
 # Usage: tests/interop/check_dcp_netns.sh OPTSTATE_BINARY
 set -uo pipefail
 bin=$(readlink -f "$1")
@@ -25,7 +28,7 @@ skip() {
 [ "$(id -u)" = 0 ] || skip "not root: network namespaces need it"
 command -v ip > /dev/null || skip "no ip (iproute2)"
 ns=osn$$
-scratch=$(mktemp -d /tmp/optstate-netns.XXXXXX)
+scratch=$(mktemp -d "$repo/testdata/.netns.XXXXXX")  # in the tree: the torch 2.6 chroot sees only it
 port=$((30000 + $$ % 20000))  # the store's port; each job takes the next one
 proxy=$((port + 100))
 cleanup() {
@@ -52,9 +55,16 @@ hosts=(0 1 2 3 0)
 ms() { date +%s%3N; }
 seconds() { printf '%d.%d' $(($1 / 1000)) $((($1 % 1000) / 100)); }
 
-"$bin" regenerate -q --synthetic 128MiB --steps 1 --with-model --no-sync -o big.pt > /dev/null &&
-  "$bin" export big.pt -o dcp --world-size 4 -q --no-sync > /dev/null &&
-  "$bin" reshard dcp -o reshard.one --world-size 3 -q > /dev/null &&
+# The checkpoint: torch 2.6's own, 4 FSDP2 ranks' dcp.save (dcp/) and rank 0's
+# torch.save of the whole state (big.pt), ~290 MiB each.
+(cd "$repo" && bash tests/interop/with_torch26.sh tests/interop/make_netns_dcp.py "${scratch#"$repo/"}") \
+  > torch26.log 2>&1
+case $? in
+  0) ;;
+  77) skip "no torch 2.6 to write the checkpoint (tests/interop/with_torch26.sh)" ;;
+  *) echo "FAIL torch 2.6 writing the checkpoint"; tail -20 torch26.log; exit 1 ;;
+esac
+"$bin" reshard dcp -o reshard.one --world-size 3 -q > /dev/null &&
   "$bin" export big.pt -o export.one --world-size 4 -q > /dev/null &&
   mkdir one multi && "$bin" consolidate dcp -o one/big.pt -q > /dev/null || { echo "FAIL single-process runs"; exit 1; }
 
