@@ -94,10 +94,11 @@ def dcp_name(world):
     return "fsdp2_dcp" if world == 2 else f"fsdp2_{world}rank_dcp"
 
 
-def worker(rank, world, port, dcp_dir):
+def join_and_shard(rank, world, port, seed, make_model):
+    """Joins a gloo group of `world` ranks on 127.0.0.1:port and returns
+    make_model(), made after torch.manual_seed(seed), with FSDP2 applied to each
+    of its child modules and then to the whole (kept unsharded after forward)."""
     import torch.distributed as dist
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -105,12 +106,21 @@ def worker(rank, world, port, dcp_dir):
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     patch_cpu_gloo()
-    torch.manual_seed(0)
-    model = DcpNet()
+    torch.manual_seed(seed)
+    model = make_model()
     mesh = init_device_mesh("cpu", (world,))
-    for sub in (model.emb, model.fc1, model.fc2, model.head, model.gate):
+    for sub in model.children():
         fully_shard(sub, mesh=mesh, reshard_after_forward=False)
     fully_shard(model, mesh=mesh, reshard_after_forward=False)
+    return model
+
+
+def worker(rank, world, port, dcp_dir):
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    model = join_and_shard(rank, world, port, 0, DcpNet)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01)
     train(model, opt)
     msd, osd = get_state_dict(model, opt)

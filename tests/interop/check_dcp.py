@@ -79,19 +79,9 @@ def load_worker(rank, world, port, dcp_dir, out):
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
 
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    gen_dcp_fsdp2.patch_cpu_gloo()
-    torch.manual_seed(1)  # different from training: every value must come from the checkpoint
-    model = gen_dcp_fsdp2.DcpNet()
-    mesh = init_device_mesh("cpu", (world,))
-    for sub in (model.emb, model.fc1, model.fc2, model.head, model.gate):
-        fully_shard(sub, mesh=mesh, reshard_after_forward=False)
-    fully_shard(model, mesh=mesh, reshard_after_forward=False)
+    # Seed 1, not training's 0: every value must come from the checkpoint.
+    model = gen_dcp_fsdp2.join_and_shard(rank, world, port, 1, gen_dcp_fsdp2.DcpNet)
     opt = torch.optim.AdamW(model.parameters(), lr=0.5, weight_decay=0.5)
     msd, osd = get_state_dict(model, opt)
     dcp.load({"model": msd, "optim": osd}, checkpoint_id=dcp_dir)

@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testdata", "gen"))
-from gen_dcp_fsdp2 import free_port, patch_cpu_gloo  # noqa: E402  (FSDP2 on CPU + gloo needs the patch)
+from gen_dcp_fsdp2 import free_port, join_and_shard  # noqa: E402
 
 WORLD = 4
 VOCAB = 8003
@@ -45,19 +45,8 @@ def worker(rank, port, out):
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
 
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    patch_cpu_gloo()
-    torch.manual_seed(0)
-    model = NetnsNet()
-    mesh = init_device_mesh("cpu", (WORLD,))
-    for sub in (model.emb, model.up, model.mid, model.down, model.head, model.gate):
-        fully_shard(sub, mesh=mesh, reshard_after_forward=False)
-    fully_shard(model, mesh=mesh, reshard_after_forward=False)
+    model = join_and_shard(rank, WORLD, port, 0, NetnsNet)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     g = torch.Generator().manual_seed(7)  # every rank sees the same batch
     idx = torch.randint(0, VOCAB, (2, 8), generator=g)
