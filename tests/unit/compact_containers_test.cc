@@ -6,8 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace optstate {
@@ -120,6 +125,46 @@ TEST(ChunkedArenaTest, LargeChunksStartOnHugePageBoundaries) {
   for (int i = 0; i < 40000; ++i) arena.emplace_back().bytes[0] = static_cast<char>(i % 101);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(&arena[32704]) % kHuge, 0u) << "the first element of a 3.75 MiB chunk";
   for (int i : {0, 32703, 32704, 39999}) EXPECT_EQ(arena[i].bytes[0], static_cast<char>(i % 101)) << i;
+}
+
+// Whether each page of [begin, begin + bytes) is in memory (mincore).
+std::vector<bool> Resident(const void* begin, size_t bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in((bytes + page - 1) / page);
+  if (mincore(const_cast<void*>(begin), bytes, in.data()) != 0) return {};
+  std::vector<bool> out;
+  for (unsigned char c : in) out.push_back((c & 1) != 0);
+  return out;
+}
+
+TEST(ChunkedArenaTest, FaultsInPagesAheadOfTheFillerOnAThreadOfItsOwn) {
+  void* probe = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(probe, MAP_FAILED);
+  const bool supported = madvise(probe, 4096, MADV_POPULATE_WRITE) == 0;
+  munmap(probe, 4096);
+  if (!supported) GTEST_SKIP() << "no MADV_POPULATE_WRITE (Linux < 5.14): the arena asks for nothing";
+  // uint64_t elements: chunk 14 holds 2^20 of them (8 MiB) from element 2^20 - 64.
+  constexpr size_t kChunk14 = (size_t{1} << 20) - 64;
+  ChunkedArena<uint64_t> arena;
+  for (size_t i = 0; i < kChunk14 + 1000; ++i) arena.push_back(i);
+  // The filler is 8 KB into the chunk; the page 6 MiB on, and the chunk's last
+  // page, are pages nothing wrote. They come into memory without a write.
+  const char* six_ahead = reinterpret_cast<const char*>(&arena[kChunk14 + 1000]) + (size_t{6} << 20);
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const void* probe_at = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(six_ahead) & ~(page - 1));
+  const void* last_page =
+      reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(&arena[kChunk14 + (size_t{1} << 20) - 1]) & ~(page - 1));
+  bool ahead = false;
+  for (int wait = 0; wait < 500 && !ahead; ++wait) {
+    std::vector<bool> a = Resident(probe_at, page), b = Resident(last_page, page);
+    ahead = !a.empty() && a[0] && !b.empty() && b[0];
+    if (!ahead) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(ahead) << "pages ahead of the last element were never faulted in";
+  for (size_t i : {size_t{0}, kChunk14 - 1, kChunk14, kChunk14 + 999}) EXPECT_EQ(arena[i], i) << i;
+  arena.Truncate(10);  // stops the thread first: a fault-in after the tail is given back would take it again
+  EXPECT_EQ(arena.size(), 10u);
+  EXPECT_EQ(arena[9], 9u);
 }
 
 TEST(CompactTextTest, ReadsAsAString) {

@@ -30,6 +30,31 @@ void FreeArenaChunk(void* chunk, size_t bytes, size_t alignment);
 // own (no-op for heap chunks): they read as zeros if touched again.
 void DiscardArenaTail(void* chunk, size_t bytes, size_t alignment, void* from);
 
+// Faults in pages on a thread of its own, ahead of the thread that fills them.
+// The kernel zeroing fresh pages at their first touch (`perf`: clear_page_erms)
+// was 41% of `inspect` on 10^6 parameters, 18% for the node arena alone, all on
+// the parsing thread; here it happens on the other core while the parse goes on
+// (inspect 21-23 s -> 18-20 s, 8 MiB more peak RSS). Requests are advice:
+// nothing waits for them, and without a thread or MADV_POPULATE_WRITE (Linux
+// 5.14) nothing happens.
+class PagesAhead {
+ public:
+  struct Range {
+    void* begin = nullptr;
+    size_t bytes = 0;
+  };
+  PagesAhead();
+  ~PagesAhead();  // stops the thread; no fault-in runs after it returns
+  PagesAhead(const PagesAhead&) = delete;
+  PagesAhead& operator=(const PagesAhead&) = delete;
+  // Replaces whatever is still pending: the filler has moved on.
+  void Request(Range first, Range second);  // second.bytes 0: none
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 template <typename T>
 class ChunkedArena {
   static constexpr unsigned kFirstBits = 6;  // the first chunk holds 2^6
@@ -39,7 +64,11 @@ class ChunkedArena {
   ChunkedArena(const ChunkedArena& o) {
     for (const T& v : o) push_back(v);
   }
-  ChunkedArena(ChunkedArena&& o) noexcept : chunks_(std::move(o.chunks_)), size_(std::exchange(o.size_, 0)) {}
+  ChunkedArena(ChunkedArena&& o) noexcept
+      : chunks_(std::move(o.chunks_)),
+        size_(std::exchange(o.size_, 0)),
+        ahead_(std::move(o.ahead_)),
+        ahead_at_(std::exchange(o.ahead_at_, 0)) {}
   ChunkedArena& operator=(const ChunkedArena& o) {
     if (this != &o) {
       ChunkedArena copy(o);
@@ -50,9 +79,12 @@ class ChunkedArena {
   ChunkedArena& operator=(ChunkedArena&& o) noexcept {
     std::swap(chunks_, o.chunks_);
     std::swap(size_, o.size_);
+    std::swap(ahead_, o.ahead_);
+    std::swap(ahead_at_, o.ahead_at_);
     return *this;
   }
   ~ChunkedArena() {
+    ahead_.reset();  // no fault-in of a chunk about to be unmapped
     for (size_t i = 0; i < size_; ++i) (*this)[i].~T();
     for (size_t c = 0; c < chunks_.size(); ++c) {
       FreeArenaChunk(chunks_[c], sizeof(T) << (c + kFirstBits), alignof(T));
@@ -65,6 +97,8 @@ class ChunkedArena {
   // past n are freed, and the pages past n in the last one given back.
   void Truncate(size_t n) {
     if (n >= size_) return;
+    ahead_.reset();  // it would fault in what is given back below
+    ahead_at_ = 0;
     for (size_t i = n; i < size_; ++i) (*this)[i].~T();
     size_ = n;
     while (!chunks_.empty() && FirstOf(chunks_.size() - 1) >= n) {
@@ -132,17 +166,44 @@ class ChunkedArena {
     unsigned c = static_cast<unsigned>(std::bit_width(j)) - kFirstBits - 1;
     return chunks_[c] + (j - (size_t{1} << (c + kFirstBits)));
   }
+  static size_t ChunkBytes(size_t c) { return sizeof(T) << (c + kFirstBits); }
   void* Slot() {
     size_t j = size_ + (size_t{1} << kFirstBits);
     unsigned c = static_cast<unsigned>(std::bit_width(j)) - kFirstBits - 1;
-    if (c == chunks_.size()) {
-      chunks_.push_back(static_cast<T*>(AllocateArenaChunk(sizeof(T) << (c + kFirstBits), alignof(T))));
-    }
+    if (c == chunks_.size()) chunks_.push_back(static_cast<T*>(AllocateArenaChunk(ChunkBytes(c), alignof(T))));
+    if (size_ >= ahead_at_) [[unlikely]] AskForPagesAhead(c);
     return Locate(size_);
+  }
+  // Every 2 MiB of elements, asks for the next 8 MiB to be faulted in (past
+  // the chunk's end, in the next chunk, mapped now for it). Chunks under 2 MiB
+  // come from the heap and are not worth a thread.
+  static constexpr size_t kAheadBytes = size_t{8} << 20;
+  static constexpr size_t kAskEveryBytes = size_t{2} << 20;
+  void AskForPagesAhead(unsigned c) {
+    if (ChunkBytes(c) < (size_t{2} << 20)) {
+      unsigned big = c;
+      while (ChunkBytes(big) < (size_t{2} << 20)) ++big;
+      ahead_at_ = FirstOf(big);
+      return;
+    }
+    if (!ahead_) ahead_ = std::make_unique<PagesAhead>();
+    char* here = reinterpret_cast<char*>(Locate(size_));
+    const size_t left = static_cast<size_t>(reinterpret_cast<char*>(chunks_[c]) + ChunkBytes(c) - here);
+    PagesAhead::Range next;
+    if (left < kAheadBytes) {
+      if (c + 1 == chunks_.size()) {
+        chunks_.push_back(static_cast<T*>(AllocateArenaChunk(ChunkBytes(c + 1), alignof(T))));
+      }
+      next = {chunks_[c + 1], kAheadBytes - left};
+    }
+    ahead_->Request({here, std::min(left, kAheadBytes)}, next);
+    ahead_at_ = size_ + kAskEveryBytes / sizeof(T);
   }
 
   std::vector<T*> chunks_;
   size_t size_ = 0;
+  std::unique_ptr<PagesAhead> ahead_;  // made with the first chunk of 2 MiB
+  size_t ahead_at_ = 0;                // the element whose slot asks again
 };
 
 }  // namespace optstate
