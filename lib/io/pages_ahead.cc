@@ -25,15 +25,14 @@ struct PagesAhead::State {
   Range pending[2];
   int pending_count = 0;
   uint64_t generation = 0;  // bumped by every request, so a long fault-in notices a newer one
-  bool stopping = false;
-  std::atomic<bool> quit{false};
+  std::atomic<bool> quit{false};  // set once, under mu, when the owner stops
   std::thread thread;
 
   void Run() {
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
-      wake.wait(lock, [this] { return stopping || pending_count > 0; });
-      if (stopping) return;
+      wake.wait(lock, [this] { return quit.load(std::memory_order_relaxed) || pending_count > 0; });
+      if (quit.load(std::memory_order_relaxed)) return;
       Range ranges[2] = {pending[0], pending[1]};
       const int count = pending_count;
       const uint64_t mine = generation;
@@ -80,7 +79,6 @@ PagesAhead::~PagesAhead() {
   if (!state_) return;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
-    state_->stopping = true;
     state_->quit.store(true, std::memory_order_relaxed);
   }
   state_->wake.notify_one();
