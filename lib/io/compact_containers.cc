@@ -19,9 +19,7 @@
 namespace optstate {
 namespace {
 
-constexpr size_t kHugePage = size_t{2} << 20;
-
-bool MappedOnItsOwn(size_t bytes) { return bytes >= kHugePage; }
+constexpr size_t kHugePage = kMappedChunkBytes;  // mapped chunks are aligned to and rounded up to it
 
 size_t RoundUp(size_t bytes) { return (bytes + kHugePage - 1) & ~(kHugePage - 1); }
 

@@ -15,7 +15,7 @@
 namespace optstate {
 
 namespace {
-constexpr size_t kStepBytes = size_t{2} << 20;  // one transparent huge page a call
+constexpr size_t kStepBytes = kMappedChunkBytes;  // one transparent huge page a call
 }  // namespace
 
 struct PagesAhead::State {

@@ -21,9 +21,13 @@ namespace optstate {
 // (references stay valid), a graph of n nodes never holds 2n while it grows as
 // a vector would, and a pickle of three objects costs one chunk of 64. Slots are
 // constructed as they are used, so untouched pages of a chunk stay unbacked.
-// A chunk's memory. Chunks of 2 MiB and more are mapped on their own and, where
-// the kernel offers transparent huge pages on request, backed by them: a graph of
-// 10^7 nodes otherwise takes ~300 k page faults of 4 KiB, a fifth of its parse.
+// A chunk's memory. Chunks of kMappedChunkBytes (2 MiB, one transparent huge
+// page) and more are mapped on their own and, where the kernel offers
+// transparent huge pages on request, backed by them: a graph of 10^7 nodes
+// otherwise takes ~300 k page faults of 4 KiB, a fifth of its parse. Smaller
+// chunks come from the heap.
+inline constexpr size_t kMappedChunkBytes = size_t{2} << 20;
+inline constexpr bool MappedOnItsOwn(size_t chunk_bytes) { return chunk_bytes >= kMappedChunkBytes; }
 void* AllocateArenaChunk(size_t bytes, size_t alignment);
 void FreeArenaChunk(void* chunk, size_t bytes, size_t alignment);
 // Gives back the whole pages of [from, chunk + bytes) of a chunk mapped on its
@@ -175,14 +179,14 @@ class ChunkedArena {
     return Locate(size_);
   }
   // Every 2 MiB of elements, asks for the next 8 MiB to be faulted in (past
-  // the chunk's end, in the next chunk, mapped now for it). Chunks under 2 MiB
-  // come from the heap and are not worth a thread.
+  // the chunk's end, in the next chunk, mapped now for it). Heap chunks are
+  // not worth a thread.
   static constexpr size_t kAheadBytes = size_t{8} << 20;
-  static constexpr size_t kAskEveryBytes = size_t{2} << 20;
+  static constexpr size_t kAskEveryBytes = kMappedChunkBytes;
   void AskForPagesAhead(unsigned c) {
-    if (ChunkBytes(c) < (size_t{2} << 20)) {
+    if (!MappedOnItsOwn(ChunkBytes(c))) {
       unsigned big = c;
-      while (ChunkBytes(big) < (size_t{2} << 20)) ++big;
+      while (!MappedOnItsOwn(ChunkBytes(big))) ++big;
       ahead_at_ = FirstOf(big);
       return;
     }
