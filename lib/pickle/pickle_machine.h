@@ -85,6 +85,8 @@ class Machine {
     n.kind = kind;
     n.set_offset(at_);
     graph().nodes.push_back(std::move(n));
+    graph().calls_made += kind == NodeKind::kObject;
+    graph().persistent_ids_made += kind == NodeKind::kPersistentId;
     depth_.push_back(1);
     return static_cast<NodeId>(graph().nodes.size() - 1);
   }

@@ -349,6 +349,12 @@ TEST(PickleVmTest, InstObjAndPersidBuildNodesWithoutCalling) {
   id = FindPath(persid->graph, persid->graph.root, "text[1]");
   ASSERT_TRUE(id);
   EXPECT_EQ(persid->graph.at(*id).kind, NodeKind::kPersistentId);
+  // The machine counts what it made, for the torch layer's reserve.
+  size_t calls = 0;
+  for (const Node& n : persid->graph.nodes) calls += n.kind == NodeKind::kObject;
+  EXPECT_GT(calls, 0u);
+  EXPECT_EQ(persid->graph.calls_made, calls);
+  EXPECT_EQ(persid->graph.persistent_ids_made, 1u);
 }
 
 }  // namespace

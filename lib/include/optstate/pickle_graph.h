@@ -171,6 +171,12 @@ void ForEachChildRef(Node& n, Fix&& fix) {
 struct ObjectGraph {
   ChunkedArena<Node> nodes;
   NodeId root = kNoNode;
+  // The calls and persistent ids the pickle machine made, counted as it made
+  // them (a graph built otherwise has 0 here): the torch layer reserves its
+  // tensor and storage arrays by them without a walk over 10^7 nodes. Kinds
+  // change afterwards, so read them only as the reserve they are.
+  uint64_t calls_made = 0;
+  uint64_t persistent_ids_made = 0;
 
   const Node& at(NodeId id) const { return nodes[id]; }
   Node& at(NodeId id) { return nodes[id]; }
