@@ -251,26 +251,9 @@ class Machine {
     return Push(id);
   }
 
-  // A little-endian two's complement integer of any length (LONG1 / LONG4).
-  // Python's pickler writes the fewest bytes, but a longer encoding (bytes that
-  // only repeat the sign) is the same int: it is an int whenever it fits, or a
-  // round trip through the writer, which writes the short form, would change
-  // its kind (found by the roundtrip fuzzer).
+  // LONG1 / LONG4: an int whenever it fits (LittleEndianToInt64), else its digits.
   Status PushLong(ByteSpan bytes) {
-    while (bytes.size() > 8) {
-      uint8_t top = static_cast<uint8_t>(bytes[bytes.size() - 1]);
-      bool next_negative = static_cast<uint8_t>(bytes[bytes.size() - 2]) & 0x80;
-      if (!((top == 0x00 && !next_negative) || (top == 0xFF && next_negative))) break;
-      bytes = bytes.first(bytes.size() - 1);
-    }
-    if (bytes.size() <= 8) {
-      uint64_t u = 0;
-      for (size_t i = 0; i < bytes.size(); ++i) u |= static_cast<uint64_t>(bytes[i]) << (8 * i);
-      if (!bytes.empty() && bytes.size() < 8 && (static_cast<uint8_t>(bytes.back()) & 0x80)) {
-        u |= ~uint64_t{0} << (8 * bytes.size());  // sign-extend
-      }
-      return PushInt(static_cast<int64_t>(u));
-    }
+    if (std::optional<int64_t> v = LittleEndianToInt64(bytes)) return PushInt(*v);
     return PushText(NodeKind::kBigInt, LittleEndianToDecimal(bytes));
   }
 

@@ -64,6 +64,21 @@ StatusOr<DecimalInt> ParseDecimalInt(std::string_view text) {
   return out;
 }
 
+std::optional<int64_t> LittleEndianToInt64(ByteSpan bytes) {
+  while (bytes.size() > 8) {
+    uint8_t top = static_cast<uint8_t>(bytes[bytes.size() - 1]);
+    bool next_negative = static_cast<uint8_t>(bytes[bytes.size() - 2]) & 0x80;
+    if (!((top == 0x00 && !next_negative) || (top == 0xFF && next_negative))) return std::nullopt;
+    bytes = bytes.first(bytes.size() - 1);
+  }
+  uint64_t u = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) u |= static_cast<uint64_t>(bytes[i]) << (8 * i);
+  if (!bytes.empty() && bytes.size() < 8 && (static_cast<uint8_t>(bytes.back()) & 0x80)) {
+    u |= ~uint64_t{0} << (8 * bytes.size());  // sign-extend
+  }
+  return static_cast<int64_t>(u);
+}
+
 std::string LittleEndianToDecimal(ByteSpan bytes) {
   if (bytes.empty()) return "0";
   // Magnitude as little-endian bytes, negated when the sign bit is set.

@@ -4,6 +4,7 @@
 #define OPTSTATE_LIB_PICKLE_TEXT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,13 @@ StatusOr<DecimalInt> ParseDecimalInt(std::string_view text);
 
 // Exact decimal form of a little-endian two's complement integer (LONG1/LONG4).
 std::string LittleEndianToDecimal(ByteSpan bytes);
+
+// The same integer when it fits int64, else nullopt. Python's pickler writes the
+// fewest bytes, but a longer encoding (bytes that only repeat the sign) is the
+// same int: it fits whenever its value does, or a round trip through the
+// writer, which writes the short form, would change its kind (found by the
+// roundtrip fuzzer).
+std::optional<int64_t> LittleEndianToInt64(ByteSpan bytes);
 
 // The inverse: decimal digits (with '-') as the fewest little-endian two's
 // complement bytes that hold them.
