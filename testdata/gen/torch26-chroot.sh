@@ -3,26 +3,39 @@
 # and the torch 2.6 fixtures. Bookworm's torch is 1.13, and behaviours we must match
 # (weights_only=True by default, byteorder records, FSDP2 + DCP) only exist in 2.x.
 #
-# Usage: testdata/gen/torch26-chroot.sh            build if missing, else check it
-#        testdata/gen/torch26-chroot.sh --rebuild  build from scratch
+# Usage: testdata/gen/torch26-chroot.sh [--rebuild] [--python-build]
+#   build the chroot if it is missing, else check it; --rebuild builds it from scratch;
+#   --python-build makes the other chroot, where tests/interop/check_python_trixie.sh
+#   builds the Python package: the same plus trixie's compilers and build packages,
+#   at /var/cache/optstate-trixie-build
 # Env:   OPTSTATE_TORCH26_ROOT  where the chroot lives (default /var/cache/optstate-torch26)
+#        OPTSTATE_TRIXIE_BUILD_ROOT the same for --python-build
 #        OPTSTATE_DEBIAN_MIRROR mirror URL (default: the first Debian URI in the host's apt sources)
-#        OPTSTATE_TORCH26_EXTRA more packages, comma-separated (a build chroot for the
-#                               Python package on trixie: tests/interop/check_python_trixie.sh)
 # Needs root and the Debian mirror; about 40 s and 1.2 GB. The tree is assembled at
 # ROOT.partial and renamed only once torch imports inside it, so an interrupted build
-# never leaves something that looks usable.
+# never leaves something that looks usable. Runs for one ROOT take turns (ROOT.lock):
+# tests/run-all.sh makes both chroots while it compiles, and a test that needs one
+# while it is still being made waits for it instead of starting over.
 set -euo pipefail
 
 root=${OPTSTATE_TORCH26_ROOT:-/var/cache/optstate-torch26}
+extra=""
 rebuild=0
-case "${1:-}" in
-  --rebuild) rebuild=1 ;;
-  "") ;;
-  *) echo "usage: $0 [--rebuild]" >&2; exit 2 ;;
-esac
+for arg in "$@"; do
+  case "$arg" in
+    --rebuild) rebuild=1 ;;
+    --python-build)
+      root=${OPTSTATE_TRIXIE_BUILD_ROOT:-/var/cache/optstate-trixie-build}
+      extra=,g++,cmake,make,pkg-config,python3-dev,python3-pip,python3-setuptools,pybind11-dev
+      extra=$extra,nlohmann-json3-dev,libcli11-dev,libzstd-dev,python3-pytest,python3-jsonschema ;;
+    *) echo "usage: $0 [--rebuild] [--python-build]" >&2; exit 2 ;;
+  esac
+done
 say() { echo "torch26-chroot: $*" >&2; }
 [ "$(id -u)" = 0 ] || { say "needs root (mmdebstrap, chroot)"; exit 1; }
+mkdir -p "$(dirname "$root")"
+exec 9>> "$root.lock"
+flock 9
 
 torch_works() {
   [ -x "$1/usr/bin/python3" ] || return 1
@@ -33,8 +46,8 @@ torch_works() {
 }
 
 if [ -d "$root" ] && [ "$rebuild" = 0 ]; then
-  if torch_works "$root" >&2; then exit 0; fi
-  say "$root exists but torch or zstd is missing there; rebuilding"
+  if torch_works "$root" >&2 && { [ -z "$extra" ] || [ -x "$root/usr/bin/g++" ]; }; then exit 0; fi
+  say "$root exists but torch, zstd or g++ is missing there; rebuilding"
 fi
 
 source "$(dirname "$0")/debian-mirror.sh"
@@ -53,11 +66,10 @@ if findmnt -rn -o TARGET | grep "^$partial" > /dev/null; then
   say "something is still mounted below $partial; unmount it first"; exit 1
 fi
 rm -rf --one-file-system "$partial"
-mkdir -p "$(dirname "$root")"
 t0=$(date +%s)
 say "mmdebstrap trixie from $mirror into $partial"
 mmdebstrap --mode=root --variant=minbase --quiet \
-  --include=python3-torch,python3-numpy,zstd${OPTSTATE_TORCH26_EXTRA:+,$OPTSTATE_TORCH26_EXTRA} \
+  --include=python3-torch,python3-numpy,zstd$extra \
   --aptopt='APT::Install-Recommends "false"' \
   trixie "$partial" "deb $mirror trixie main" >&2
 rm -f "$partial"/var/cache/apt/archives/*.deb
