@@ -101,7 +101,7 @@ Status ReadProperties(const ObjectGraph& g, NodeId props, DcpEntry& e) {
     return CorruptError(At(g.at(props)) + "TensorProperties has no torch dtype");
   }
   std::optional<DType> dt = DTypeFromName(g.at(dtype).name());
-  if (!dt) return UnsupportedError(At(g.at(dtype)) + "unknown dtype torch." + g.at(dtype).name());
+  if (!dt) return UnsupportedError(At(g.at(dtype)) + "unknown dtype torch." + std::string(g.at(dtype).name()));
   e.dtype = *dt;
   e.requires_grad = requires_grad != kNoNode && g.at(requires_grad).kind == NodeKind::kBool &&
                     g.at(requires_grad).bool_value;

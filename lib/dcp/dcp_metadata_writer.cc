@@ -31,8 +31,7 @@ class MetadataGraph {
     auto [it, fresh] = globals_.try_emplace(module + "." + name, kNoNode);
     if (fresh) {
       it->second = b_.New(NodeKind::kGlobal);
-      g_.at(it->second).extra().module = module;
-      g_.at(it->second).extra().name = name;
+      g_.at(it->second).set_global(module, name);
     }
     return it->second;
   }
@@ -94,7 +93,7 @@ class MetadataGraph {
     std::vector<NodeId> items;
     for (int64_t d : dims) items.push_back(Int(d));
     NodeId id = b_.Tuple(std::move(items));
-    g_.at(id).extra().class_name = CompactText::Common("torch.Size");
+    g_.at(id).set_class_name(CompactText::Common("torch.Size"));
     g_.at(id).shared = true;
     it->second = id;
     return id;

@@ -57,7 +57,7 @@ bool IsMetadataGlobal(std::string_view module, std::string_view name) {
 Status CheckMetadataCalls(const ObjectGraph& g) {
   for (const Node& n : g.nodes) {
     if (n.kind == NodeKind::kGlobal && (n.state() != kNoNode || !n.entries.empty() || !n.items.empty())) {
-      return UnsupportedError(At(n) + "the pickle changes the global " + n.module() + "." + n.name() +
+      return UnsupportedError(At(n) + "the pickle changes the global " + GlobalName(n) +
                               " in place, which no DCP .metadata does; refused without loading");
     }
     if (n.kind != NodeKind::kObject || n.callable() == kNoNode) continue;

@@ -1,6 +1,26 @@
 #include "optstate/pickle_graph.h"
 
+#include <cstring>
+
 namespace optstate {
+
+void Node::set_global(std::string_view module, std::string_view global_name) {
+  const auto module_size = static_cast<uint32_t>(module.size());  // a pickle's str is at most 4 GiB
+  std::string joined(sizeof module_size, '\0');
+  std::memcpy(joined.data(), &module_size, sizeof module_size);
+  joined.append(module).append(global_name);
+  extra().text = joined;
+}
+
+std::string_view Node::GlobalPart(bool module) const {
+  if (kind != NodeKind::kGlobal || !more_) return {};
+  const std::string_view joined = more_->text.view();
+  uint32_t module_size = 0;
+  if (joined.size() < sizeof module_size) return {};
+  std::memcpy(&module_size, joined.data(), sizeof module_size);
+  const std::string_view rest = joined.substr(sizeof module_size);
+  return module ? rest.substr(0, module_size) : rest.substr(module_size);
+}
 
 size_t CompactGraph(ObjectGraph& graph, const std::vector<bool>& keep) {
   const size_t size = graph.nodes.size();
@@ -27,7 +47,8 @@ size_t CompactGraph(ObjectGraph& graph, const std::vector<bool>& keep) {
 
 std::string GlobalName(const Node& node) {
   if (node.kind != NodeKind::kGlobal) return "";
-  return node.module() + "." + node.name();
+  std::string out(node.module());
+  return out.append(".").append(node.name());
 }
 
 std::string TypeName(const ObjectGraph& graph, NodeId id) {

@@ -321,8 +321,7 @@ class Machine {
   Status PushGlobal(std::string module, std::string name) {
     result_.globals.push_back({module, name, at_, OpName(op_)});
     OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(NodeKind::kGlobal));
-    graph().at(id).extra().module = std::move(module);
-    graph().at(id).extra().name = std::move(name);
+    graph().at(id).set_global(module, name);
     return Push(id);
   }
 

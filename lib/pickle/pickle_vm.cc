@@ -173,7 +173,7 @@ Status Machine::Step(uint8_t op) {
       OPTSTATE_ASSIGN_OR_RETURN(uint64_t n, in_.ReadU64LE("BINBYTES8 length"));
       OPTSTATE_ASSIGN_OR_RETURN(std::string s, ReadSized(n, op == 0x8e ? "BINBYTES8" : "BYTEARRAY8", /*in_order=*/true));
       OPTSTATE_RETURN_IF_ERROR(PushText(NodeKind::kBytes, std::move(s)));
-      if (op == 0x96) graph().at(stack_.back()).extra().class_name = CompactText::Common("builtins.bytearray");
+      if (op == 0x96) graph().at(stack_.back()).set_class_name(CompactText::Common("builtins.bytearray"));
       return Status();
     }
     case 0x97:

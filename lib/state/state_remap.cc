@@ -159,7 +159,7 @@ class Remapper {
         std::vector<NodeId> items;
         for (NodeId i : n.items) items.push_back(Copy(i, reset, depth + 1));
         NodeId out = New(n.kind);
-        if (!n.class_name().empty()) g.at(out).extra().class_name = n.class_name();
+        if (!n.class_name().empty()) g.at(out).set_class_name(n.class_name());
         g.at(out).entries = std::move(entries);
         g.at(out).items = std::move(items);
         if (n.state() != kNoNode) g.at(out).extra().state = n.state();

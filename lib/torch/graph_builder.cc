@@ -48,7 +48,7 @@ NodeId GraphBuilder::List(std::vector<NodeId> items) {
 
 NodeId GraphBuilder::Dict(const std::string& class_name) {
   NodeId id = New(NodeKind::kDict);
-  if (!class_name.empty()) cp_.graph.at(id).extra().class_name = CompactText::Common(class_name);
+  if (!class_name.empty()) cp_.graph.at(id).set_class_name(CompactText::Common(class_name));
   return id;
 }
 

@@ -151,7 +151,7 @@ Status Resolver::RebuildFromType(NodeId id, const std::vector<NodeId>& a) {
     // A subclass not built from a plain tensor (a ShardedTensor of several
     // local shards, through _rebuild_wrapper_subclass) stays a call, named
     // as the class it makes.
-    if (N(a[1]).kind == NodeKind::kGlobal) g_.at(id).extra().class_name = GlobalName(N(a[1]));
+    if (N(a[1]).kind == NodeKind::kGlobal) g_.at(id).set_class_name(GlobalName(N(a[1])));
     return Status();
   }
   TensorRef t = out_.tensors[N(inner_id).tensor];

@@ -84,8 +84,8 @@ StatusOr<std::vector<int64_t>> Resolver::IntTuple(const Node& call, NodeId id, c
 Resolver::DottedName Resolver::CallName(const Node& call) const {
   if (call.callable() == kNoNode || N(call.callable()).kind != NodeKind::kGlobal) return {};
   const Node& gl = N(call.callable());
-  // Views into the global's out-of-line texts: they stay put when the node arena grows.
-  return {NormalizeModule(gl.module().view()), gl.name().view()};
+  // Views into the global's out-of-line text: it stays put when the node arena grows.
+  return {NormalizeModule(gl.module()), gl.name()};
 }
 
 // --- storages ---
@@ -114,7 +114,7 @@ Status Resolver::ResolveStorage(NodeId id) {
     s.numel = static_cast<uint64_t>(numel);
     if (type.module() == "torch" && type.name().ends_with("Storage")) {
       std::optional<DType> dt = DTypeFromStorageClass(type.name());
-      if (!dt) return UnsupportedError(At(n) + "storage class torch." + type.name());
+      if (!dt) return UnsupportedError(At(n) + "storage class torch." + std::string(type.name()));
       s.dtype = *dt;
     } else if (type.module() == "torch.storage" && type.name() == "UntypedStorage") {
       s.untyped = true;  // numel counts bytes; the dtype comes with _rebuild_tensor_v3
@@ -183,13 +183,13 @@ Status Resolver::ResolveCall(NodeId id) {
       m.entries.insert(m.entries.begin(), N(a[0]).entries.begin(), N(a[0]).entries.end());
     }
     m.kind = NodeKind::kDict;
-    m.extra().class_name = CompactText::Common(*dict_class);
+    m.set_class_name(CompactText::Common(*dict_class));
     return Status();
   }
   if (name == "torch.Size" && a.size() == 1 && IsTuple(a[0])) {
     m.items = N(a[0]).items;
     m.kind = NodeKind::kTuple;
-    m.extra().class_name = CompactText::Common("torch.Size");
+    m.set_class_name(CompactText::Common("torch.Size"));
     return Status();
   }
   if (name == "_codecs.encode" && !a.empty() && a.size() <= 2 && N(a[0]).kind == NodeKind::kStr) {
@@ -205,13 +205,13 @@ Status Resolver::ResolveCall(NodeId id) {
   }
   if (name == "copyreg._reconstructor" && !a.empty() && N(a[0]).kind == NodeKind::kGlobal) {
     // Protocol 0/1 instances: _reconstructor(cls, base, state); name the class.
-    m.extra().class_name = GlobalName(N(a[0]));
+    m.set_class_name(GlobalName(N(a[0])));
     return Status();
   }
   if (name == "builtins.bytearray" && a.size() == 1 && N(a[0]).kind == NodeKind::kBytes) {
     m.kind = NodeKind::kBytes;
     m.text = N(a[0]).text;
-    m.extra().class_name = CompactText::Common("builtins.bytearray");
+    m.set_class_name(CompactText::Common("builtins.bytearray"));
     return Status();
   }
   if ((name == "builtins.set" || name == "builtins.frozenset") && a.size() <= 1) {

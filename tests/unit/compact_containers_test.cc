@@ -85,7 +85,7 @@ TEST(CompactGraphTest, KeepsMarkedNodesAndRenumbersReferences) {
   NodeId root = add(NodeKind::kDict);                 // 6 -> 4
   g.at(key).text = "k";
   g.at(dead2).items = {dead0};
-  g.at(callable).extra().name = "f";
+  g.at(callable).set_global("m", "f");
   g.at(call).extra().callable = callable;
   g.at(list).items = {call, key};
   g.at(root).entries.emplace_back(key, list);

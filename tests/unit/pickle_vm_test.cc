@@ -152,12 +152,23 @@ TEST(PickleVmTest, OnlyCallsAndGlobalsCarryTheOutOfLineFields) {
   Node call;
   call.kind = NodeKind::kObject;
   call.extra().callable = 3;
-  call.extra().module = "collections";
+  call.set_class_name("collections.OrderedDict");
   Node copy = call;
   copy.extra().callable = 4;
   EXPECT_EQ(call.callable(), 3u);
   EXPECT_EQ(copy.callable(), 4u);
-  EXPECT_EQ(copy.module(), "collections");
+  EXPECT_EQ(copy.class_name(), "collections.OrderedDict");
+  EXPECT_EQ(copy.module(), "");
+  EXPECT_EQ(copy.name(), "");
+  // A global keeps its module in `text` and its name where a container keeps
+  // its class: neither reads as the other.
+  Node global;
+  global.kind = NodeKind::kGlobal;
+  global.set_global("torch._utils", "_rebuild_tensor_v2");
+  EXPECT_EQ(global.module(), "torch._utils");
+  EXPECT_EQ(global.name(), "_rebuild_tensor_v2");
+  EXPECT_EQ(global.class_name(), "");
+  EXPECT_EQ(GlobalName(global), "torch._utils._rebuild_tensor_v2");
 }
 
 // None, True, False and () are one node each, as they are one object each in

@@ -63,14 +63,19 @@ struct Entry {
 
 // What only calls, persistent ids, globals and refined containers carry:
 // about one node in six of a torch.save file, so it is held out of line.
+// 24 bytes, the most a 32-byte malloc block holds: a torch.save file has three
+// per tensor (its rebuild call, the OrderedDict() of its hooks, its storage's
+// persistent id), 1.2 * 10^7 at 10^6 parameters, and at 40 bytes each took a
+// 48-byte block. A global's module and name share one text (Node::set_global),
+// in the slot a refined container keeps its class in.
 struct NodeExtra {
   NodeId callable = kNoNode;  // kObject
   NodeId args = kNoNode;      // kObject, kPersistentId
   NodeId kwargs = kNoNode;    // kObject (NEWOBJ_EX)
   NodeId state = kNoNode;     // kObject: argument of BUILD
-  CompactText module, name;   // kGlobal
-  CompactText class_name;     // refined container class after the torch layer
+  CompactText text;           // kGlobal: module and name; others: refined container class after the torch layer
 };
+static_assert(sizeof(NodeExtra) <= 24, "one per call and persistent id: 3 per tensor");
 
 // 64 bytes (240 before the string and list fields were made compact, see
 // compact_containers.h; 72 before the nesting depth moved into the pickle
@@ -108,9 +113,16 @@ struct Node {
   NodeId args() const { return more_ ? more_->args : kNoNode; }
   NodeId kwargs() const { return more_ ? more_->kwargs : kNoNode; }
   NodeId state() const { return more_ ? more_->state : kNoNode; }
-  const CompactText& module() const { return more_ ? more_->module : kNoText; }
-  const CompactText& name() const { return more_ ? more_->name : kNoText; }
-  const CompactText& class_name() const { return more_ ? more_->class_name : kNoText; }
+  // A kGlobal's module and name ("" for any other node).
+  std::string_view module() const { return GlobalPart(true); }
+  std::string_view name() const { return GlobalPart(false); }
+  // The class a container was refined to ("" for a kGlobal).
+  const CompactText& class_name() const { return kind != NodeKind::kGlobal && more_ ? more_->text : kNoText; }
+  // Makes this node the global module.name: its kind must be kGlobal. Held as
+  // the module's length (4 bytes), the module and the name.
+  void set_global(std::string_view module, std::string_view global_name);
+  // The node must not be a kGlobal.
+  void set_class_name(CompactText class_text) { extra().text = std::move(class_text); }
   NodeExtra& extra() { return more_.GetOrCreate(); }
   void set_offset(uint64_t at) { offset = at < kOffsetUnknown ? at : kOffsetUnknown; }
   bool has_extra() const { return static_cast<bool>(more_); }
@@ -118,6 +130,7 @@ struct Node {
 
  private:
   static inline const CompactText kNoText;
+  std::string_view GlobalPart(bool module) const;
   OutOfLine<NodeExtra> more_;
 };
 
@@ -192,7 +205,7 @@ inline constexpr uint32_t kMaxPickleDepth = 5000;
 struct PickleLimits {
   uint32_t max_depth = 1000;              // nesting of containers and calls (at most kMaxPickleDepth)
   // Memory per pickle stays under about 5 GiB whatever the input: a node is
-  // 64 bytes (112 when it is a call, with its out-of-line fields), a memo entry
+  // 64 bytes (96 when it is a call, with its out-of-line fields), a memo entry
   // ~40. A 70B-parameter model's checkpoint has a few hundred thousand nodes,
   // but the count grows with the tensors: 10^5 parameters with Adam state are
   // ~3 * 10^6 nodes (recurring ints, short strs and tuples of them share one),
