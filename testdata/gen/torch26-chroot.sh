@@ -11,7 +11,8 @@
 # Env:   OPTSTATE_TORCH26_ROOT  where the chroot lives (default /var/cache/optstate-torch26)
 #        OPTSTATE_TRIXIE_BUILD_ROOT the same for --python-build
 #        OPTSTATE_DEBIAN_MIRROR mirror URL (default: the first Debian URI in the host's apt sources)
-# Needs root and the Debian mirror; about 40 s and 1.2 GB. The tree is assembled at
+# Needs root and the Debian mirror; 3-4 minutes and 1.2 GB (1.6 GB with
+# --python-build) on a 2-core machine, most of it downloading. The tree is assembled at
 # ROOT.partial and renamed only once torch imports inside it, so an interrupted build
 # never leaves something that looks usable. Runs for one ROOT take turns (ROOT.lock):
 # tests/run-all.sh makes both chroots while it compiles, and a test that needs one

@@ -160,8 +160,8 @@ TEST(PickleVmTest, OnlyCallsAndGlobalsCarryTheOutOfLineFields) {
   EXPECT_EQ(copy.class_name(), "collections.OrderedDict");
   EXPECT_EQ(copy.module(), "");
   EXPECT_EQ(copy.name(), "");
-  // A global keeps its module in `text` and its name where a container keeps
-  // its class: neither reads as the other.
+  // A global's module and name share the out-of-line text a container keeps
+  // its class in: neither reads as the other.
   Node global;
   global.kind = NodeKind::kGlobal;
   global.set_global("torch._utils", "_rebuild_tensor_v2");
