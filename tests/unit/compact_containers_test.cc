@@ -101,6 +101,34 @@ TEST(CompactGraphTest, KeepsMarkedNodesAndRenumbersReferences) {
   EXPECT_EQ(g.at(1).name(), "f");
 }
 
+// Across many words of the kept-node bitmap: node i is kept when i % 3 == 1
+// or i is 63, 64 or 199, and each kept node refers to the kept node before it.
+TEST(CompactGraphTest, RenumbersAcrossManyWordsOfKeptNodes) {
+  ObjectGraph g;
+  std::vector<bool> keep(200, false);
+  std::vector<NodeId> kept;
+  for (NodeId i = 0; i < 200; ++i) {
+    Node& n = g.nodes.emplace_back();
+    n.kind = NodeKind::kList;
+    n.int_value = i;
+    if (i % 3 == 1 || i == 63 || i == 64 || i == 199) {
+      keep[i] = true;
+      if (!kept.empty()) n.items = {kept.back()};
+      kept.push_back(i);
+    }
+  }
+  g.root = 199;
+  ASSERT_EQ(CompactGraph(g, keep), kept.size());
+  ASSERT_EQ(g.nodes.size(), kept.size());
+  EXPECT_EQ(g.root, kept.size() - 1);
+  for (NodeId j = 0; j < kept.size(); ++j) {
+    EXPECT_EQ(g.at(j).int_value, kept[j]) << j;
+    if (j > 0) {
+      EXPECT_EQ(g.at(j).items, (CompactList<NodeId>{j - 1})) << j;
+    }
+  }
+}
+
 // Chunks of 2 MiB and more are mapped on 2 MiB boundaries so the kernel can back
 // them with huge pages; smaller ones come from the heap at the type's alignment.
 TEST(ChunkedArenaTest, LargeChunksStartOnHugePageBoundaries) {
