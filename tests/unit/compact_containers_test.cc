@@ -60,7 +60,7 @@ TEST(ChunkedArenaTest, TruncateDestroysTheTailAndGrowsAgain) {
   EXPECT_TRUE(arena.empty());
   arena.emplace_back("first");
   EXPECT_EQ(arena[0], "first");
-  // Nodes of 64 bytes in chunks mapped on their own: the kept ones keep their values.
+  // Nodes of 56 bytes in chunks mapped on their own: the kept ones keep their values.
   ChunkedArena<Node> nodes;
   for (int i = 0; i < 200000; ++i) nodes.emplace_back().int_value = i;
   nodes.Truncate(70000);
@@ -297,6 +297,26 @@ TEST(CompactListTest, BehavesAsAVector) {
 }
 
 // Up to 8 bytes of elements live in the list itself: two NodeIds, one Entry.
+// The heap block's capacity is malloc's: a list grown, emptied and grown
+// again, or shrunk and refilled, never writes past what it holds.
+TEST(CompactListTest, HeapCapacityComesFromTheBlock) {
+  CompactList<uint32_t> l = {1, 2, 3, 4, 5};
+  EXPECT_GE(l.capacity(), 5u);
+  for (int round = 0; round < 3; ++round) {
+    l.clear();
+    for (uint32_t i = 0; i < 1000; ++i) {
+      l.push_back(i * 7);
+      ASSERT_GE(l.capacity(), l.size());
+    }
+    for (uint32_t i = 0; i < 1000; ++i) ASSERT_EQ(l[i], i * 7) << round;
+  }
+  l.erase(l.begin() + 2, l.end());
+  l.resize(300);
+  EXPECT_EQ(l[1], 7u);
+  EXPECT_EQ(l[299], 0u);
+  EXPECT_GE(l.capacity(), 300u);
+}
+
 // A third element moves them to the heap; moves carry inline elements along.
 TEST(CompactListTest, PairsLiveInsideTheList) {
   auto inside = [](const auto& l) {
@@ -304,7 +324,10 @@ TEST(CompactListTest, PairsLiveInsideTheList) {
     const char* d = reinterpret_cast<const char*>(l.data());
     return d >= self && d < self + sizeof l;
   };
-  static_assert(sizeof(CompactList<uint32_t>) == 16);
+  // 12 bytes for 4-byte elements, which Node holds two lists of; 8-byte
+  // elements keep their alignment inline.
+  static_assert(sizeof(CompactList<uint32_t>) == 12 && sizeof(CompactList<Entry>) == 12);
+  static_assert(sizeof(CompactList<uint64_t>) == 16 && alignof(CompactList<uint64_t>) == 8);
   CompactList<uint32_t> pair = {16, 8};
   EXPECT_TRUE(inside(pair));
   EXPECT_EQ(pair, (std::vector<uint32_t>{16, 8}));

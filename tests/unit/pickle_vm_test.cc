@@ -139,7 +139,7 @@ TEST(PickleVmTest, OnlyCallsAndGlobalsCarryTheOutOfLineFields) {
     }
   }
   EXPECT_GT(plain, 10u);
-  static_assert(sizeof(Node) == 64);
+  static_assert(sizeof(Node) == 56);
   // Offsets are 40 bits: exact below 2^40, kOffsetUnknown at and past it.
   Node far;
   far.set_offset((uint64_t{1} << 40) - 2);

@@ -9,6 +9,8 @@
 #ifndef OPTSTATE_COMPACT_CONTAINERS_H_
 #define OPTSTATE_COMPACT_CONTAINERS_H_
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -174,7 +176,7 @@ class CompactText {
   };
 };
 
-// A vector of trivially copyable values in 16 bytes: the children of one
+// A vector of trivially copyable values in 12 bytes (16 for elements aligned to 8): the children of one
 // node. Up to 8 bytes of elements (two NodeIds, one Entry) live in the
 // object itself, where the heap pointer would be: a torch.save file's shape,
 // stride and key tuples are pairs, eleven per parameter, and none of them then
@@ -200,9 +202,10 @@ class CompactList {
     for (const U& u : items) push_back(T(u));
   }
   CompactList(const CompactList& o) { Assign(o.data(), o.size_); }
-  CompactList(CompactList&& o) noexcept : size_(o.size_), cap_(o.cap_) {
+  CompactList(CompactList&& o) noexcept : size_(o.size_), heap_(o.heap_) {
     std::memcpy(raw_, o.raw_, sizeof raw_);  // the heap pointer, or the elements themselves
-    o.size_ = o.cap_ = 0;
+    o.size_ = 0;
+    o.heap_ = false;
   }
   CompactList& operator=(const CompactList& o) {
     if (this != &o) Assign(o.data(), o.size_);
@@ -213,8 +216,12 @@ class CompactList {
     std::memcpy(raw, raw_, sizeof raw);
     std::memcpy(raw_, o.raw_, sizeof raw);
     std::memcpy(o.raw_, raw, sizeof raw);
-    std::swap(size_, o.size_);
-    std::swap(cap_, o.cap_);
+    const uint32_t size = size_;
+    const bool heap = heap_;
+    size_ = o.size_;
+    heap_ = o.heap_;
+    o.size_ = size;
+    o.heap_ = heap;
     return *this;
   }
   CompactList& operator=(std::initializer_list<T> items) {
@@ -231,7 +238,8 @@ class CompactList {
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  size_t capacity() const { return OnHeap() ? cap_ : kInline; }
+  // On the heap, what malloc gave (it rounds a request up to its chunk).
+  size_t capacity() const { return OnHeap() ? malloc_usable_size(Heap()) / sizeof(T) : kInline; }
   T* data() { return OnHeap() ? Heap() : reinterpret_cast<T*>(raw_); }
   const T* data() const { return OnHeap() ? Heap() : reinterpret_cast<const T*>(raw_); }
   T* begin() { return data(); }
@@ -302,9 +310,9 @@ class CompactList {
   }
 
  private:
-  bool OnHeap() const { return cap_ != 0; }
+  bool OnHeap() const { return heap_; }
   // Out of line: inlined, GCC 12 follows a list whose elements live inline
-  // into this call and warns (-Wfree-nonheap-object) on a free that cap_ != 0
+  // into this call and warns (-Wfree-nonheap-object) on a free that heap_
   // rules out.
   [[gnu::noinline]] static void FreeHeap(T* p) { std::free(p); }
   T* Heap() const {
@@ -319,9 +327,9 @@ class CompactList {
     size_ = static_cast<uint32_t>(n);
   }
   void Grow(size_t need) {
-    // A node's children are bounded by the pickle limits long before 2^32.
-    size_t cap = std::max<size_t>({need, size_t{cap_} * 2, 4});
-    if (cap > UINT32_MAX) cap = UINT32_MAX;
+    // A node's children are bounded by the pickle limits long before 2^31.
+    size_t cap = std::max<size_t>({need, OnHeap() ? capacity() * 2 : 0, 4});
+    if (cap > kMaxSize) cap = kMaxSize;
     T* fresh;
     if (OnHeap()) {
       fresh = static_cast<T*>(std::realloc(static_cast<void*>(Heap()), cap * sizeof(T)));
@@ -331,13 +339,18 @@ class CompactList {
     }
     if (fresh == nullptr) throw std::bad_alloc();
     std::memcpy(raw_, &fresh, sizeof fresh);
-    cap_ = static_cast<uint32_t>(cap);
+    heap_ = true;
   }
 
-  // The heap pointer when cap_ != 0, else up to kInline elements.
-  alignas(8) unsigned char raw_[8] = {};
-  uint32_t size_ = 0;
-  uint32_t cap_ = 0;
+  static constexpr size_t kMaxSize = (size_t{1} << 31) - 1;
+  // The heap pointer when heap_, else up to kInline elements. Aligned to 4
+  // for elements of 4 bytes, so the list is 12 bytes: a node's items and
+  // entries take 24 of its 56 (32 of 64 with a separate capacity, 480 MB at
+  // the 3 * 10^7 nodes of 10^6 parameters). The heap block's capacity is
+  // malloc's (capacity()).
+  alignas(alignof(T) > 4 ? 8 : 4) unsigned char raw_[8] = {};
+  uint32_t size_ : 31 = 0;
+  uint32_t heap_ : 1 = 0;
 };
 
 // An owning pointer that copies what it points to: fields most values lack,

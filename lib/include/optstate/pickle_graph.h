@@ -77,9 +77,10 @@ struct NodeExtra {
 };
 static_assert(sizeof(NodeExtra) <= 24, "one per call and persistent id: 3 per tensor");
 
-// 64 bytes (240 before the string and list fields were made compact, see
+// 56 bytes (240 before the string and list fields were made compact, see
 // compact_containers.h; 72 before the nesting depth moved into the pickle
-// machine, the only reader, and the offset became 40 bits): a file of 10^5
+// machine, the only reader, and the offset became 40 bits; 64 while a list
+// kept its capacity beside its size): a file of 10^5
 // parameters has ~3 * 10^6 nodes, and on a virtual machine each byte first
 // touched costs about a nanosecond.
 struct Node {
@@ -134,7 +135,7 @@ struct Node {
   OutOfLine<NodeExtra> more_;
 };
 
-static_assert(sizeof(Node) <= 64, "a node's size multiplies by the 10^7 nodes of large checkpoints");
+static_assert(sizeof(Node) <= 56, "a node's size multiplies by the 10^7 nodes of large checkpoints");
 
 // Calls visit(child) for each node `n` refers to, in the order the pickle made
 // them: the call (callable, args, kwargs, BUILD state), then items, then each
@@ -205,7 +206,7 @@ inline constexpr uint32_t kMaxPickleDepth = 5000;
 struct PickleLimits {
   uint32_t max_depth = 1000;              // nesting of containers and calls (at most kMaxPickleDepth)
   // Memory per pickle stays under about 5 GiB whatever the input: a node is
-  // 64 bytes (96 when it is a call, with its out-of-line fields), a memo entry
+  // 56 bytes (88 when it is a call, with its out-of-line fields), a memo entry
   // ~40. A 70B-parameter model's checkpoint has a few hundred thousand nodes,
   // but the count grows with the tensors: 10^5 parameters with Adam state are
   // ~3 * 10^6 nodes (recurring ints, short strs and tuples of them share one),
@@ -215,7 +216,7 @@ struct PickleLimits {
   uint64_t max_nodes = 1u << 25;          // objects in the graph
   // Items on the stack at once. Python's pickler writes lists, dicts and sets
   // in batches of 1000, so only a tuple or frozenset of its own size reaches
-  // this; a million objects pushed and nested only afterwards (each 64 bytes
+  // this; a million objects pushed and nested only afterwards (each 56 bytes
   // before the depth limit can see them) do.
   uint64_t max_stack = 1u << 19;
   uint64_t max_string_bytes = 1ull << 30;  // one str or bytes value
