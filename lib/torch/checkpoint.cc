@@ -141,6 +141,7 @@ StatusOr<Checkpoint> ParseCheckpoint(const ByteCursor& cursor, const ReadOptions
   for (const ZipEntry& e : ZipDirectory(out.container).entries) ScanZipName(e.name, out.findings);
   if (out.container.format == ContainerFormat::kZip) ScanRecordsBesideTheMainPickle(cursor, options.pickle, out);
   ReleaseTensorCalls(out.graph, out.tensors);
+  LabelTensors(out.graph, out.tensors, out.storages);
   return out;
 }
 

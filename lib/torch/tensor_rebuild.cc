@@ -239,20 +239,14 @@ Status Resolver::CheckExtent(const Node& n, const TensorRef& t, const StorageRef
 }
 
 Status Resolver::BecomeTensor(NodeId id, TensorRef t) {
-  // A short identity for keys that hold tensors, e.g. HeavyBall's
-  // (Parameter, view_idx): "Parameter(float32 [16, 8], storage 0)".
-  std::string where = t.storage < 0 ? "meta" : "storage " + out_.storages[static_cast<size_t>(t.storage)].key;
-  if (t.storage_offset != 0) where += " +" + std::to_string(t.storage_offset);
-  std::string label = std::string(t.is_dtensor ? t.sharded_kind() : t.is_parameter ? "Parameter" : "Tensor") + "(" +
-                      std::string(GetDTypeInfo(t.dtype).name) + " " + ShapeText(t.sizes) + ", " + where + ")";
   out_.tensors.push_back(std::move(t));
   Node& n = g_.at(id);
   n.kind = NodeKind::kTensor;
   n.tensor = static_cast<uint32_t>(out_.tensors.size() - 1);
-  n.text = std::move(label);
-  // The call that built it stays until the security scans have read it
-  // (_rebuild_from_type_v2 calls the class it is given); then
-  // ReleaseTensorCalls lets it go.
+  n.text = CompactText();
+  // Its label comes later (LabelTensors), and the call that built it stays
+  // until the security scans have read it (_rebuild_from_type_v2 calls the
+  // class it is given); then ReleaseTensorCalls lets it go.
   return Status();
 }
 

@@ -288,4 +288,20 @@ size_t ReleaseTensorCalls(ObjectGraph& graph, const std::vector<TensorRef>& tens
   return CompactGraph(graph, reached);
 }
 
+void LabelTensors(ObjectGraph& graph, const std::vector<TensorRef>& tensors, const std::vector<StorageRef>& storages) {
+  for (Node& n : graph.nodes) {
+    if (n.kind != NodeKind::kTensor || n.tensor >= tensors.size()) continue;
+    const TensorRef& t = tensors[n.tensor];
+    std::string label = t.is_dtensor ? t.sharded_kind() : t.is_parameter ? "Parameter" : "Tensor";
+    label.append("(").append(GetDTypeInfo(t.dtype).name).append(" ").append(ShapeText(t.sizes)).append(", ");
+    if (t.storage < 0 || static_cast<size_t>(t.storage) >= storages.size()) {
+      label += "meta";
+    } else {
+      label.append("storage ").append(storages[static_cast<size_t>(t.storage)].key.view());
+    }
+    if (t.storage_offset != 0) label.append(" +").append(std::to_string(t.storage_offset));
+    n.text = label + ")";
+  }
+}
+
 }  // namespace optstate

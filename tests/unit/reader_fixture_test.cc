@@ -12,6 +12,7 @@
 #include "fixtures.h"
 #include "graph_compare.h"
 #include "optstate/checkpoint.h"
+#include "optstate/torch_objects.h"
 
 namespace optstate {
 namespace {
@@ -33,6 +34,43 @@ TEST(ReaderFixtureTest, EveryFixtureReadsAsTorchSawIt) {
     ++checked;
   }
   EXPECT_GE(checked, 30);
+}
+
+// Each tensor's node is labelled from its record once the read is done:
+// plain, Parameter, DTensor, a view into its storage, a meta tensor.
+TEST(LabelTensorsTest, NamesKindDtypeShapeAndStorage) {
+  ObjectGraph g;
+  std::vector<TensorRef> tensors(5);
+  std::vector<StorageRef> storages(2);
+  storages[0].key = "0";
+  storages[1].key = "17";
+  tensors[0].storage = 0;
+  tensors[0].sizes = {16, 8};
+  tensors[1].storage = 1;
+  tensors[1].is_parameter = true;
+  tensors[1].dtype = DType::kBFloat16;
+  tensors[1].sizes = {4};
+  tensors[2].storage = 1;
+  tensors[2].storage_offset = 12;
+  tensors[2].sizes = {};
+  tensors[3].storage = -1;
+  tensors[3].sizes = {2, 3};
+  tensors[4].storage = 0;
+  tensors[4].is_dtensor = true;
+  tensors[4].sizes = {8};
+  for (uint32_t i = 0; i < tensors.size(); ++i) {
+    Node& n = g.nodes.emplace_back();
+    n.kind = NodeKind::kTensor;
+    n.tensor = i;
+  }
+  g.nodes.emplace_back().kind = NodeKind::kInt;  // not a tensor: no label
+  LabelTensors(g, tensors, storages);
+  EXPECT_EQ(g.at(0).text, "Tensor(float32 [16, 8], storage 0)");
+  EXPECT_EQ(g.at(1).text, "Parameter(bfloat16 [4], storage 17)");
+  EXPECT_EQ(g.at(2).text, "Tensor(float32 [], storage 17 +12)");
+  EXPECT_EQ(g.at(3).text, "Tensor(float32 [2, 3], meta)");
+  EXPECT_EQ(g.at(4).text, "DTensor(float32 [8], storage 0)");
+  EXPECT_TRUE(g.at(5).text.empty());
 }
 
 }  // namespace
