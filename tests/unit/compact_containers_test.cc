@@ -296,7 +296,6 @@ TEST(CompactListTest, BehavesAsAVector) {
   EXPECT_THROW((void)copy.at(2), std::out_of_range);
 }
 
-// Up to 8 bytes of elements live in the list itself: two NodeIds, one Entry.
 // The heap block's capacity is malloc's: a list grown, emptied and grown
 // again, or shrunk and refilled, never writes past what it holds.
 TEST(CompactListTest, HeapCapacityComesFromTheBlock) {
@@ -317,6 +316,7 @@ TEST(CompactListTest, HeapCapacityComesFromTheBlock) {
   EXPECT_GE(l.capacity(), 300u);
 }
 
+// Up to 8 bytes of elements live in the list itself: two NodeIds, one Entry.
 // A third element moves them to the heap; moves carry inline elements along.
 TEST(CompactListTest, PairsLiveInsideTheList) {
   auto inside = [](const auto& l) {
