@@ -324,7 +324,7 @@ Status Machine::Step(uint8_t op) {
     case 'Q': {
       OPTSTATE_ASSIGN_OR_RETURN(NodeId pid, Pop());
       OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(NodeKind::kPersistentId));
-      graph().at(id).extra().args = pid;
+      graph().at(id).set_args(pid);
       OPTSTATE_RETURN_IF_ERROR(Nest(id, pid));
       return Push(id);
     }

@@ -83,16 +83,25 @@ TEST(CompactGraphTest, KeepsMarkedNodesAndRenumbersReferences) {
   NodeId call = add(NodeKind::kObject);               // 4 -> 2
   NodeId list = add(NodeKind::kList);                 // 5 -> 3
   NodeId root = add(NodeKind::kDict);                 // 6 -> 4
+  NodeId storage = add(NodeKind::kStorage);           // 7 -> 5
+  EXPECT_EQ(g.at(storage).args(), kNoNode);           // none until set
+  g.at(storage).storage = 9;
+  g.at(storage).set_args(callable);  // held in the node, beside the index
   g.at(key).text = "k";
   g.at(dead2).items = {dead0};
   g.at(callable).set_global("m", "f");
   g.at(call).extra().callable = callable;
   g.at(list).items = {call, key};
   g.at(root).entries.emplace_back(key, list);
+  g.at(root).entries.emplace_back(key, storage);
   g.root = root;
-  std::vector<bool> keep = {false, true, false, true, true, true, true};
-  EXPECT_EQ(CompactGraph(g, keep), 5u);
-  ASSERT_EQ(g.nodes.size(), 5u);
+  std::vector<bool> keep = {false, true, false, true, true, true, true, true};
+  EXPECT_EQ(CompactGraph(g, keep), 6u);
+  ASSERT_EQ(g.nodes.size(), 6u);
+  EXPECT_EQ(g.at(5).args(), 1u);
+  EXPECT_EQ(g.at(5).storage, 9u);
+  EXPECT_FALSE(g.at(5).has_extra());
+  EXPECT_EQ(g.at(4).entries[1], Entry(0, 5));
   EXPECT_EQ(g.root, 4u);
   EXPECT_EQ(g.at(4).entries[0], Entry(0, 3));
   EXPECT_EQ(g.at(0).text, "k");

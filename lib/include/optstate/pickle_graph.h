@@ -61,21 +61,21 @@ struct Entry {
   friend bool operator==(const Entry&, const Entry&) = default;
 };
 
-// What only calls, persistent ids, globals and refined containers carry:
-// about one node in six of a torch.save file, so it is held out of line.
-// 24 bytes, the most a 32-byte malloc block holds: a torch.save file has three
-// per tensor (its rebuild call, the OrderedDict() of its hooks, its storage's
-// persistent id), 1.2 * 10^7 at 10^6 parameters, and at 40 bytes each took a
-// 48-byte block. A global's module and name share one text (Node::set_global),
-// in the slot a refined container keeps its class in.
+// What only calls, globals and refined containers carry: about one node in
+// eight of a torch.save file, so it is held out of line. 24 bytes, the most a
+// 32-byte malloc block holds: a torch.save file has two per tensor (its
+// rebuild call, the OrderedDict() of its hooks), 8 * 10^6 at 10^6 parameters,
+// and at 40 bytes each took a 48-byte block. A global's module and name share
+// one text (Node::set_global), in the slot a refined container keeps its class
+// in. A persistent id keeps its one argument in the node (Node::set_args).
 struct NodeExtra {
   NodeId callable = kNoNode;  // kObject
-  NodeId args = kNoNode;      // kObject, kPersistentId
+  NodeId args = kNoNode;      // kObject (a kPersistentId's is in the node)
   NodeId kwargs = kNoNode;    // kObject (NEWOBJ_EX)
   NodeId state = kNoNode;     // kObject: argument of BUILD
   CompactText text;           // kGlobal: module and name; others: refined container class after the torch layer
 };
-static_assert(sizeof(NodeExtra) <= 24, "one per call and persistent id: 3 per tensor");
+static_assert(sizeof(NodeExtra) <= 24, "one per call: 2 per tensor");
 
 // 56 bytes (240 before the string and list fields were made compact, see
 // compact_containers.h; 72 before the nesting depth moved into the pickle
@@ -102,7 +102,13 @@ struct Node {
     int64_t int_value = 0;          // kInt
     double float_value;             // kFloat
     uint32_t tensor;                // kTensor
-    uint32_t storage;               // kStorage
+    // kPersistentId, and the kStorage it becomes: the argument tuple beside
+    // the storage index, so that a storage (one per tensor of a torch.save
+    // file) needs no out-of-line block. Held as id + 1: 0 is no node.
+    struct {
+      uint32_t storage;  // kStorage
+      uint32_t persistent_args_plus_one_;
+    };
   };
   CompactText text;                 // str / bytes / big int digits
   CompactList<NodeId> items;        // tuple / list / set / object APPENDs
@@ -111,7 +117,10 @@ struct Node {
   // The out-of-line fields: reads give kNoNode or "" where none were set;
   // writes go through extra(), which makes them on first use.
   NodeId callable() const { return more_ ? more_->callable : kNoNode; }
-  NodeId args() const { return more_ ? more_->args : kNoNode; }
+  NodeId args() const {
+    if (HoldsArgsInline()) return persistent_args_plus_one_ - 1;
+    return more_ ? more_->args : kNoNode;
+  }
   NodeId kwargs() const { return more_ ? more_->kwargs : kNoNode; }
   NodeId state() const { return more_ ? more_->state : kNoNode; }
   // A kGlobal's module and name ("" for any other node).
@@ -124,6 +133,16 @@ struct Node {
   void set_global(std::string_view module, std::string_view global_name);
   // The node must not be a kGlobal.
   void set_class_name(CompactText class_text) { extra().text = std::move(class_text); }
+  // The node's kind must be set first: a kPersistentId's argument is held in
+  // the node, any other's out of line.
+  void set_args(NodeId a) {
+    if (HoldsArgsInline()) {
+      persistent_args_plus_one_ = a + 1;
+    } else if (a != kNoNode || more_) {
+      extra().args = a;
+    }
+  }
+  bool HoldsArgsInline() const { return kind == NodeKind::kPersistentId || kind == NodeKind::kStorage; }
   NodeExtra& extra() { return more_.GetOrCreate(); }
   void set_offset(uint64_t at) { offset = at < kOffsetUnknown ? at : kOffsetUnknown; }
   bool has_extra() const { return static_cast<bool>(more_); }
@@ -171,6 +190,11 @@ Status ForEachChildUntilError(const Node& n, Visit&& visit) {
 // references to no node are passed too.
 template <typename Fix>
 void ForEachChildRef(Node& n, Fix&& fix) {
+  if (n.HoldsArgsInline()) {
+    NodeId args = n.args();
+    fix(args);
+    n.set_args(args);
+  }
   if (n.has_extra()) {
     NodeExtra& x = n.extra();
     for (NodeId* ref : {&x.callable, &x.args, &x.kwargs, &x.state}) fix(*ref);
