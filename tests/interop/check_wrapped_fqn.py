@@ -35,9 +35,9 @@ def wrapped(name):
 
 def main():
     fixtures, scratch = sys.argv[1], sys.argv[2]
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29532")
-    dist.init_process_group("gloo", rank=0, world_size=1)
+    # One process: an in-memory store, so no port is taken (a fixed one could be
+    # in use by a parallel run).
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     plain_names = [n for n, _ in net().named_parameters()]
     for name in ("ddp", "compiled", "checkpoint_wrapped"):
         original = torch.load(os.path.join(fixtures, f"{name}.pt"), weights_only=True)["optimizer"]
