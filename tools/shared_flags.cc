@@ -87,7 +87,7 @@ void AddReadLimitFlags(CLI::App& cmd, ReadOptions& read) {
   limits->add_option("--max-memo", read.pickle.max_memo, "Pickle memo entries")->capture_default_str();
   limits
       ->add_option("--max-nodes", read.pickle.max_nodes,
-                   "Objects in one pickle (56 bytes each, 88 for a call; a parameter with AdamW\n"
+                   "Objects in one pickle (56 bytes each, 88 at most; a parameter with AdamW\n"
                    "state and its weight in the file is ~30 while it is read, as recurring ints,\n"
                    "short strs and tuples of them are one object each, and ~9 once its tensors are)")
       ->capture_default_str();

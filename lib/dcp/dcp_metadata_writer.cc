@@ -56,8 +56,8 @@ class MetadataGraph {
     NodeId args = EmptyTuple();
     NodeId id = b_.New(NodeKind::kObject);
     Node& n = g_.at(id);
-    n.extra().callable = callable;
-    n.extra().args = args;
+    n.set_callable(callable);
+    n.set_args(args);
     n.call = CallOpcode::kNewObj;
     n.extra().state = fields;
     return id;
@@ -66,8 +66,8 @@ class MetadataGraph {
   NodeId Call(NodeId callable, std::vector<NodeId> args) {
     NodeId tuple = b_.Tuple(std::move(args));
     NodeId id = b_.New(NodeKind::kObject);
-    g_.at(id).extra().callable = callable;
-    g_.at(id).extra().args = tuple;
+    g_.at(id).set_callable(callable);
+    g_.at(id).set_args(tuple);
     g_.at(id).call = CallOpcode::kReduce;
     return id;
   }
@@ -110,8 +110,8 @@ class MetadataGraph {
     NodeId callable = Global(kMeta, "TensorProperties");
     NodeId args = EmptyTuple();
     NodeId id = b_.New(NodeKind::kObject);
-    g_.at(id).extra().callable = callable;
-    g_.at(id).extra().args = args;
+    g_.at(id).set_callable(callable);
+    g_.at(id).set_args(args);
     g_.at(id).call = CallOpcode::kNewObj;
     g_.at(id).extra().state = state;
     return id;

@@ -329,9 +329,9 @@ class Machine {
     OPTSTATE_ASSIGN_OR_RETURN(NodeId id, New(NodeKind::kObject));
     Node& n = graph().at(id);
     n.call = call;
-    n.extra().callable = callable;
-    n.extra().args = args;
-    n.extra().kwargs = kwargs;
+    n.set_callable(callable);
+    n.set_args(args);
+    if (kwargs != kNoNode) n.extra().kwargs = kwargs;
     for (NodeId child : {callable, args, kwargs}) {
       if (child != kNoNode) OPTSTATE_RETURN_IF_ERROR(Nest(id, child));
     }

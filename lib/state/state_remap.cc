@@ -185,7 +185,7 @@ class Remapper {
     Node& o = r_.checkpoint.graph.at(out);
     o = n;
     o.tensor = static_cast<uint32_t>(r_.checkpoint.tensors.size() - 1);
-    o.extra().args = args;
+    o.set_args(args);
     o.extra().state = state;
     return out;
   }

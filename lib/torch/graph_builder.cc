@@ -107,7 +107,9 @@ StatusOr<NodeId> GraphBuilder::ImportNode(const ObjectGraph& from, NodeId id,
     Node copy = src;
     copy.items.clear();
     copy.entries.clear();
-    if (copy.has_extra()) copy.extra().callable = copy.extra().args = copy.extra().kwargs = copy.extra().state = kNoNode;
+    copy.set_callable(kNoNode);  // the source graph's ids: set anew below
+    copy.set_args(kNoNode);
+    if (copy.has_extra()) copy.extra().kwargs = copy.extra().state = kNoNode;
     n = std::move(copy);
   }
   std::vector<NodeId> items;
@@ -128,9 +130,9 @@ StatusOr<NodeId> GraphBuilder::ImportNode(const ObjectGraph& from, NodeId id,
   Node& n = cp_.graph.at(out);
   n.items = std::move(items);
   n.entries = std::move(entries);
-  if (n.has_extra() || std::ranges::any_of(refs, [](NodeId r) { return r != kNoNode; })) {
-    n.extra().callable = refs[0];
-    n.extra().args = refs[1];
+  n.set_callable(refs[0]);
+  n.set_args(refs[1]);
+  if (n.has_extra() || refs[2] != kNoNode || refs[3] != kNoNode) {
     n.extra().kwargs = refs[2];
     n.extra().state = refs[3];
   }

@@ -139,8 +139,8 @@ Status Resolver::RebuildFromType(NodeId id, const std::vector<NodeId>& a) {
   }
   Node inner;
   inner.kind = NodeKind::kObject;
-  inner.extra().callable = a[0];
-  inner.extra().args = a[2];
+  inner.set_callable(a[0]);
+  inner.set_args(a[2]);
   inner.set_offset(N(id).offset);
   g_.nodes.push_back(inner);
   state_.push_back(kActive);
@@ -241,8 +241,12 @@ Status Resolver::CheckExtent(const Node& n, const TensorRef& t, const StorageRef
 Status Resolver::BecomeTensor(NodeId id, TensorRef t) {
   out_.tensors.push_back(std::move(t));
   Node& n = g_.at(id);
+  // The tensor's index takes the bytes its call was held in: the call moves out of line.
+  const NodeId callable = n.callable(), args = n.args();
   n.kind = NodeKind::kTensor;
   n.tensor = static_cast<uint32_t>(out_.tensors.size() - 1);
+  n.set_callable(callable);
+  n.set_args(args);
   n.text = CompactText();
   // Its label comes later (LabelTensors), and the call that built it stays
   // until the security scans have read it (_rebuild_from_type_v2 calls the

@@ -90,10 +90,11 @@ TEST(CompactGraphTest, KeepsMarkedNodesAndRenumbersReferences) {
   g.at(key).text = "k";
   g.at(dead2).items = {dead0};
   g.at(callable).set_global("m", "f");
-  g.at(call).extra().callable = callable;
+  g.at(call).set_callable(callable);
   g.at(list).items = {call, key};
   g.at(root).entries.emplace_back(key, list);
   g.at(root).entries.emplace_back(key, storage);
+  g.at(root).set_class_name("collections.OrderedDict");  // a container's class: in its own text
   g.root = root;
   std::vector<bool> keep = {false, true, false, true, true, true, true, true};
   EXPECT_EQ(CompactGraph(g, keep), 6u);
@@ -107,6 +108,9 @@ TEST(CompactGraphTest, KeepsMarkedNodesAndRenumbersReferences) {
   EXPECT_EQ(g.at(0).text, "k");
   EXPECT_EQ(g.at(3).items, (CompactList<NodeId>{2, 0}));
   EXPECT_EQ(g.at(2).callable(), 1u);
+  EXPECT_FALSE(g.at(2).has_extra());
+  EXPECT_EQ(g.at(4).class_name(), "collections.OrderedDict");
+  EXPECT_FALSE(g.at(4).has_extra());
   EXPECT_EQ(g.at(1).name(), "f");
 }
 
@@ -118,7 +122,7 @@ TEST(CompactGraphTest, RenumbersAcrossManyWordsOfKeptNodes) {
   std::vector<NodeId> kept;
   for (NodeId i = 0; i < 200; ++i) {
     Node& n = g.nodes.emplace_back();
-    n.kind = NodeKind::kList;
+    n.kind = NodeKind::kInt;  // its value tells it apart; the items are what is renumbered
     n.int_value = i;
     if (i % 3 == 1 || i == 63 || i == 64 || i == 199) {
       keep[i] = true;

@@ -61,21 +61,21 @@ struct Entry {
   friend bool operator==(const Entry&, const Entry&) = default;
 };
 
-// What only calls, globals and refined containers carry: about one node in
-// eight of a torch.save file, so it is held out of line. 24 bytes, the most a
-// 32-byte malloc block holds: a torch.save file has two per tensor (its
-// rebuild call, the OrderedDict() of its hooks), 8 * 10^6 at 10^6 parameters,
-// and at 40 bytes each took a 48-byte block. A global's module and name share
-// one text (Node::set_global), in the slot a refined container keeps its class
-// in. A persistent id keeps its one argument in the node (Node::set_args).
+// What few nodes carry, held out of line: a call's keyword arguments and
+// BUILD state, a global's module and name (one text, Node::set_global), the
+// class a call refined to something other than a container was (a
+// bytearray, an instance), and the call of a node whose value fills the node
+// (a kTensor's rebuild call). 24 bytes, the most a 32-byte malloc block
+// holds: at 40 they took 48-byte blocks. A call's callable and arguments,
+// and a refined container's class, are held in the node (Node::set_callable).
 struct NodeExtra {
-  NodeId callable = kNoNode;  // kObject
-  NodeId args = kNoNode;      // kObject (a kPersistentId's is in the node)
+  NodeId callable = kNoNode;  // only for kInt, kFloat, kTensor (see Node::CallInNode)
+  NodeId args = kNoNode;      // the same
   NodeId kwargs = kNoNode;    // kObject (NEWOBJ_EX)
   NodeId state = kNoNode;     // kObject: argument of BUILD
-  CompactText text;           // kGlobal: module and name; others: refined container class after the torch layer
+  CompactText text;           // kGlobal: module and name; kObject, kBytes: refined class
 };
-static_assert(sizeof(NodeExtra) <= 24, "one per call: 2 per tensor");
+static_assert(sizeof(NodeExtra) <= 24, "one per tensor while its rebuild call is kept");
 
 // 56 bytes (240 before the string and list fields were made compact, see
 // compact_containers.h; 72 before the nesting depth moved into the pickle
@@ -97,28 +97,36 @@ struct Node {
   bool shared : 1 = false;
   uint64_t offset : 40 = 0;         // absolute byte offset of the creating opcode
   // One value per kind, so they share their bytes: read only the member the
-  // kind names (a kTensor rewritten from a call keeps nothing else here).
+  // kind names. Every kind without a value here (calls, containers, persistent
+  // ids and the rest) keeps its call's callable and argument tuple in these
+  // bytes, each as id + 1 (0: none), so that the two calls and the persistent
+  // id of each tensor of a torch.save file need no out-of-line block; a
+  // kStorage (a persistent id recognised) keeps its storage index where the
+  // callable was, as a persistent id has none.
   union {
     int64_t int_value = 0;          // kInt
     double float_value;             // kFloat
     uint32_t tensor;                // kTensor
-    // kPersistentId, and the kStorage it becomes: the argument tuple beside
-    // the storage index, so that a storage (one per tensor of a torch.save
-    // file) needs no out-of-line block. Held as id + 1: 0 is no node.
     struct {
-      uint32_t storage;  // kStorage
-      uint32_t persistent_args_plus_one_;
+      union {
+        uint32_t storage;  // kStorage
+        uint32_t callable_plus_one_;
+      };
+      uint32_t args_plus_one_;
     };
   };
-  CompactText text;                 // str / bytes / big int digits
+  CompactText text;                 // str / bytes / big int digits; a container's refined class
   CompactList<NodeId> items;        // tuple / list / set / object APPENDs
   CompactList<Entry> entries;       // dict / object SETITEMs
 
-  // The out-of-line fields: reads give kNoNode or "" where none were set;
-  // writes go through extra(), which makes them on first use.
-  NodeId callable() const { return more_ ? more_->callable : kNoNode; }
+  // A call's parts: reads give kNoNode where none were set. Set the kind
+  // first: where they are held depends on it.
+  NodeId callable() const {
+    if (CallInNode() && kind != NodeKind::kStorage) return callable_plus_one_ - 1;
+    return more_ ? more_->callable : kNoNode;
+  }
   NodeId args() const {
-    if (HoldsArgsInline()) return persistent_args_plus_one_ - 1;
+    if (CallInNode()) return args_plus_one_ - 1;
     return more_ ? more_->args : kNoNode;
   }
   NodeId kwargs() const { return more_ ? more_->kwargs : kNoNode; }
@@ -126,23 +134,44 @@ struct Node {
   // A kGlobal's module and name ("" for any other node).
   std::string_view module() const { return GlobalPart(true); }
   std::string_view name() const { return GlobalPart(false); }
-  // The class a container was refined to ("" for a kGlobal).
-  const CompactText& class_name() const { return kind != NodeKind::kGlobal && more_ ? more_->text : kNoText; }
+  // The class a call was refined to ("" for a kGlobal).
+  const CompactText& class_name() const {
+    if (IsContainer()) return text;
+    return kind != NodeKind::kGlobal && more_ ? more_->text : kNoText;
+  }
   // Makes this node the global module.name: its kind must be kGlobal. Held as
   // the module's length (4 bytes), the module and the name.
   void set_global(std::string_view module, std::string_view global_name);
-  // The node must not be a kGlobal.
-  void set_class_name(CompactText class_text) { extra().text = std::move(class_text); }
-  // The node's kind must be set first: a kPersistentId's argument is held in
-  // the node, any other's out of line.
+  // The node must not be a kGlobal; its kind must be set first.
+  void set_class_name(CompactText class_text) {
+    if (IsContainer()) {
+      text = std::move(class_text);
+    } else {
+      extra().text = std::move(class_text);
+    }
+  }
+  void set_callable(NodeId c) {
+    if (CallInNode() && kind != NodeKind::kStorage) {
+      callable_plus_one_ = c + 1;
+    } else if (c != kNoNode || more_) {
+      extra().callable = c;
+    }
+  }
   void set_args(NodeId a) {
-    if (HoldsArgsInline()) {
-      persistent_args_plus_one_ = a + 1;
+    if (CallInNode()) {
+      args_plus_one_ = a + 1;
     } else if (a != kNoNode || more_) {
       extra().args = a;
     }
   }
-  bool HoldsArgsInline() const { return kind == NodeKind::kPersistentId || kind == NodeKind::kStorage; }
+  // Whether the callable and arguments are held in the node: every kind but
+  // those whose value fills it (a kStorage holds only its arguments there).
+  bool CallInNode() const { return kind != NodeKind::kInt && kind != NodeKind::kFloat && kind != NodeKind::kTensor; }
+  bool IsContainer() const {
+    return kind == NodeKind::kTuple || kind == NodeKind::kList || kind == NodeKind::kDict || kind == NodeKind::kSet ||
+           kind == NodeKind::kFrozenSet;
+  }
+  // kwargs, state and the texts of globals and refined non-containers.
   NodeExtra& extra() { return more_.GetOrCreate(); }
   void set_offset(uint64_t at) { offset = at < kOffsetUnknown ? at : kOffsetUnknown; }
   bool has_extra() const { return static_cast<bool>(more_); }
@@ -190,14 +219,16 @@ Status ForEachChildUntilError(const Node& n, Visit&& visit) {
 // references to no node are passed too.
 template <typename Fix>
 void ForEachChildRef(Node& n, Fix&& fix) {
-  if (n.HoldsArgsInline()) {
-    NodeId args = n.args();
-    fix(args);
-    n.set_args(args);
-  }
+  NodeId callable = n.callable();
+  NodeId args = n.args();
+  fix(callable);
+  fix(args);
+  n.set_callable(callable);
+  n.set_args(args);
   if (n.has_extra()) {
     NodeExtra& x = n.extra();
-    for (NodeId* ref : {&x.callable, &x.args, &x.kwargs, &x.state}) fix(*ref);
+    fix(x.kwargs);
+    fix(x.state);
   }
   for (NodeId& c : n.items) fix(c);
   for (Entry& e : n.entries) {
@@ -230,7 +261,7 @@ inline constexpr uint32_t kMaxPickleDepth = 5000;
 struct PickleLimits {
   uint32_t max_depth = 1000;              // nesting of containers and calls (at most kMaxPickleDepth)
   // Memory per pickle stays under about 5 GiB whatever the input: a node is
-  // 56 bytes (88 when it is a call, with its out-of-line fields), a memo entry
+  // 56 bytes (88 with out-of-line fields: a BUILD state, say), a memo entry
   // ~40. A 70B-parameter model's checkpoint has a few hundred thousand nodes,
   // but the count grows with the tensors: 10^5 parameters with Adam state are
   // ~3 * 10^6 nodes (recurring ints, short strs and tuples of them share one),
