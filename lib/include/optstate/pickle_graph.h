@@ -122,7 +122,7 @@ struct Node {
   // A call's parts: reads give kNoNode where none were set. Set the kind
   // first: where they are held depends on it.
   NodeId callable() const {
-    if (CallInNode() && kind != NodeKind::kStorage) return callable_plus_one_ - 1;
+    if (CallableInNode()) return callable_plus_one_ - 1;
     return more_ ? more_->callable : kNoNode;
   }
   NodeId args() const {
@@ -151,7 +151,7 @@ struct Node {
     }
   }
   void set_callable(NodeId c) {
-    if (CallInNode() && kind != NodeKind::kStorage) {
+    if (CallableInNode()) {
       callable_plus_one_ = c + 1;
     } else if (c != kNoNode || more_) {
       extra().callable = c;
@@ -167,6 +167,8 @@ struct Node {
   // Whether the callable and arguments are held in the node: every kind but
   // those whose value fills it (a kStorage holds only its arguments there).
   bool CallInNode() const { return kind != NodeKind::kInt && kind != NodeKind::kFloat && kind != NodeKind::kTensor; }
+  // The callable's half of that: a kStorage's index takes its place.
+  bool CallableInNode() const { return CallInNode() && kind != NodeKind::kStorage; }
   bool IsContainer() const {
     return kind == NodeKind::kTuple || kind == NodeKind::kList || kind == NodeKind::kDict || kind == NodeKind::kSet ||
            kind == NodeKind::kFrozenSet;
