@@ -208,7 +208,7 @@ class ParamChecks {
         const Node& n = cp_.graph.at(value);
         if (n.kind != NodeKind::kTensor) continue;
         const TensorRef& t = cp_.tensors[n.tensor];
-        const std::vector<int64_t>& shape = t.is_dtensor ? t.global_sizes() : t.sizes;
+        const std::vector<int64_t> shape = t.whole_sizes();
         const std::string field = cp_.graph.at(name).kind == NodeKind::kStr ? cp_.graph.at(name).text : "";
         const FieldLayout layout = LayoutOfField(family.name, field);
         if (layout == FieldLayout::kUnknown) {

@@ -209,7 +209,7 @@ class Verifier {
       }
       // A DTensor (FSDP2) holds this rank's shard: its global shape must fit,
       // and the replay runs on the shard.
-      const std::vector<int64_t>& shape = t->is_dtensor ? t->global_sizes() : t->sizes;
+      const std::vector<int64_t> shape = t->whole_sizes();
       if (shape != info.shape) {
         Add(info.name, "shape", "state shape " + ShapeText(shape) + " does not fit the parameter's " +
                                     ShapeText(info.shape));

@@ -82,7 +82,7 @@ class UnreplayedChecks {
       }
       if (g_.at(v).kind != NodeKind::kTensor) continue;  // SGD's None momentum_buffer
       const TensorRef& t = cp.tensors[g_.at(v).tensor];
-      const std::vector<int64_t>& shape = t.is_dtensor ? t.global_sizes() : t.sizes;
+      const std::vector<int64_t> shape = t.whole_sizes();
       // Each field as what its algorithm keeps in it (optimizer_family.h).
       const FieldLayout layout = LayoutOfField(family_.name, field);
       if (layout == FieldLayout::kUnknown) {

@@ -291,7 +291,7 @@ void TakeStateShape(const Checkpoint& checkpoint, NodeId entry, ParamInfo& p) {
     if (g.at(v).kind != NodeKind::kTensor) continue;
     if (g.at(name).kind == NodeKind::kStr && g.at(name).text == "step") continue;
     const TensorRef& t = checkpoint.tensors[g.at(v).tensor];
-    p.shape = t.is_dtensor ? t.global_sizes() : t.sizes;
+    p.shape = t.whole_sizes();
     p.dtype = t.dtype;
     uint64_t numel = 1;
     for (int64_t d : p.shape) numel *= static_cast<uint64_t>(d);

@@ -182,11 +182,14 @@ class CompactText {
 // stride and key tuples are pairs, eleven per parameter, and none of them then
 // costs a malloc. Beyond that it grows on the heap like std::vector. Pointers
 // to the elements of an inline list move with the list (a heap list's do not).
-template <typename T>
+// kInlineBytes (at least the 8 of the pointer) lets a list keep more inline:
+// a tensor's sizes and strides hold two int64 each (TensorDims).
+template <typename T, size_t kInlineBytes = 8>
 class CompactList {
   static_assert(std::is_trivially_copyable_v<T>);
   static_assert(alignof(T) <= 8);
-  static constexpr uint32_t kInline = 8 / sizeof(T);
+  static_assert(kInlineBytes >= 8 && kInlineBytes % 8 == 0);
+  static constexpr uint32_t kInline = kInlineBytes / sizeof(T);
 
  public:
   using value_type = T;
@@ -308,6 +311,9 @@ class CompactList {
   friend bool operator==(const CompactList& a, const std::vector<T>& b) {
     return std::equal(a.begin(), a.end(), b.begin(), b.end());
   }
+  friend bool operator<(const CompactList& a, const CompactList& b) {  // as std::vector orders
+    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
+  }
 
  private:
   bool OnHeap() const { return heap_; }
@@ -348,7 +354,7 @@ class CompactList {
   // entries take 24 of its 56 (32 of 64 with a separate capacity, 480 MB at
   // the 3 * 10^7 nodes of 10^6 parameters). The heap block's capacity is
   // malloc's (capacity()).
-  alignas(alignof(T) > 4 ? 8 : 4) unsigned char raw_[8] = {};
+  alignas(alignof(T) > 4 ? 8 : 4) unsigned char raw_[kInlineBytes] = {};
   uint32_t size_ : 31 = 0;
   uint32_t heap_ : 1 = 0;
 };

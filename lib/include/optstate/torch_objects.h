@@ -118,12 +118,17 @@ struct DTensorSplit {
   std::vector<int64_t> block_offsets;
 };
 
+// A tensor's sizes or strides: up to two dimensions (a weight, a bias, a
+// scalar) held in the value itself. As std::vectors they were a 32-byte malloc
+// block each, 190 MB beside the graph at 10^6 [16, 8] parameters with AdamW.
+using TensorDims = CompactList<int64_t, 16>;
+
 struct TensorRef {
-  int64_t storage = -1;  // index into storages; -1 for meta tensors
-  DType dtype = DType::kFloat32;
+  int64_t storage = -1;         // index into storages; -1 for meta tensors
   uint64_t storage_offset = 0;  // in elements
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
+  TensorDims sizes;
+  TensorDims strides;
+  DType dtype = DType::kFloat32;  // beside the flags: 80 bytes, not 88
   bool requires_grad = false;
   bool is_parameter = false;
   // DTensor (FSDP2, tensor parallel): the fields above describe this rank's local
@@ -132,6 +137,8 @@ struct TensorRef {
   bool is_dtensor = false;
   bool inside_dtensor = false;  // this is the _local_tensor of a DTensor listed separately
   const std::vector<int64_t>& global_sizes() const { return layout_ ? layout_->global_sizes : kNoInts; }
+  // The whole tensor's sizes: a DTensor's global sizes, else `sizes`.
+  std::vector<int64_t> whole_sizes() const { return is_dtensor ? global_sizes() : sizes.ToVector(); }
   const std::vector<std::string>& placements() const { return layout_ ? layout_->placements : kNoTexts; }
   const std::vector<int64_t>& mesh_shape() const { return layout_ ? layout_->mesh_shape : kNoInts; }
   const std::vector<int64_t>& mesh_coordinate() const { return layout_ ? layout_->mesh_coordinate : kNoInts; }
@@ -150,7 +157,7 @@ struct TensorRef {
   OutOfLine<DTensorSplit> layout_;
 };
 
-static_assert(sizeof(TensorRef) <= 88, "one per tensor: 4 * 10^5 of them in a checkpoint of 10^5 parameters");
+static_assert(sizeof(TensorRef) <= 80, "one per tensor: 4 * 10^6 of them in a checkpoint of 10^6 parameters");
 
 // Called once per storage key when first met; fills zip_entry/data_offset/located
 // from the container, or fails (missing record, record shorter than nbytes).
