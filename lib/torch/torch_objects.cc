@@ -253,7 +253,13 @@ uint64_t ShapeNumel(const std::vector<int64_t>& sizes) {
   return n;
 }
 
-uint64_t TensorRef::numel() const { return ShapeNumel(sizes); }
+// Over the TensorDims in place: ShapeNumel takes a vector, and the conversion
+// would allocate one at each call (validate asks once a tensor and more).
+uint64_t TensorRef::numel() const {
+  uint64_t n = 1;
+  for (int64_t s : sizes) n *= static_cast<uint64_t>(s);
+  return n;
+}
 
 uint64_t TensorRef::nbytes() const { return numel() * GetDTypeInfo(dtype).element_size; }
 
