@@ -15,12 +15,6 @@ namespace {
 
 constexpr const char* kName = "inspect";
 
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 std::string BaseName(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 
 std::string StepText(double step) {

@@ -241,25 +241,19 @@ std::string_view NormalizeModule(std::string_view module) {
   return module;
 }
 
-std::string ShapeText(const std::vector<int64_t>& sizes) {
+std::string ShapeText(std::span<const int64_t> sizes) {
   std::string out = "[";
   for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
   return out + "]";
 }
 
-uint64_t ShapeNumel(const std::vector<int64_t>& sizes) {
+uint64_t ShapeNumel(std::span<const int64_t> sizes) {
   uint64_t n = 1;
   for (int64_t s : sizes) n *= static_cast<uint64_t>(s);
   return n;
 }
 
-// Over the TensorDims in place: ShapeNumel takes a vector, and the conversion
-// would allocate one at each call (validate asks once a tensor and more).
-uint64_t TensorRef::numel() const {
-  uint64_t n = 1;
-  for (int64_t s : sizes) n *= static_cast<uint64_t>(s);
-  return n;
-}
+uint64_t TensorRef::numel() const { return ShapeNumel(sizes); }
 
 uint64_t TensorRef::nbytes() const { return numel() * GetDTypeInfo(dtype).element_size; }
 

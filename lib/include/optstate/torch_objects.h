@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -210,10 +211,10 @@ bool IsAllowedOnceDistributedTensorImported(std::string_view module, std::string
 std::string_view NormalizeModule(std::string_view module);
 
 // "[16, 8]"; "[]" for a 0-d tensor.
-std::string ShapeText(const std::vector<int64_t>& sizes);
+std::string ShapeText(std::span<const int64_t> sizes);
 
 // The number of elements of a shape: the product of its sizes (1 for 0-d).
-uint64_t ShapeNumel(const std::vector<int64_t>& sizes);
+uint64_t ShapeNumel(std::span<const int64_t> sizes);
 
 // Globals that execute code or reach the system when called: os.*, subprocess.*,
 // builtins.eval/exec/..., runpy, importlib, operator.attrgetter, torch.load, ...
