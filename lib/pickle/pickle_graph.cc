@@ -72,6 +72,8 @@ size_t CompactGraph(ObjectGraph& graph, const std::vector<bool>& keep) {
     ++next;
   }
   fix(graph.root);
+  std::erase_if(graph.tensor_callables, [&](NodeId c) { return !rank.kept(c); });
+  for (NodeId& c : graph.tensor_callables) fix(c);
   graph.nodes.Truncate(next);
   return next;
 }

@@ -152,6 +152,8 @@ void ScanAllocationClaims(const ObjectGraph& graph, const std::vector<GlobalRef>
 
 std::set<uint64_t> CalledGlobalOffsets(const ObjectGraph& graph) {
   std::set<uint64_t> out;
+  // Plain tensors' callables, which their nodes do not hold (ObjectGraph).
+  for (NodeId c : graph.tensor_callables) out.insert(graph.at(c).offset);
   for (const Node& n : graph.nodes) {
     // A global changed in place (BUILD sets a module's attributes, SETITEM and
     // APPEND write into sys.modules or os.environ) acts on the live interpreter
@@ -212,14 +214,19 @@ std::set<uint64_t> BoundMethodLookups(const ObjectGraph& graph) {
   std::vector<bool> used_by_calls(graph.nodes.size());
   for (const Node& n : graph.nodes) {
     if (n.kind != NodeKind::kObject && n.kind != NodeKind::kTensor) continue;
-    if (n.callable() == kNoNode) continue;
-    // NEWOBJ only makes an instance (cls.__new__, no __init__): how protocol 2
-    // spells a nested class, ShardedTensor.ProcessGroupState, is such a lookup.
-    if (n.call != CallOpcode::kNewObj) used_by_calls[n.callable()] = true;
-    const Node& callee = graph.at(n.callable());
-    const bool stores_its_arguments = callee.kind == NodeKind::kGlobal &&
-                                      IsKnownDataClass(callee.module(), callee.name()) &&
-                                      !(NormalizeModule(callee.module()) == "copyreg" && callee.name() == "_reconstructor");
+    // A plain tensor's callable is in graph.tensor_callables: a global (never
+    // a lookup) that is no data class, so it uses its arguments.
+    const bool listed_callable = n.kind == NodeKind::kTensor && n.callable() == kNoNode;
+    if (n.callable() == kNoNode && !listed_callable) continue;
+    bool stores_its_arguments = false;
+    if (!listed_callable) {
+      // NEWOBJ only makes an instance (cls.__new__, no __init__): how protocol 2
+      // spells a nested class, ShardedTensor.ProcessGroupState, is such a lookup.
+      if (n.call != CallOpcode::kNewObj) used_by_calls[n.callable()] = true;
+      const Node& callee = graph.at(n.callable());
+      stores_its_arguments = callee.kind == NodeKind::kGlobal && IsKnownDataClass(callee.module(), callee.name()) &&
+                             !(NormalizeModule(callee.module()) == "copyreg" && callee.name() == "_reconstructor");
+    }
     if (!stores_its_arguments && n.args() != kNoNode && graph.at(n.args()).kind == NodeKind::kTuple) {
       for (NodeId a : graph.at(n.args()).items) used_by_calls[a] = true;
     }

@@ -239,14 +239,24 @@ Status Resolver::CheckExtent(const Node& n, const TensorRef& t, const StorageRef
 }
 
 Status Resolver::BecomeTensor(NodeId id, TensorRef t) {
+  // The tensor's index takes the bytes its callable was held in. A plain
+  // tensor's callable is a torch global that uses its arguments (no data
+  // class): the graph lists it for the scans, and the node needs no block out
+  // of line. A DTensor is written back from its call, which it keeps whole.
+  const bool plain = !t.is_dtensor;
   out_.tensors.push_back(std::move(t));
   Node& n = g_.at(id);
-  // The tensor's index takes the bytes its call was held in: the call moves out of line.
   const NodeId callable = n.callable(), args = n.args();
+  const bool listed = plain && callable != kNoNode && N(callable).kind == NodeKind::kGlobal &&
+                      !IsKnownDataClass(N(callable).module(), N(callable).name());
   n.kind = NodeKind::kTensor;
   n.tensor = static_cast<uint32_t>(out_.tensors.size() - 1);
-  n.set_callable(callable);
   n.set_args(args);
+  if (!listed) {
+    n.set_callable(callable);
+  } else if (g_.tensor_callables.empty() || g_.tensor_callables.back() != callable) {
+    g_.tensor_callables.push_back(callable);
+  }
   n.text = CompactText();
   // Its label comes later (LabelTensors), and the call that built it stays
   // until the security scans have read it (_rebuild_from_type_v2 calls the

@@ -282,9 +282,13 @@ size_t ReleaseTensorCalls(ObjectGraph& graph, const std::vector<TensorRef>& tens
   while (!todo.empty()) {
     Node& n = graph.at(todo.back());
     todo.pop_back();
-    if (plain_tensor(n)) n.drop_extra();  // its call is not followed
+    if (plain_tensor(n)) {  // its call is not followed
+      n.drop_extra();
+      n.set_args(kNoNode);
+    }
     ForEachChild(n, visit);
   }
+  graph.tensor_callables.clear();  // the scans have read them
   return CompactGraph(graph, reached);
 }
 

@@ -100,16 +100,18 @@ struct Node {
   // kind names. Every kind without a value here (calls, containers, persistent
   // ids and the rest) keeps its call's callable and argument tuple in these
   // bytes, each as id + 1 (0: none), so that the two calls and the persistent
-  // id of each tensor of a torch.save file need no out-of-line block; a
+  // id of each tensor of a torch.save file need no out-of-line block. A
   // kStorage (a persistent id recognised) keeps its storage index where the
-  // callable was, as a persistent id has none.
+  // callable was, as a persistent id has none; so does a kTensor its tensor
+  // index, its callable going out of line or, for a plain tensor, to the
+  // graph's tensor_callables (see there).
   union {
     int64_t int_value = 0;          // kInt
     double float_value;             // kFloat
-    uint32_t tensor;                // kTensor
     struct {
       union {
         uint32_t storage;  // kStorage
+        uint32_t tensor;   // kTensor
         uint32_t callable_plus_one_;
       };
       uint32_t args_plus_one_;
@@ -164,11 +166,11 @@ struct Node {
       extra().args = a;
     }
   }
-  // Whether the callable and arguments are held in the node: every kind but
-  // those whose value fills it (a kStorage holds only its arguments there).
-  bool CallInNode() const { return kind != NodeKind::kInt && kind != NodeKind::kFloat && kind != NodeKind::kTensor; }
-  // The callable's half of that: a kStorage's index takes its place.
-  bool CallableInNode() const { return CallInNode() && kind != NodeKind::kStorage; }
+  // Whether the arguments are held in the node: every kind but those whose
+  // value fills it.
+  bool CallInNode() const { return kind != NodeKind::kInt && kind != NodeKind::kFloat; }
+  // The callable's half of that: a kStorage's or kTensor's index takes its place.
+  bool CallableInNode() const { return CallInNode() && kind != NodeKind::kStorage && kind != NodeKind::kTensor; }
   bool IsContainer() const {
     return kind == NodeKind::kTuple || kind == NodeKind::kList || kind == NodeKind::kDict || kind == NodeKind::kSet ||
            kind == NodeKind::kFrozenSet;
@@ -248,6 +250,12 @@ struct ObjectGraph {
   // change afterwards, so read them only as the reserve they are.
   uint64_t calls_made = 0;
   uint64_t persistent_ids_made = 0;
+  // The callables of plain tensors' rebuild calls (torch globals such as
+  // _rebuild_tensor_v2), each once a run of tensors that share it: a
+  // kTensor's index takes its callable's place in the node, and a block out
+  // of line for it cost 32 bytes a tensor at the read's peak. The security
+  // scans count them as called; ReleaseTensorCalls empties the list.
+  std::vector<NodeId> tensor_callables;
 
   const Node& at(NodeId id) const { return nodes[id]; }
   Node& at(NodeId id) { return nodes[id]; }
