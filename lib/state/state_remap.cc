@@ -269,7 +269,7 @@ size_t SeparateSharedSteps(Checkpoint& checkpoint, NodeId state) {
       TensorRef t = checkpoint.tensors[g.at(v).tensor];
       if (t.is_dtensor || t.storage < 0 || seen.insert(t.storage).second) continue;
       checkpoint.storages.push_back(checkpoint.storages[static_cast<size_t>(t.storage)]);
-      t.storage = static_cast<int64_t>(checkpoint.storages.size() - 1);
+      t.storage = static_cast<int32_t>(checkpoint.storages.size() - 1);
       checkpoint.tensors.push_back(t);
       CompactText label = g.at(v).text;
       NodeId step = b.New(NodeKind::kTensor);

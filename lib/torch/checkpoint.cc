@@ -1,6 +1,7 @@
 #include "optstate/checkpoint.h"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <new>
 #include <optional>
@@ -59,7 +60,11 @@ Status ParseZipPickle(const ByteCursor& whole, const ReadOptions& options, const
                           " elements of " + std::to_string(s.nbytes / std::max<uint64_t>(s.numel, 1)) +
                           " bytes (" + std::to_string(s.nbytes) + ")");
     }
-    s.zip_entry = e - zip.entries.data();
+    const ptrdiff_t index = e - zip.entries.data();
+    if (index > std::numeric_limits<int32_t>::max()) {  // only if --max-zip-entries was raised past 2^31
+      return LimitExceededError("record '" + e->name + "' is past the 2^31st record of the zip directory");
+    }
+    s.zip_entry = static_cast<int32_t>(index);
     s.located = true;
     return Status();
   };

@@ -67,7 +67,7 @@ NodeId GraphBuilder::Tensor(DType dtype, const std::vector<int64_t>& shape) {
   s.located = true;
   cp_.storages.push_back(s);
   TensorRef t;
-  t.storage = static_cast<int64_t>(cp_.storages.size() - 1);
+  t.storage = static_cast<int32_t>(cp_.storages.size() - 1);
   t.dtype = dtype;
   t.sizes = shape;
   t.strides = ContiguousStrides(shape);

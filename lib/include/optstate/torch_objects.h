@@ -86,22 +86,23 @@ std::optional<DType> DTypeFromName(std::string_view name);  // "float32", also "
 std::optional<DType> DTypeFromStorageClass(std::string_view storage_class);  // "FloatStorage"
 
 struct StorageRef {
-  // Compact texts: a key and "cpu" fit in their 8 bytes, and a save of 10^5
-  // parameters has 4 * 10^5 storages (56 bytes each; 112 with std::string).
+  // Compact texts: a key and "cpu" fit in their 8 bytes, and a save of 10^6
+  // parameters has 4 * 10^6 storages (48 bytes each; 112 with std::string).
   CompactText key;       // persistent id key: "0", "1", ... (zip) or an address (legacy)
   CompactText location;  // "cpu", "cuda:0", ...
   uint64_t numel = 0;    // elements as declared by the pickle
   uint64_t nbytes = 0;   // numel * element size
   // Where the bytes are: filled by the container layer.
-  int64_t zip_entry = -1;    // index in the zip directory; its data offset is read lazily
   uint64_t data_offset = 0;  // legacy format: first byte in the checkpoint buffer
+  int32_t zip_entry = -1;    // index in the zip directory; its data offset is read lazily
   DType dtype = DType::kUInt8;
-  bool untyped = false;      // torch.storage.UntypedStorage: numel counts bytes
-  bool located = false;
-  bool zero_fill = false;    // made by optstate (remap --on-collision reset): all zero bytes
-  bool computed = false;     // made by optstate (migrate): bytes computed when written
+  // Bits, so that they share 8 bytes with the two fields above.
+  bool untyped : 1 = false;    // torch.storage.UntypedStorage: numel counts bytes
+  bool located : 1 = false;
+  bool zero_fill : 1 = false;  // made by optstate (remap --on-collision reset): all zero bytes
+  bool computed : 1 = false;   // made by optstate (migrate): bytes computed when written
 };
-static_assert(sizeof(StorageRef) <= 56, "one per storage, 4 * 10^5 in a save of 10^5 parameters");
+static_assert(sizeof(StorageRef) <= 48, "one per storage, 4 * 10^6 in a save of 10^6 parameters");
 
 // How a DTensor (FSDP2, tensor parallel) is split: the whole tensor's sizes
 // and this rank's place. Out of line: one tensor in 10^5 checkpoints' 4 * 10^5
@@ -125,18 +126,19 @@ struct DTensorSplit {
 using TensorDims = CompactList<int64_t, 16>;
 
 struct TensorRef {
-  int64_t storage = -1;         // index into storages; -1 for meta tensors
   uint64_t storage_offset = 0;  // in elements
   TensorDims sizes;
   TensorDims strides;
-  DType dtype = DType::kFloat32;  // beside the flags: 80 bytes, not 88
-  bool requires_grad = false;
-  bool is_parameter = false;
+  // The index, dtype and flags share 8 bytes: 72 bytes a tensor, not 88.
+  int32_t storage = -1;  // index into storages (at most one a graph node); -1 for meta tensors
+  DType dtype = DType::kFloat32;
+  bool requires_grad : 1 = false;
+  bool is_parameter : 1 = false;
   // DTensor (FSDP2, tensor parallel): the fields above describe this rank's local
   // shard; these describe the whole tensor and how it is split (empty unless
   // is_dtensor). Written through layout().
-  bool is_dtensor = false;
-  bool inside_dtensor = false;  // this is the _local_tensor of a DTensor listed separately
+  bool is_dtensor : 1 = false;
+  bool inside_dtensor : 1 = false;  // this is the _local_tensor of a DTensor listed separately
   const std::vector<int64_t>& global_sizes() const { return layout_ ? layout_->global_sizes : kNoInts; }
   // The whole tensor's sizes: a DTensor's global sizes, else `sizes`.
   std::vector<int64_t> whole_sizes() const { return is_dtensor ? global_sizes() : sizes.ToVector(); }
@@ -158,7 +160,7 @@ struct TensorRef {
   OutOfLine<DTensorSplit> layout_;
 };
 
-static_assert(sizeof(TensorRef) <= 80, "one per tensor: 4 * 10^6 of them in a checkpoint of 10^6 parameters");
+static_assert(sizeof(TensorRef) <= 72, "one per tensor: 4 * 10^6 of them in a checkpoint of 10^6 parameters");
 
 // Called once per storage key when first met; fills zip_entry/data_offset/located
 // from the container, or fails (missing record, record shorter than nbytes).
