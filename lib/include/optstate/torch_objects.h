@@ -97,7 +97,7 @@ struct StorageRef {
   int32_t zip_entry = -1;    // index in the zip directory; its data offset is read lazily
   DType dtype = DType::kUInt8;
   // Bits, so that they share 8 bytes with the two fields above.
-  bool untyped : 1 = false;    // torch.storage.UntypedStorage: numel counts bytes
+  bool untyped : 1 = false;  // torch.storage.UntypedStorage: numel counts bytes
   bool located : 1 = false;
   bool zero_fill : 1 = false;  // made by optstate (remap --on-collision reset): all zero bytes
   bool computed : 1 = false;   // made by optstate (migrate): bytes computed when written
