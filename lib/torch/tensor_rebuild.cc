@@ -247,14 +247,18 @@ Status Resolver::BecomeTensor(NodeId id, TensorRef t) {
   out_.tensors.push_back(std::move(t));
   Node& n = g_.at(id);
   const NodeId callable = n.callable(), args = n.args();
-  const bool listed = plain && callable != kNoNode && N(callable).kind == NodeKind::kGlobal &&
-                      !IsKnownDataClass(N(callable).module(), N(callable).name());
+  // Nearly every tensor has the callable the one before had, already judged:
+  // IsKnownDataClass builds a string and walks a table, 4 * 10^6 times else.
+  const bool listed_last = !g_.tensor_callables.empty() && g_.tensor_callables.back() == callable;
+  const bool listed = plain && callable != kNoNode &&
+                      (listed_last || (N(callable).kind == NodeKind::kGlobal &&
+                                       !IsKnownDataClass(N(callable).module(), N(callable).name())));
   n.kind = NodeKind::kTensor;
   n.tensor = static_cast<uint32_t>(out_.tensors.size() - 1);
   n.set_args(args);
   if (!listed) {
     n.set_callable(callable);
-  } else if (g_.tensor_callables.empty() || g_.tensor_callables.back() != callable) {
+  } else if (!listed_last) {
     g_.tensor_callables.push_back(callable);
   }
   n.text = CompactText();
